@@ -1,0 +1,314 @@
+//! The protocol every actor shares: tool definitions, calls, invocations,
+//! the result envelope (SPEC S5.4), references and receipts, and the
+//! messages of the tools actor and of individual tool actors.
+//!
+//! Actors never reach into each other; they exchange only these types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use agent_capabilities::{
+    ApprovalIdentity, ApprovalMode, CanonicalError, Capability, Decision, EffectClass, EffectSet,
+    Fingerprint, Idempotency, Origin, Sensitivity, Target, TargetScope, Trust, Verifier,
+};
+
+use crate::actor::{Addr, Reply};
+use crate::ids::{CallId, RunId, SessionId};
+use crate::run::RunMode;
+
+/// How the target of an invocation is derived from its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TargetRule {
+    /// The tool touches nothing outside the run.
+    None,
+    /// A workspace path in the string argument `field` (scope: that path).
+    WorkspacePathArg { field: String },
+    /// A URL in the string argument `field` (scope: its origin).
+    UrlArg { field: String },
+    /// Always the configured endpoint of a plugin (`scheme://host[:port]`).
+    Endpoint { origin: String },
+    /// A fixed scope, whatever the arguments.
+    Fixed { scope: TargetScope },
+}
+
+/// A tool as the registry knows it. Its fingerprint is the SHA-256 of its
+/// canonical JSON: any change, even one character of the description, is a
+/// new definition that needs approval again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+    pub origin: Origin,
+    /// The plugin or MCP server that provides it (None for built-ins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    pub effects: EffectSet,
+    pub idempotency: Idempotency,
+    pub sensitivity: Sensitivity,
+    pub target: TargetRule,
+    /// Display hints (MCP-style annotations such as `readOnlyHint`). Never the
+    /// security boundary: the policy looks only at `effects` (S6.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+impl ToolDefinition {
+    pub fn fingerprint(&self) -> Result<Fingerprint, CanonicalError> {
+        Fingerprint::of(self)
+    }
+}
+
+/// A tool schema as shown to the model in one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelToolSchema {
+    /// The deterministic model-facing name.
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    /// The fingerprint of the definition the model was shown.
+    pub fingerprint: Fingerprint,
+}
+
+/// A tool call as the model produced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub call_id: CallId,
+    /// The model-facing tool name.
+    pub name: String,
+    /// The raw arguments text from the model (parsed and validated by the pipeline).
+    pub arguments: String,
+}
+
+/// Everything about one call that the pipeline resolved, before a capability exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvocationDraft {
+    pub run: RunId,
+    pub session: SessionId,
+    pub call_id: CallId,
+    pub tool: String,
+    pub fingerprint: Fingerprint,
+    /// Canonical, schema-validated arguments.
+    pub arguments: Value,
+    /// SHA-256 of the canonical arguments.
+    pub args_hash: String,
+    pub effects: EffectSet,
+    pub idempotency: Idempotency,
+    pub sensitivity: Sensitivity,
+    pub origin: Origin,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    pub target: Target,
+    pub scope: TargetScope,
+    pub attempt: u32,
+    /// Stable across retries of this call (derived from the call id).
+    pub idempotency_key: String,
+}
+
+/// A draft plus the capability that authorises it: what a tool actor receives.
+#[derive(Debug, Clone)]
+pub struct ToolInvocation {
+    pub draft: InvocationDraft,
+    pub capability: Capability,
+    /// The run's verifier; the receiving side verifies before any effect.
+    pub verifier: Verifier,
+}
+
+/// Where a result came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// `builtin`, `plugin:<id>`, `mcp:<server>`, `user`.
+    pub origin: String,
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
+    /// Anything else worth keeping (reader used, truncation flags, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub detail: BTreeMap<String, Value>,
+}
+
+/// What kind of thing a reference points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceKind {
+    Blob,
+    WorkspaceFile,
+    Artifact,
+}
+
+/// A pointer to stored content instead of the content itself (S5.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reference {
+    pub kind: ReferenceKind,
+    /// A blob hash, a workspace path, or an Artifact id.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime: Option<String>,
+    pub size: u64,
+    /// SHA-256 of the referenced bytes.
+    pub hash: String,
+}
+
+/// Proof of what an effect did (a workspace receipt: path, revisions, hash).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectReceipt {
+    pub effect: EffectClass,
+    /// A short target description (path, origin), never content.
+    pub target: String,
+    /// Structured detail: revisions, hashes, ids. Never raw content.
+    #[serde(default)]
+    pub detail: Value,
+}
+
+/// The success half of the envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSuccess {
+    pub content: Value,
+    pub trust: Trust,
+    pub provenance: Provenance,
+    #[serde(default)]
+    pub references: Vec<Reference>,
+    #[serde(default)]
+    pub receipts: Vec<EffectReceipt>,
+}
+
+/// The error half of the envelope. `code` is stable; `message` is for people.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolFailure {
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+    pub trust: Trust,
+    pub provenance: Provenance,
+    /// True when the effect may have happened anyway (a timeout after sending,
+    /// a dropped connection): the supervisor then records `effect_unknown`.
+    #[serde(default)]
+    pub effect_may_have_happened: bool,
+}
+
+/// The discriminated result envelope of every tool call (S5.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ToolResult {
+    Success(ToolSuccess),
+    Error(ToolFailure),
+}
+
+impl ToolResult {
+    pub fn is_success(&self) -> bool {
+        matches!(self, ToolResult::Success(_))
+    }
+    pub fn trust(&self) -> Trust {
+        match self {
+            ToolResult::Success(s) => s.trust,
+            ToolResult::Error(e) => e.trust,
+        }
+    }
+    /// An internal error with a stable code, nothing dispatched.
+    pub fn error(code: &str, message: impl Into<String>, tool: &str) -> ToolResult {
+        ToolResult::Error(ToolFailure {
+            code: code.to_owned(),
+            message: message.into(),
+            retryable: false,
+            trust: Trust::Internal,
+            provenance: Provenance {
+                origin: "builtin".into(),
+                tool: tool.to_owned(),
+                ..Provenance::default()
+            },
+            effect_may_have_happened: false,
+        })
+    }
+}
+
+/// The message a single tool actor understands.
+#[derive(Debug)]
+pub enum ToolMsg {
+    Invoke {
+        invocation: ToolInvocation,
+        reply: Reply<ToolResult>,
+    },
+}
+
+/// The address of one tool actor.
+pub type ToolAddr = Addr<ToolMsg>;
+
+/// Per-run settings the tools actor applies (a later Profiles issue fills them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunToolConfig {
+    pub mode: RunMode,
+    pub approval: ApprovalMode,
+    /// Tool names the run may use; None means every registered tool of the mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowlist: Option<std::collections::BTreeSet<String>>,
+}
+
+/// What the tools actor answers to `Prepare`: the resolved call and the
+/// policy's decision. The supervisor asks the person when told to, mints the
+/// capability with its `Authority`, and then sends `Dispatch`.
+#[derive(Debug, Clone)]
+pub struct PreparedCall {
+    pub draft: InvocationDraft,
+    pub decision: Decision,
+    pub identity: ApprovalIdentity,
+    pub target_summary: String,
+}
+
+/// Messages of the tools actor (registry and dispatch).
+#[derive(Debug)]
+pub enum ToolsMsg {
+    /// The schemas the model may see for this run (at most 64, S5.2).
+    Schemas {
+        run: RunId,
+        config: RunToolConfig,
+        reply: Reply<Vec<ModelToolSchema>>,
+    },
+    /// Parse, canonicalise and validate a model call, derive its target, ask the policy.
+    /// An `Err` is a result for the model (unknown tool, invalid arguments, ...): nothing ran.
+    Prepare {
+        run: RunId,
+        session: SessionId,
+        call: ToolCall,
+        attempt: u32,
+        config: RunToolConfig,
+        reply: Reply<Result<PreparedCall, ToolResult>>,
+    },
+    /// Re-check the draft against the current definition (fingerprint,
+    /// arguments), verify the capability, and run the tool.
+    Dispatch {
+        invocation: ToolInvocation,
+        reply: Reply<ToolResult>,
+    },
+}
+
+/// The address of the tools actor.
+pub type ToolsAddr = Addr<ToolsMsg>;
+
+/// Stores a large tool result durably (workspace file or Artifact) and
+/// returns a reference to it (S5.8). The workspace crate implements it; the
+/// host hands it to the tools actor, so that actors never reach into each other.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait ResultSpill: crate::MaybeSend + crate::MaybeSync {
+    async fn spill(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        call: &CallId,
+        tool: &str,
+        mime: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Reference, String>;
+}

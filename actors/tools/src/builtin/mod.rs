@@ -1,0 +1,1 @@
+//! Built-in tools: `run_javascript`, `extract_document`, Skills, `ask_user`, `update_plan`.
