@@ -1,0 +1,233 @@
+//! Budgets (SPEC S4): the presets, the fallback, validation of custom values,
+//! and the checks made before each new round or call.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::run::Usage;
+
+/// Which limit ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetDimension {
+    ToolRounds,
+    ToolCalls,
+    Tokens,
+    Duration,
+}
+
+impl std::fmt::Display for BudgetDimension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BudgetDimension::ToolRounds => "tool_rounds",
+            BudgetDimension::ToolCalls => "tool_calls",
+            BudgetDimension::Tokens => "tokens",
+            BudgetDimension::Duration => "duration",
+        })
+    }
+}
+
+/// The named presets of S4.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetPreset {
+    Light,
+    Standard,
+    Extended,
+}
+
+/// The effective limits of a run. Token and duration limits are optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    pub max_tool_rounds: u32,
+    pub max_tool_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Active wall time (time spent `running`), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_ms: Option<u64>,
+}
+
+/// Upper bounds for custom values: anything larger is a mistake, not a budget.
+pub const MAX_TOOL_ROUNDS: u64 = 1_000;
+pub const MAX_TOOL_CALLS: u64 = 10_000;
+pub const MAX_TOKENS: u64 = 100_000_000;
+pub const MAX_DURATION_MS: u64 = 24 * 60 * 60 * 1000;
+
+const MINUTE_MS: u64 = 60_000;
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::fallback()
+    }
+}
+
+impl Budget {
+    /// Without a profile or chat override: 20 tool rounds, 100 tool calls (S4.2).
+    pub const fn fallback() -> Budget {
+        Budget {
+            max_tool_rounds: 20,
+            max_tool_calls: 100,
+            max_tokens: None,
+            max_duration_ms: None,
+        }
+    }
+
+    /// Light 8/30/10 min, Standard 16/75/25 min, Extended 24/150/45 min (S4.3).
+    pub const fn preset(preset: BudgetPreset) -> Budget {
+        let (rounds, calls, minutes) = match preset {
+            BudgetPreset::Light => (8, 30, 10),
+            BudgetPreset::Standard => (16, 75, 25),
+            BudgetPreset::Extended => (24, 150, 45),
+        };
+        Budget {
+            max_tool_rounds: rounds,
+            max_tool_calls: calls,
+            max_tokens: None,
+            max_duration_ms: Some(minutes * MINUTE_MS),
+        }
+    }
+
+    /// Read a custom budget from JSON such as
+    /// `{"max_tool_rounds": 10, "max_tool_calls": 40, "max_tokens": 200000, "max_duration_ms": 600000}`.
+    /// Missing rounds/calls take the fallback; unknown fields are refused.
+    pub fn from_json(value: &Value) -> Result<Budget, BudgetError> {
+        let obj = value.as_object().ok_or(BudgetError {
+            field: "budget",
+            problem: "must be a JSON object".into(),
+        })?;
+        for key in obj.keys() {
+            if !matches!(
+                key.as_str(),
+                "max_tool_rounds" | "max_tool_calls" | "max_tokens" | "max_duration_ms"
+            ) {
+                return Err(BudgetError {
+                    field: "budget",
+                    problem: format!(
+                        "unknown field {key:?}; expected max_tool_rounds, max_tool_calls, max_tokens or max_duration_ms"
+                    ),
+                });
+            }
+        }
+        let fallback = Budget::fallback();
+        let rounds = field(obj.get("max_tool_rounds"), "max_tool_rounds", MAX_TOOL_ROUNDS)?
+            .unwrap_or(u64::from(fallback.max_tool_rounds));
+        let calls = field(obj.get("max_tool_calls"), "max_tool_calls", MAX_TOOL_CALLS)?
+            .unwrap_or(u64::from(fallback.max_tool_calls));
+        let budget = Budget {
+            max_tool_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
+            max_tool_calls: u32::try_from(calls).unwrap_or(u32::MAX),
+            max_tokens: field(obj.get("max_tokens"), "max_tokens", MAX_TOKENS)?,
+            max_duration_ms: field(obj.get("max_duration_ms"), "max_duration_ms", MAX_DURATION_MS)?,
+        };
+        budget.validate()?;
+        Ok(budget)
+    }
+
+    /// Check every value is positive and not absurdly large.
+    pub fn validate(&self) -> Result<(), BudgetError> {
+        check_range("max_tool_rounds", u64::from(self.max_tool_rounds), MAX_TOOL_ROUNDS)?;
+        check_range("max_tool_calls", u64::from(self.max_tool_calls), MAX_TOOL_CALLS)?;
+        if let Some(t) = self.max_tokens {
+            check_range("max_tokens", t, MAX_TOKENS)?;
+        }
+        if let Some(d) = self.max_duration_ms {
+            check_range("max_duration_ms", d, MAX_DURATION_MS)?;
+        }
+        Ok(())
+    }
+
+    /// May another tool round start, given the usage so far?
+    pub fn check_new_round(&self, usage: &Usage) -> Result<(), BudgetDimension> {
+        if usage.tool_rounds >= u64::from(self.max_tool_rounds) {
+            return Err(BudgetDimension::ToolRounds);
+        }
+        self.check_hard_limits(usage)
+    }
+
+    /// May another tool call be dispatched, given the usage so far?
+    pub fn check_new_call(&self, usage: &Usage) -> Result<(), BudgetDimension> {
+        if usage.tool_calls >= u64::from(self.max_tool_calls) {
+            return Err(BudgetDimension::ToolCalls);
+        }
+        self.check_hard_limits(usage)
+    }
+
+    /// The optional hard token and duration limits.
+    pub fn check_hard_limits(&self, usage: &Usage) -> Result<(), BudgetDimension> {
+        if let Some(max) = self.max_tokens
+            && usage.total_tokens() >= max
+        {
+            return Err(BudgetDimension::Tokens);
+        }
+        if let Some(max) = self.max_duration_ms
+            && usage.active_ms >= max
+        {
+            return Err(BudgetDimension::Duration);
+        }
+        Ok(())
+    }
+}
+
+fn field(v: Option<&Value>, name: &'static str, max: u64) -> Result<Option<u64>, BudgetError> {
+    let Some(v) = v else { return Ok(None) };
+    if v.is_null() {
+        return Ok(None);
+    }
+    let n = match v {
+        Value::Number(n) => n,
+        other => {
+            return Err(BudgetError {
+                field: name,
+                problem: format!("must be a whole number, got {}", kind_of(other)),
+            });
+        }
+    };
+    let Some(n) = n.as_u64() else {
+        return Err(BudgetError {
+            field: name,
+            problem: if n.as_i64().is_some_and(|i| i < 0) || n.as_f64().is_some_and(|f| f < 0.0) {
+                "must be positive, got a negative number".into()
+            } else {
+                "must be a whole number, got a fraction".into()
+            },
+        });
+    };
+    check_range(name, n, max)?;
+    Ok(Some(n))
+}
+
+fn check_range(name: &'static str, n: u64, max: u64) -> Result<(), BudgetError> {
+    if n == 0 {
+        return Err(BudgetError {
+            field: name,
+            problem: "must be at least 1, got 0".into(),
+        });
+    }
+    if n > max {
+        return Err(BudgetError {
+            field: name,
+            problem: format!("must be at most {max}, got {n}"),
+        });
+    }
+    Ok(())
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A custom budget value was invalid; names the field and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid budget: {field} {problem}")]
+pub struct BudgetError {
+    pub field: &'static str,
+    pub problem: String,
+}

@@ -1,0 +1,361 @@
+//! The storage trait: ordered key-value tables, a content-addressed blob
+//! store, lease records, and atomic declarative batches fenced by a lease
+//! epoch. Backends (memory, SQLite, IndexedDB) implement only these
+//! primitives; typed records are layered on top by `StorageExt`.
+//!
+//! A batch is data, not a closure, so that IndexedDB can run it in one
+//! transaction without awaiting anything else inside it.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{OwnerId, SessionId};
+use crate::maybe_send::{MaybeSend, MaybeSync};
+
+/// The tables of the runtime. Keys are ordered by their UTF-8 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Table {
+    /// `AgentRun` records, by run id.
+    Runs,
+    /// Journal records, `<run>/<call>`.
+    Journal,
+    /// Checkpoints, `<run>/<seq>`.
+    Checkpoints,
+    /// Activities, `<run>/<seq>`.
+    Activities,
+    /// Evidence, `<run>/<call>`.
+    Evidence,
+    /// Pending approvals, inputs and decisions, `<run>/<request>`.
+    Pending,
+    /// Workspace manifests, `<session>/<path>`.
+    Manifests,
+    /// Workspace trash, `<session>/<id>`.
+    Trash,
+    /// Artifact records and references, by the owning crate's keys.
+    Artifacts,
+    /// Anything else a component needs (schema versions, counters).
+    Meta,
+}
+
+impl Table {
+    /// Every table, for backends that create one store per table.
+    pub const ALL: [Table; 10] = [
+        Table::Runs,
+        Table::Journal,
+        Table::Checkpoints,
+        Table::Activities,
+        Table::Evidence,
+        Table::Pending,
+        Table::Manifests,
+        Table::Trash,
+        Table::Artifacts,
+        Table::Meta,
+    ];
+
+    /// The table's stable name in backends.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Table::Runs => "runs",
+            Table::Journal => "journal",
+            Table::Checkpoints => "checkpoints",
+            Table::Activities => "activities",
+            Table::Evidence => "evidence",
+            Table::Pending => "pending",
+            Table::Manifests => "manifests",
+            Table::Trash => "trash",
+            Table::Artifacts => "artifacts",
+            Table::Meta => "meta",
+        }
+    }
+}
+
+/// A reference to a blob: the SHA-256 of its bytes (lowercase hex) and its size.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BlobRef {
+    pub hash: String,
+    pub size: u64,
+}
+
+impl BlobRef {
+    /// The reference for `bytes`.
+    pub fn of(bytes: &[u8]) -> BlobRef {
+        BlobRef {
+            hash: agent_capabilities::sha256_hex(bytes),
+            size: bytes.len() as u64,
+        }
+    }
+}
+
+/// A write is allowed only while the writer's lease epoch is current.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fence {
+    pub session: SessionId,
+    pub epoch: u64,
+}
+
+/// A compare-and-set condition checked inside the batch's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// The key must not exist.
+    Absent { table: Table, key: String },
+    /// The key must exist.
+    Present { table: Table, key: String },
+    /// The key must hold exactly these bytes.
+    Equals {
+        table: Table,
+        key: String,
+        value: Vec<u8>,
+    },
+}
+
+/// One write inside a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put {
+        table: Table,
+        key: String,
+        value: Vec<u8>,
+    },
+    Delete {
+        table: Table,
+        key: String,
+    },
+}
+
+/// An atomic batch: either every op applies or none does. Conditions and the
+/// fence are checked first, in the same transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub fence: Option<Fence>,
+    pub conditions: Vec<Condition>,
+    pub ops: Vec<Op>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Refuse the whole batch unless `fence` is the session's current lease epoch.
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+    pub fn put(mut self, table: Table, key: impl Into<String>, value: Vec<u8>) -> Self {
+        self.ops.push(Op::Put {
+            table,
+            key: key.into(),
+            value,
+        });
+        self
+    }
+    pub fn delete(mut self, table: Table, key: impl Into<String>) -> Self {
+        self.ops.push(Op::Delete {
+            table,
+            key: key.into(),
+        });
+        self
+    }
+    pub fn expect_absent(mut self, table: Table, key: impl Into<String>) -> Self {
+        self.conditions.push(Condition::Absent {
+            table,
+            key: key.into(),
+        });
+        self
+    }
+    pub fn expect_present(mut self, table: Table, key: impl Into<String>) -> Self {
+        self.conditions.push(Condition::Present {
+            table,
+            key: key.into(),
+        });
+        self
+    }
+    pub fn expect_value(mut self, table: Table, key: impl Into<String>, value: Vec<u8>) -> Self {
+        self.conditions.push(Condition::Equals {
+            table,
+            key: key.into(),
+            value,
+        });
+        self
+    }
+    /// Serialise a typed record and put it under its own key.
+    pub fn put_record<R: Record>(self, record: &R) -> Result<Self, StorageError> {
+        let bytes = serde_json::to_vec(record).map_err(|e| StorageError::Encode {
+            table: R::TABLE,
+            detail: e.to_string(),
+        })?;
+        Ok(self.put(R::TABLE, record.key(), bytes))
+    }
+    /// True when the batch writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Who holds a session's lease, with which epoch, until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub session: SessionId,
+    pub owner: OwnerId,
+    /// Increases by one each time a different owner (or the same owner after
+    /// expiry or release) takes the lease. Writes carry it as their fence.
+    pub epoch: u64,
+    pub expires_at_ms: u64,
+}
+
+impl LeaseRecord {
+    pub fn fence(&self) -> Fence {
+        Fence {
+            session: self.session.clone(),
+            epoch: self.epoch,
+        }
+    }
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        now_ms < self.expires_at_ms
+    }
+}
+
+/// A storage operation failed. Every variant says what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error(
+        "write refused: lease epoch {presented} for session {session} is stale (current: {current:?}); another tab or process owns this session now"
+    )]
+    StaleEpoch {
+        session: SessionId,
+        presented: u64,
+        current: Option<u64>,
+    },
+    #[error("write refused: condition on {table:?} key {key:?} did not hold; reload and retry")]
+    ConditionFailed { table: Table, key: String },
+    #[error("blob refused: its bytes hash to {actual}, not the claimed {claimed}")]
+    BlobHashMismatch { claimed: String, actual: String },
+    #[error(
+        "stored record in {table:?} at {key:?} is corrupt ({detail}); it was left untouched, repair or remove it"
+    )]
+    Corrupt {
+        table: Table,
+        key: String,
+        detail: String,
+    },
+    #[error("could not encode a record for {table:?}: {detail}")]
+    Encode { table: Table, detail: String },
+    #[error("storage is unavailable: {0}")]
+    Unavailable(String),
+    #[error("storage backend error: {0}")]
+    Backend(String),
+}
+
+/// Taking, renewing or releasing a lease failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    #[error("session {session} is being executed by {owner} until {expires_at_ms} ms; wait or close it there")]
+    Held {
+        session: SessionId,
+        owner: OwnerId,
+        expires_at_ms: u64,
+    },
+    #[error("lease on session {session} was lost (epoch {epoch} is no longer current)")]
+    Lost { session: SessionId, epoch: u64 },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// The primitives a storage backend implements. Run the conformance suite
+/// (`agent_kernel::conformance`, feature `conformance`) against every backend.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait Storage: MaybeSend + MaybeSync {
+    /// The value at `key`, if any.
+    async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
+    /// Every entry whose key starts with `prefix`, ordered by key bytes.
+    async fn scan_prefix(
+        &self,
+        table: Table,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError>;
+    /// Apply a batch atomically: check the fence and the conditions, then all ops.
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError>;
+
+    /// Store bytes under their SHA-256; refuse them if `hash` does not match.
+    /// Storing the same bytes twice keeps one copy.
+    async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError>;
+    async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError>;
+    /// Remove a blob; true when it existed.
+    async fn delete_blob(&self, hash: &str) -> Result<bool, StorageError>;
+    /// Every stored blob hash, ordered.
+    async fn list_blobs(&self) -> Result<Vec<String>, StorageError>;
+
+    /// One atomic step: grant the lease to `owner` if it is free, expired, or
+    /// already `owner`'s (then the epoch stays and the expiry extends);
+    /// otherwise `LeaseError::Held`. A new holder gets epoch + 1.
+    async fn try_acquire_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError>;
+    /// Extend a lease still held with `epoch`; `LeaseError::Lost` otherwise.
+    async fn renew_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError>;
+    /// Give the lease up (expire it now) if still held with `epoch`; the epoch
+    /// is kept so the next holder gets a higher one.
+    async fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+    ) -> Result<(), LeaseError>;
+    /// The current lease record, live or expired.
+    async fn current_lease(&self, session: &SessionId)
+    -> Result<Option<LeaseRecord>, StorageError>;
+}
+
+/// A typed record stored as JSON in one table under its own key.
+pub trait Record: Serialize + DeserializeOwned {
+    const TABLE: Table;
+    fn key(&self) -> String;
+}
+
+/// Typed reads over any `Storage`. A record that does not decode is
+/// `StorageError::Corrupt`, never a panic and never silently skipped.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait StorageExt {
+    async fn get_record<R: Record>(&self, key: &str) -> Result<Option<R>, StorageError>;
+    async fn scan_records<R: Record>(&self, prefix: &str) -> Result<Vec<R>, StorageError>;
+}
+
+fn decode<R: Record>(key: &str, bytes: &[u8]) -> Result<R, StorageError> {
+    serde_json::from_slice(bytes).map_err(|e| StorageError::Corrupt {
+        table: R::TABLE,
+        key: key.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl<S: Storage + ?Sized> StorageExt for S {
+    async fn get_record<R: Record>(&self, key: &str) -> Result<Option<R>, StorageError> {
+        match self.get(R::TABLE, key).await? {
+            Some(bytes) => decode(key, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn scan_records<R: Record>(&self, prefix: &str) -> Result<Vec<R>, StorageError> {
+        self.scan_prefix(R::TABLE, prefix)
+            .await?
+            .iter()
+            .map(|(k, v)| decode(k, v))
+            .collect()
+    }
+}

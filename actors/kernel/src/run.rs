@@ -1,0 +1,364 @@
+//! The run model of SPEC S1 as plain data and pure functions: statuses, the
+//! transition table, stop reasons by status, usage, the `AgentRun` record,
+//! activities, evidence, pending requests and checkpoints.
+
+use serde::{Deserialize, Serialize};
+
+use agent_capabilities::{ApprovalIdentity, EffectSet, Trust};
+
+use crate::budget::{Budget, BudgetDimension};
+use crate::host::storage::{BlobRef, Record, Table};
+use crate::ids::{CallId, RequestId, RunId, SessionId};
+use crate::protocol::{Provenance, Reference};
+
+/// Where a run is in its life (S1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    AwaitingInput,
+    AwaitingApproval,
+    Interrupted,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Running,
+        RunStatus::AwaitingInput,
+        RunStatus::AwaitingApproval,
+        RunStatus::Interrupted,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
+    /// `completed`, `failed` and `cancelled` never change again.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+
+    /// The transition table of DESIGN.md. A status never "moves" to itself.
+    pub fn can_transition_to(self, to: RunStatus) -> bool {
+        use RunStatus::*;
+        if self == to {
+            return false;
+        }
+        match self {
+            Running => true,
+            AwaitingInput | AwaitingApproval => {
+                matches!(to, Running | Interrupted | Failed | Cancelled)
+            }
+            Interrupted => matches!(to, Running | Failed | Cancelled),
+            Completed | Failed | Cancelled => false,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::AwaitingInput => "awaiting_input",
+            RunStatus::AwaitingApproval => "awaiting_approval",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a run stopped (S1.3). Messages never contain prompt or result text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum StopReason {
+    Completed,
+    UserStopped,
+    BudgetExhausted { dimension: BudgetDimension },
+    Offline,
+    PageInterrupted,
+    EffectUnknown { call_id: CallId },
+    RuntimeError { actor: String, message: String },
+}
+
+impl StopReason {
+    /// Stop reasons by status (DESIGN.md): which statuses may carry this reason.
+    pub fn allowed_with(&self, status: RunStatus) -> bool {
+        use RunStatus::*;
+        match self {
+            StopReason::Completed => status == Completed,
+            StopReason::UserStopped => status == Cancelled,
+            StopReason::BudgetExhausted { .. } | StopReason::RuntimeError { .. } => {
+                status == Failed
+            }
+            StopReason::Offline | StopReason::PageInterrupted => status == Interrupted,
+            StopReason::EffectUnknown { .. } => matches!(status, Interrupted | Failed),
+        }
+    }
+}
+
+/// A status change that the table or the stop-reason rules refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    #[error("a run cannot go from {from} to {to}")]
+    Illegal { from: RunStatus, to: RunStatus },
+    #[error("status {to} needs a stop reason")]
+    MissingReason { to: RunStatus },
+    #[error("stop reason {reason:?} is not allowed with status {to}")]
+    ReasonNotAllowed { to: RunStatus, reason: StopReason },
+}
+
+/// Check a transition and the stop reason it carries. Statuses `running`,
+/// `awaiting_input` and `awaiting_approval` carry no reason; the others need one.
+pub fn check_transition(
+    from: RunStatus,
+    to: RunStatus,
+    reason: Option<&StopReason>,
+) -> Result<(), TransitionError> {
+    if !from.can_transition_to(to) {
+        return Err(TransitionError::Illegal { from, to });
+    }
+    let needs_reason = matches!(
+        to,
+        RunStatus::Interrupted | RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+    );
+    match (needs_reason, reason) {
+        (true, None) => Err(TransitionError::MissingReason { to }),
+        (false, Some(r)) => Err(TransitionError::ReasonNotAllowed {
+            to,
+            reason: r.clone(),
+        }),
+        (true, Some(r)) if !r.allowed_with(to) => Err(TransitionError::ReasonNotAllowed {
+            to,
+            reason: r.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Usage accumulated across model rounds (S4.1). Never decreases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub tool_rounds: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Milliseconds spent `running`.
+    pub active_ms: u64,
+}
+
+impl Usage {
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+    /// True when no counter of `self` is below the one in `earlier`.
+    pub fn dominates(&self, earlier: &Usage) -> bool {
+        self.tool_rounds >= earlier.tool_rounds
+            && self.tool_calls >= earlier.tool_calls
+            && self.input_tokens >= earlier.input_tokens
+            && self.output_tokens >= earlier.output_tokens
+            && self.active_ms >= earlier.active_ms
+    }
+}
+
+/// Agent or Research (S9); decides which tools the host registers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    #[default]
+    Agent,
+    Research,
+}
+
+/// The persisted `AgentRun` (S1.1): hashes and references only, never raw text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRun {
+    pub id: RunId,
+    pub session: SessionId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<RunId>,
+    #[serde(default)]
+    pub children: Vec<RunId>,
+    pub mode: RunMode,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    pub usage: Usage,
+    pub budget: Budget,
+    /// The prompt, stored as a blob.
+    pub prompt: BlobRef,
+    /// The final assistant output, stored as a blob, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<BlobRef>,
+    /// The latest plan (`update_plan`), stored as a blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<BlobRef>,
+    /// Number of activities written; the next one gets this sequence number.
+    pub next_activity: u64,
+    /// Every status the run has had, in order (for audits and the simulator).
+    pub status_history: Vec<RunStatus>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+impl Record for AgentRun {
+    const TABLE: Table = Table::Runs;
+    fn key(&self) -> String {
+        self.id.to_string()
+    }
+}
+
+/// What an activity records. Text lives in blobs; only references appear here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ActivityKind {
+    StatusChanged {
+        from: RunStatus,
+        to: RunStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<StopReason>,
+    },
+    ModelRequest { round: u64 },
+    ModelResponse { round: u64, text: Option<BlobRef>, tool_calls: u32 },
+    ToolCall { call_id: CallId, tool: String, state: crate::journal::CallState },
+    ApprovalRequested { request: RequestId, call_id: CallId },
+    ApprovalAnswered { request: RequestId, approved: bool },
+    InputRequested { request: RequestId },
+    InputAnswered { request: RequestId },
+    DecisionRequested { request: RequestId, call_id: CallId },
+    DecisionTaken { request: RequestId, choice: String },
+    PlanUpdated { plan: BlobRef },
+    ChildStarted { child: RunId },
+}
+
+/// One entry of a run's gap-free activity sequence (S1.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    pub run: RunId,
+    pub seq: u64,
+    /// Never earlier than the previous activity's timestamp, even if the clock stepped back.
+    pub at_ms: u64,
+    pub kind: ActivityKind,
+}
+
+impl Activity {
+    pub fn key_for(run: &RunId, seq: u64) -> String {
+        format!("{run}/{seq:016}")
+    }
+}
+
+impl Record for Activity {
+    const TABLE: Table = Table::Activities;
+    fn key(&self) -> String {
+        Activity::key_for(&self.run, self.seq)
+    }
+}
+
+/// The provenance and references of one result, kept for the run card.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub run: RunId,
+    pub call_id: CallId,
+    pub tool: String,
+    pub trust: Trust,
+    pub provenance: Provenance,
+    pub references: Vec<Reference>,
+    pub result: BlobRef,
+    pub at_ms: u64,
+}
+
+impl Record for Evidence {
+    const TABLE: Table = Table::Evidence;
+    fn key(&self) -> String {
+        format!("{}/{}", self.run, self.call_id)
+    }
+}
+
+/// What the person is asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PendingKind {
+    /// Approve or deny one tool call. Never persisted as a grant: only the request.
+    Approval {
+        call_id: CallId,
+        tool: String,
+        effects: EffectSet,
+        target_summary: String,
+        reason: String,
+        identity: ApprovalIdentity,
+    },
+    /// Answer an `ask_user` question (question text is in the blob).
+    Input {
+        call_id: CallId,
+        question: BlobRef,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<BlobRef>,
+    },
+    /// Decide about a call whose effect is unknown: retry anyway, mark as done, or abandon.
+    Decision { call_id: CallId, tool: String },
+}
+
+/// A persisted request waiting for the person (S6.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingRequest {
+    pub run: RunId,
+    pub id: RequestId,
+    pub kind: PendingKind,
+    pub created_at_ms: u64,
+    /// Set when a UI has shown it, so that a reload presents it once, not twice.
+    #[serde(default)]
+    pub presented: bool,
+}
+
+impl Record for PendingRequest {
+    const TABLE: Table = Table::Pending;
+    fn key(&self) -> String {
+        format!("{}/{}", self.run, self.id)
+    }
+}
+
+/// Where in its loop a run was when the checkpoint was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "at", rename_all = "snake_case")]
+pub enum CheckpointStage {
+    BeforeModelRequest { round: u64 },
+    AfterModelResponse { round: u64 },
+    BeforeDispatch { call_id: CallId },
+    AfterOutcome { call_id: CallId },
+    Interrupted,
+}
+
+/// The model conversation so far (as a blob of messages) at a stage of the loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub run: RunId,
+    pub seq: u64,
+    pub stage: CheckpointStage,
+    /// The conversation transcript, stored as a blob (never inline).
+    pub transcript: BlobRef,
+    pub usage: Usage,
+    pub at_ms: u64,
+}
+
+impl Checkpoint {
+    pub fn key_for(run: &RunId, seq: u64) -> String {
+        format!("{run}/{seq:016}")
+    }
+}
+
+impl Record for Checkpoint {
+    const TABLE: Table = Table::Checkpoints;
+    fn key(&self) -> String {
+        Checkpoint::key_for(&self.run, self.seq)
+    }
+}
