@@ -7,6 +7,5 @@ pub mod vocab;
 
 pub use scope::{Target, TargetScope};
 pub use vocab::{
-    EffectClass, EffectSet, Idempotency, Origin, OriginParseError, Sensitivity, Trust,
-    is_read_only,
+    EffectClass, EffectSet, Idempotency, Origin, OriginParseError, Sensitivity, Trust, is_read_only,
 };
