@@ -2,6 +2,7 @@
 //!
 //! No async and no I/O. Time and randomness are passed in by the caller.
 
+pub mod canonical;
 pub mod scope;
 pub mod vocab;
 
