@@ -110,15 +110,23 @@ impl Budget {
             }
         }
         let fallback = Budget::fallback();
-        let rounds = field(obj.get("max_tool_rounds"), "max_tool_rounds", MAX_TOOL_ROUNDS)?
-            .unwrap_or(u64::from(fallback.max_tool_rounds));
+        let rounds = field(
+            obj.get("max_tool_rounds"),
+            "max_tool_rounds",
+            MAX_TOOL_ROUNDS,
+        )?
+        .unwrap_or(u64::from(fallback.max_tool_rounds));
         let calls = field(obj.get("max_tool_calls"), "max_tool_calls", MAX_TOOL_CALLS)?
             .unwrap_or(u64::from(fallback.max_tool_calls));
         let budget = Budget {
             max_tool_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
             max_tool_calls: u32::try_from(calls).unwrap_or(u32::MAX),
             max_tokens: field(obj.get("max_tokens"), "max_tokens", MAX_TOKENS)?,
-            max_duration_ms: field(obj.get("max_duration_ms"), "max_duration_ms", MAX_DURATION_MS)?,
+            max_duration_ms: field(
+                obj.get("max_duration_ms"),
+                "max_duration_ms",
+                MAX_DURATION_MS,
+            )?,
         };
         budget.validate()?;
         Ok(budget)
@@ -126,8 +134,16 @@ impl Budget {
 
     /// Check every value is positive and not absurdly large.
     pub fn validate(&self) -> Result<(), BudgetError> {
-        check_range("max_tool_rounds", u64::from(self.max_tool_rounds), MAX_TOOL_ROUNDS)?;
-        check_range("max_tool_calls", u64::from(self.max_tool_calls), MAX_TOOL_CALLS)?;
+        check_range(
+            "max_tool_rounds",
+            u64::from(self.max_tool_rounds),
+            MAX_TOOL_ROUNDS,
+        )?;
+        check_range(
+            "max_tool_calls",
+            u64::from(self.max_tool_calls),
+            MAX_TOOL_CALLS,
+        )?;
         if let Some(t) = self.max_tokens {
             check_range("max_tokens", t, MAX_TOKENS)?;
         }

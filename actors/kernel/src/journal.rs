@@ -89,8 +89,10 @@ impl JournalRecord {
             return true;
         }
         let external_or_destructive = self.effects.iter().any(|e| {
-            matches!(e, EffectClass::WriteExternal | EffectClass::CredentialExposure)
-                || e.is_destructive()
+            matches!(
+                e,
+                EffectClass::WriteExternal | EffectClass::CredentialExposure
+            ) || e.is_destructive()
         });
         self.idempotency == Idempotency::Idempotent && !external_or_destructive
     }

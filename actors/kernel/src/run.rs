@@ -228,17 +228,47 @@ pub enum ActivityKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<StopReason>,
     },
-    ModelRequest { round: u64 },
-    ModelResponse { round: u64, text: Option<BlobRef>, tool_calls: u32 },
-    ToolCall { call_id: CallId, tool: String, state: crate::journal::CallState },
-    ApprovalRequested { request: RequestId, call_id: CallId },
-    ApprovalAnswered { request: RequestId, approved: bool },
-    InputRequested { request: RequestId },
-    InputAnswered { request: RequestId },
-    DecisionRequested { request: RequestId, call_id: CallId },
-    DecisionTaken { request: RequestId, choice: String },
-    PlanUpdated { plan: BlobRef },
-    ChildStarted { child: RunId },
+    ModelRequest {
+        round: u64,
+    },
+    ModelResponse {
+        round: u64,
+        text: Option<BlobRef>,
+        tool_calls: u32,
+    },
+    ToolCall {
+        call_id: CallId,
+        tool: String,
+        state: crate::journal::CallState,
+    },
+    ApprovalRequested {
+        request: RequestId,
+        call_id: CallId,
+    },
+    ApprovalAnswered {
+        request: RequestId,
+        approved: bool,
+    },
+    InputRequested {
+        request: RequestId,
+    },
+    InputAnswered {
+        request: RequestId,
+    },
+    DecisionRequested {
+        request: RequestId,
+        call_id: CallId,
+    },
+    DecisionTaken {
+        request: RequestId,
+        choice: String,
+    },
+    PlanUpdated {
+        plan: BlobRef,
+    },
+    ChildStarted {
+        child: RunId,
+    },
 }
 
 /// One entry of a run's gap-free activity sequence (S1.4).

@@ -87,14 +87,10 @@ impl LeaseManager {
                 self.ttl_ms(),
             )
             .await?;
-        let mut held = self
-            .shared
-            .held
-            .lock()
-            .map_err(|_| LeaseError::Lost {
-                session: session.clone(),
-                epoch: record.epoch,
-            })?;
+        let mut held = self.shared.held.lock().map_err(|_| LeaseError::Lost {
+            session: session.clone(),
+            epoch: record.epoch,
+        })?;
         // Two acquisitions may race across the await above; the later one joins.
         let entry = held.entry(session.clone()).or_insert(Held {
             record: record.clone(),

@@ -35,6 +35,8 @@ pub struct Host {
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host").field("durable", &self.durable).finish()
+        f.debug_struct("Host")
+            .field("durable", &self.durable)
+            .finish()
     }
 }

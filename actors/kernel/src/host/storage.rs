@@ -249,7 +249,9 @@ pub enum StorageError {
 /// Taking, renewing or releasing a lease failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LeaseError {
-    #[error("session {session} is being executed by {owner} until {expires_at_ms} ms; wait or close it there")]
+    #[error(
+        "session {session} is being executed by {owner} until {expires_at_ms} ms; wait or close it there"
+    )]
     Held {
         session: SessionId,
         owner: OwnerId,
