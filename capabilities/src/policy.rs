@@ -187,11 +187,22 @@ mod tests {
         }
     }
 
+    /// (row name, effects, trusted, unknown MCP, allowed, permissive, strict)
+    type Row = (
+        &'static str,
+        &'static [EffectClass],
+        bool,
+        bool,
+        bool,
+        Kind,
+        Kind,
+    );
+
     #[test]
     fn approval_table_in_both_modes() {
         // (row, effects, trusted, unknown MCP, allowed, permissive, strict)
         #[rustfmt::skip]
-        let rows: &[(&str, &[EffectClass], bool, bool, bool, Kind, Kind)] = &[
+        let rows: &[Row] = &[
             ("not allowed read",            &[ReadLocal],              true,  false, false, Deny, Deny),
             ("not allowed destructive",     &[DestructiveExternal],    true,  false, false, Deny, Deny),
             ("no effects",                  &[],                       false, false, true,  Auto, Auto),
