@@ -1,0 +1,512 @@
+//! The QuickJS engine wrapper behind `run_javascript` (S5.7): one fresh
+//! runtime and context per call, JSON in and JSON out, and a typed error for
+//! each exceeded limit. Pure and synchronous; builds natively and for wasm32.
+
+use std::cell::Cell;
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use rquickjs::context::intrinsic;
+use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Runtime, Value};
+use serde::{Deserialize, Serialize};
+
+/// The bounds one `run_javascript` call runs under.
+///
+/// Defaults ([`JsLimits::DEFAULT`]): 2 s of monotonic time, 64 MiB of heap,
+/// 256 KiB of stack, 64 KiB of result JSON, 64 KiB of source code and 1 MiB
+/// of input JSON. A profile may lower any of them with [`JsLimits::lower_to`]
+/// but never raise them, nor go under [`JsLimits::FLOOR`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsLimits {
+    /// Wall time on the host's monotonic clock, checked by the interrupt handler.
+    pub time_ms: u64,
+    /// The QuickJS heap (`JS_SetMemoryLimit`): every object, string and buffer.
+    pub heap_bytes: usize,
+    /// The stack the interpreter may use (`JS_SetMaxStackSize`).
+    pub stack_bytes: usize,
+    /// The result, as UTF-8 JSON text.
+    pub output_bytes: usize,
+    /// The script's source text.
+    pub code_bytes: usize,
+    /// The input, as UTF-8 JSON text.
+    pub input_bytes: usize,
+}
+
+impl JsLimits {
+    /// The documented defaults.
+    pub const DEFAULT: JsLimits = JsLimits {
+        time_ms: 2_000,
+        heap_bytes: 64 * 1024 * 1024,
+        stack_bytes: 256 * 1024,
+        output_bytes: 64 * 1024,
+        code_bytes: 64 * 1024,
+        input_bytes: 1024 * 1024,
+    };
+
+    /// The smallest values a profile may set: below them a context cannot
+    /// even be created, or no useful script could run.
+    pub const FLOOR: JsLimits = JsLimits {
+        time_ms: 10,
+        heap_bytes: 2 * 1024 * 1024,
+        stack_bytes: 64 * 1024,
+        output_bytes: 16,
+        code_bytes: 16,
+        input_bytes: 16,
+    };
+
+    /// The time limit as a `Duration`.
+    pub fn time(&self) -> Duration {
+        Duration::from_millis(self.time_ms)
+    }
+
+    /// These limits lowered to `requested` (a profile's values). Raising a
+    /// limit, or lowering one under [`JsLimits::FLOOR`], is refused and
+    /// names the limit.
+    pub fn lower_to(&self, requested: &JsLimits) -> Result<JsLimits, JsLimitError> {
+        let check = |name: &'static str, current: u64, wanted: u64, floor: u64| {
+            if wanted > current {
+                Err(JsLimitError::Raised {
+                    limit: name,
+                    current,
+                    requested: wanted,
+                })
+            } else if wanted < floor {
+                Err(JsLimitError::BelowFloor {
+                    limit: name,
+                    floor,
+                    requested: wanted,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let f = &JsLimits::FLOOR;
+        check("time_ms", self.time_ms, requested.time_ms, f.time_ms)?;
+        check(
+            "heap_bytes",
+            self.heap_bytes as u64,
+            requested.heap_bytes as u64,
+            f.heap_bytes as u64,
+        )?;
+        check(
+            "stack_bytes",
+            self.stack_bytes as u64,
+            requested.stack_bytes as u64,
+            f.stack_bytes as u64,
+        )?;
+        check(
+            "output_bytes",
+            self.output_bytes as u64,
+            requested.output_bytes as u64,
+            f.output_bytes as u64,
+        )?;
+        check(
+            "code_bytes",
+            self.code_bytes as u64,
+            requested.code_bytes as u64,
+            f.code_bytes as u64,
+        )?;
+        check(
+            "input_bytes",
+            self.input_bytes as u64,
+            requested.input_bytes as u64,
+            f.input_bytes as u64,
+        )?;
+        Ok(*requested)
+    }
+}
+
+impl Default for JsLimits {
+    fn default() -> Self {
+        JsLimits::DEFAULT
+    }
+}
+
+/// A profile asked for limits the engine does not accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsLimitError {
+    /// Profiles may only lower limits.
+    #[error(
+        "run_javascript limit {limit} may only be lowered: {requested} is above the current {current}"
+    )]
+    Raised {
+        limit: &'static str,
+        current: u64,
+        requested: u64,
+    },
+    /// Too low to run anything.
+    #[error("run_javascript limit {limit} = {requested} is below the minimum of {floor}")]
+    BelowFloor {
+        limit: &'static str,
+        floor: u64,
+        requested: u64,
+    },
+}
+
+/// Why a script produced no result. Each exceeded limit is its own variant
+/// and its message names the limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsError {
+    /// The source text is longer than allowed.
+    #[error(
+        "the script is {len} bytes, over the limit of {limit} bytes; send a shorter script"
+    )]
+    CodeTooLarge { len: usize, limit: usize },
+    /// The input JSON is longer than allowed.
+    #[error(
+        "the input is {len} bytes of JSON, over the limit of {limit} bytes; pass less data (store large data in the workspace)"
+    )]
+    InputTooLarge { len: usize, limit: usize },
+    /// The script was still running at its deadline and was interrupted.
+    #[error(
+        "the script ran past the time limit of {limit_ms} ms and was stopped; do less work per call"
+    )]
+    TimeLimit { limit_ms: u64 },
+    /// The script needed more heap than allowed.
+    #[error(
+        "the script exceeded the memory limit of {limit_bytes} bytes and was stopped; use less data"
+    )]
+    MemoryLimit { limit_bytes: usize },
+    /// The script recursed (or nested) deeper than the stack allows.
+    #[error(
+        "the script exceeded the stack limit of {limit_bytes} bytes (too deep recursion or nesting); use iteration instead"
+    )]
+    StackLimit { limit_bytes: usize },
+    /// The result's JSON is longer than allowed.
+    #[error(
+        "the result is {len} bytes of JSON, over the output limit of {limit} bytes; return a smaller summary"
+    )]
+    OutputTooLarge { len: usize, limit: usize },
+    /// The source text does not parse.
+    #[error("the script has a syntax error: {message}")]
+    Syntax { message: String },
+    /// The script threw and did not catch it.
+    #[error("the script threw an uncaught {name}: {message}")]
+    Thrown {
+        name: String,
+        message: String,
+        stack: Option<String>,
+    },
+    /// The script's value cannot be returned as JSON.
+    #[error("the script's result cannot be returned as JSON: {reason}")]
+    NotJson { reason: String },
+    /// QuickJS itself failed (for example it could not create a context).
+    #[error("the JavaScript engine failed: {message}")]
+    Engine { message: String },
+}
+
+impl JsError {
+    /// A stable code for the result envelope.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JsError::CodeTooLarge { .. } => "js_code_too_large",
+            JsError::InputTooLarge { .. } => "js_input_too_large",
+            JsError::TimeLimit { .. } => "js_time_limit",
+            JsError::MemoryLimit { .. } => "js_memory_limit",
+            JsError::StackLimit { .. } => "js_stack_limit",
+            JsError::OutputTooLarge { .. } => "js_output_too_large",
+            JsError::Syntax { .. } => "js_syntax_error",
+            JsError::Thrown { .. } => "js_uncaught_exception",
+            JsError::NotJson { .. } => "js_result_not_json",
+            JsError::Engine { .. } => "js_engine_error",
+        }
+    }
+}
+
+/// What a successful call returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsOutput {
+    /// The script's completion value (or the value its promise fulfilled
+    /// with), as JSON. `undefined` becomes `null`.
+    pub value: serde_json::Value,
+    /// Length of the result's JSON text in bytes.
+    pub json_bytes: usize,
+    /// Time the call took on the supplied clock.
+    pub elapsed: Duration,
+}
+
+/// The intrinsics a context gets: the language and its standard library,
+/// nothing of a host. No `Performance` (timers), no module loader.
+type Intrinsics = (
+    intrinsic::Date,
+    intrinsic::Eval,
+    intrinsic::RegExpCompiler,
+    intrinsic::RegExp,
+    intrinsic::Json,
+    intrinsic::Proxy,
+    intrinsic::MapSet,
+    intrinsic::TypedArrays,
+    intrinsic::Promise,
+    intrinsic::WeakRef,
+);
+
+/// Run `code` as a classic script in a fresh runtime and context, with the
+/// parsed `input` bound to the global `input`, and return its completion
+/// value as JSON.
+///
+/// `now` is a monotonic time source (the host's clock): the deadline is
+/// `now() + limits.time`, checked by QuickJS's interrupt handler and between
+/// promise jobs. Nothing else of the host is reachable from the script.
+pub fn run_script(
+    code: &str,
+    input: &serde_json::Value,
+    limits: &JsLimits,
+    now: impl Fn() -> Duration + 'static,
+) -> Result<JsOutput, JsError> {
+    if code.len() > limits.code_bytes {
+        return Err(JsError::CodeTooLarge {
+            len: code.len(),
+            limit: limits.code_bytes,
+        });
+    }
+    let input_json = serde_json::to_string(input).map_err(|e| JsError::Engine {
+        message: format!("could not serialise the input: {e}"),
+    })?;
+    if input_json.len() > limits.input_bytes {
+        return Err(JsError::InputTooLarge {
+            len: input_json.len(),
+            limit: limits.input_bytes,
+        });
+    }
+
+    let now: Rc<dyn Fn() -> Duration> = Rc::new(now);
+    let started = now();
+    let deadline = started.saturating_add(limits.time());
+    let interrupted = Rc::new(Cell::new(false));
+
+    let runtime = Runtime::new().map_err(engine_error)?;
+    runtime.set_memory_limit(limits.heap_bytes);
+    runtime.set_max_stack_size(limits.stack_bytes);
+    {
+        let now = now.clone();
+        let interrupted = interrupted.clone();
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            if interrupted.get() || now() >= deadline {
+                interrupted.set(true);
+                true
+            } else {
+                false
+            }
+        })));
+    }
+    let context = Context::custom::<Intrinsics>(&runtime).map_err(|e| match e {
+        rquickjs::Error::Allocation => JsError::MemoryLimit {
+            limit_bytes: limits.heap_bytes,
+        },
+        other => engine_error(other),
+    })?;
+
+    let outcome = context.with(|ctx| {
+        let run = Run {
+            ctx: &ctx,
+            limits,
+            interrupted: &interrupted,
+            now: &*now,
+            deadline,
+        };
+        run.execute(code, &input_json)
+    });
+    // Drop the context before the runtime; the handler goes with the runtime.
+    drop(context);
+    drop(runtime);
+    let (value, json_bytes) = outcome?;
+    Ok(JsOutput {
+        value,
+        json_bytes,
+        elapsed: now().saturating_sub(started),
+    })
+}
+
+fn engine_error(e: rquickjs::Error) -> JsError {
+    JsError::Engine {
+        message: e.to_string(),
+    }
+}
+
+/// One execution inside a context.
+struct Run<'a, 'js> {
+    ctx: &'a Ctx<'js>,
+    limits: &'a JsLimits,
+    interrupted: &'a Cell<bool>,
+    now: &'a dyn Fn() -> Duration,
+    deadline: Duration,
+}
+
+impl<'js> Run<'_, 'js> {
+    fn execute(&self, code: &str, input_json: &str) -> Result<(serde_json::Value, usize), JsError> {
+        let ctx = self.ctx;
+        let input = ctx
+            .json_parse(input_json)
+            .catch(ctx)
+            .map_err(|e| self.classify(e))?;
+        ctx.globals()
+            .set("input", input)
+            .catch(ctx)
+            .map_err(|e| self.classify(e))?;
+
+        let mut options = rquickjs::context::EvalOptions::default();
+        options.global = true;
+        options.strict = false;
+        let value: Value<'js> = ctx
+            .eval_with_options(code, options)
+            .catch(ctx)
+            .map_err(|e| self.classify(e))?;
+
+        // Run promise jobs (async functions, `.then`) to completion, within
+        // the same deadline. There are no timers and no I/O, so every job
+        // was queued by the script itself.
+        while ctx.execute_pending_job() {
+            if self.interrupted.get() || (self.now)() >= self.deadline {
+                return Err(JsError::TimeLimit {
+                    limit_ms: self.limits.time_ms,
+                });
+            }
+        }
+        if self.interrupted.get() {
+            return Err(JsError::TimeLimit {
+                limit_ms: self.limits.time_ms,
+            });
+        }
+
+        let value = self.settle(value)?;
+        self.to_json(value)
+    }
+
+    /// A promise result is replaced by what it settled with.
+    fn settle(&self, value: Value<'js>) -> Result<Value<'js>, JsError> {
+        let Some(promise) = value.as_promise() else {
+            return Ok(value);
+        };
+        match promise.result::<Value<'js>>() {
+            None => Err(JsError::NotJson {
+                reason: "the result is a promise that never settled; run_javascript has no \
+                         timers or I/O, so only synchronous work and promise chains complete"
+                    .into(),
+            }),
+            Some(settled) => settled.catch(self.ctx).map_err(|e| self.classify(e)),
+        }
+    }
+
+    fn to_json(&self, value: Value<'js>) -> Result<(serde_json::Value, usize), JsError> {
+        if value.is_undefined() {
+            return Ok((serde_json::Value::Null, 4));
+        }
+        if value.is_function() || value.is_symbol() {
+            return Err(JsError::NotJson {
+                reason: format!(
+                    "a {} has no JSON form; return data (objects, arrays, strings, numbers, booleans, null)",
+                    value.type_name()
+                ),
+            });
+        }
+        let text = self
+            .ctx
+            .json_stringify(value)
+            .catch(self.ctx)
+            .map_err(|e| match self.classify(e) {
+                JsError::Thrown { name, message, .. } if name == "TypeError" => JsError::NotJson {
+                    reason: format!("JSON.stringify failed: {message}"),
+                },
+                other => other,
+            })?;
+        if self.interrupted.get() {
+            return Err(JsError::TimeLimit {
+                limit_ms: self.limits.time_ms,
+            });
+        }
+        let Some(text) = text else {
+            return Ok((serde_json::Value::Null, 4));
+        };
+        let text = text.to_string().map_err(engine_error)?;
+        if text.len() > self.limits.output_bytes {
+            return Err(JsError::OutputTooLarge {
+                len: text.len(),
+                limit: self.limits.output_bytes,
+            });
+        }
+        let parsed = serde_json::from_str(&text).map_err(|e| JsError::NotJson {
+            reason: format!("the JSON text could not be read back: {e}"),
+        })?;
+        Ok((parsed, text.len()))
+    }
+
+    /// Map a caught JavaScript error to the typed error. The deadline flag
+    /// decides time; the engine's own messages decide memory and stack.
+    fn classify(&self, caught: CaughtError<'js>) -> JsError {
+        if self.interrupted.get() {
+            return JsError::TimeLimit {
+                limit_ms: self.limits.time_ms,
+            };
+        }
+        match caught {
+            CaughtError::Error(rquickjs::Error::Allocation) => JsError::MemoryLimit {
+                limit_bytes: self.limits.heap_bytes,
+            },
+            CaughtError::Error(e) => engine_error(e),
+            CaughtError::Exception(ex) => self.describe(ex.into_value()),
+            CaughtError::Value(v) => self.describe(v),
+        }
+    }
+
+    fn describe(&self, value: Value<'js>) -> JsError {
+        let (name, message, stack) = match value.as_object() {
+            Some(obj) => {
+                let name: Option<String> = obj.get("name").ok();
+                let message: Option<String> = obj.get("message").ok();
+                let stack: Option<String> = obj.get("stack").ok();
+                match (name, message) {
+                    (Some(n), Some(m)) => (n, m, stack),
+                    _ => (
+                        "value".to_owned(),
+                        self.display(&value).unwrap_or_else(|| "an object".into()),
+                        None,
+                    ),
+                }
+            }
+            None => (
+                "value".to_owned(),
+                self.display(&value)
+                    .unwrap_or_else(|| value.type_name().to_owned()),
+                None,
+            ),
+        };
+        match (name.as_str(), message.as_str()) {
+            ("InternalError", "out of memory") => JsError::MemoryLimit {
+                limit_bytes: self.limits.heap_bytes,
+            },
+            ("RangeError", "Maximum call stack size exceeded") => JsError::StackLimit {
+                limit_bytes: self.limits.stack_bytes,
+            },
+            ("InternalError", m) if m.starts_with("stack overflow") => JsError::StackLimit {
+                limit_bytes: self.limits.stack_bytes,
+            },
+            ("SyntaxError", _) => JsError::Syntax { message },
+            _ => JsError::Thrown {
+                name,
+                message,
+                stack,
+            },
+        }
+    }
+
+    fn display(&self, value: &Value<'js>) -> Option<String> {
+        let s: rquickjs::Coerced<String> = value.get().ok()?;
+        let mut s = s.0;
+        if s.len() > 1_000 {
+            let mut cut = 1_000;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            s.truncate(cut);
+            s.push('…');
+        }
+        Some(s)
+    }
+}
+
+impl fmt::Display for JsOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.value)
+    }
+}
