@@ -1,4 +1,32 @@
 //! `agent-tools`: the tool registry, discovery, the invocation pipeline and
 //! result envelope, HTTP plugins, the tool-author API, and the built-in tools.
+//!
+//! - [`registry`]: tools per mode, reserved ids, collisions, model-facing names;
+//! - [`discovery`]: BM25 `search_tools` and the 64-schema rule of `load_tools`;
+//! - [`validate`]: argument parsing, canonical form, JSON Schema, targets;
+//! - [`gate`]: the draft and capability checks made right before an effect;
+//! - [`envelope`]: trust floor, fencing, size bounds and spilling of results;
+//! - [`pipeline`]: the tools actor answering `ToolsMsg`;
+//! - [`plugin`]: HTTP plugins and the `SecretResolver` the host implements;
+//! - [`author`]: the `Tool` trait and `spawn_tool` for writing new tools;
+//! - [`codes`]: the stable error codes.
+//!
+//! Argument validation uses the `jsonschema` crate (maintained, complete
+//! drafts, builds for wasm32 with default features off); HTTP uses `reqwest`
+//! (tokio natively, the browser's fetch on wasm32).
 
+pub mod author;
 pub mod builtin;
+pub mod codes;
+pub mod discovery;
+pub mod envelope;
+pub mod gate;
+pub mod pipeline;
+pub mod plugin;
+pub mod registry;
+pub mod validate;
+
+pub use author::{Tool, ToolContext, ToolHooks, spawn_tool, spawn_tool_with};
+pub use pipeline::{ToolsHandle, ToolsOptions, spawn_tools};
+pub use plugin::{PluginManifest, SecretHandle, SecretResolver, SecretValue, spawn_plugin};
+pub use registry::{Registry, RegistryError, ToolRegistration};

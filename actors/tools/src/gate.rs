@@ -1,0 +1,205 @@
+//! The checks every invocation passes immediately before an effect (S5.3):
+//! the draft against the current definition (fingerprint, effects, canonical
+//! arguments, schema, target), then the capability. Shared by the tools actor
+//! and by every actor made with `spawn_tool` or the plugin module.
+
+use agent_capabilities::{Capability, CapabilityError, Caveat, EffectRequest, Fingerprint, Uses};
+use agent_kernel::protocol::{InvocationDraft, ToolDefinition, ToolInvocation, ToolResult};
+
+use crate::codes;
+use crate::validate::{CompiledSchema, canonicalise, derive_target};
+
+/// Re-check a draft against the definition as it is now. Returns the stable
+/// error result (nothing ran) when anything differs.
+pub fn check_draft(
+    draft: &InvocationDraft,
+    def: &ToolDefinition,
+    current: &Fingerprint,
+    schema: &CompiledSchema,
+) -> Result<(), ToolResult> {
+    let fail = |code: &str, msg: String| Err(ToolResult::error(code, msg, &def.name));
+    if draft.tool != def.name {
+        return fail(
+            codes::DRAFT_MISMATCH,
+            format!("the draft names tool {:?}, not {:?}", draft.tool, def.name),
+        );
+    }
+    if &draft.fingerprint != current {
+        return fail(
+            codes::DEFINITION_CHANGED,
+            format!(
+                "the definition of {} changed since this call was prepared (fingerprint {} is now {}); nothing ran, the call needs approval again",
+                def.name, draft.fingerprint, current
+            ),
+        );
+    }
+    if draft.effects != def.effects
+        || draft.origin != def.origin
+        || draft.idempotency != def.idempotency
+        || draft.sensitivity != def.sensitivity
+        || draft.provider != def.provider
+    {
+        return fail(
+            codes::DRAFT_MISMATCH,
+            format!(
+                "the draft's effects, origin, provider, idempotency or sensitivity differ from the definition of {}; prepare the call again",
+                def.name
+            ),
+        );
+    }
+    let canonical = canonicalise(&draft.arguments)
+        .map_err(|e| ToolResult::error(codes::INVALID_ARGUMENTS, e.to_string(), &def.name))?;
+    if canonical.hash != draft.args_hash {
+        return fail(
+            codes::DRAFT_MISMATCH,
+            "the draft's arguments do not hash to its args_hash; prepare the call again".into(),
+        );
+    }
+    schema
+        .check(&canonical.value)
+        .map_err(|e| ToolResult::error(codes::INVALID_ARGUMENTS, e.to_string(), &def.name))?;
+    let (target, scope) = derive_target(&def.target, &canonical.value)
+        .map_err(|e| ToolResult::error(codes::INVALID_TARGET, e.to_string(), &def.name))?;
+    if target != draft.target || scope != draft.scope {
+        return fail(
+            codes::DRAFT_MISMATCH,
+            "the draft's target or scope is not the one its arguments give; prepare the call again"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The effect request an invocation makes.
+pub fn effect_request(draft: &InvocationDraft) -> EffectRequest {
+    EffectRequest {
+        run_id: draft.run.as_str().to_owned(),
+        tool: draft.tool.clone(),
+        fingerprint: draft.fingerprint.clone(),
+        effects: draft.effects.clone(),
+        target: draft.target.clone(),
+    }
+}
+
+fn refused(tool: &str, e: &CapabilityError) -> ToolResult {
+    ToolResult::error(
+        codes::CAPABILITY_REFUSED,
+        format!("capability refused, nothing ran: {e}"),
+        tool,
+    )
+}
+
+/// True when the token is consumed by its first verification.
+pub fn is_one_time(cap: &Capability) -> bool {
+    cap.grant().uses == Uses::Once || cap.caveats().contains(&Caveat::Uses(Uses::Once))
+}
+
+/// The authoritative check, made by the actor that performs the effect:
+/// the HMAC chain, run, tool, fingerprint, effects, scope and expiry, and the
+/// consumption of a one-time token.
+pub fn verify_capability(inv: &ToolInvocation, now_ms: u64) -> Result<(), ToolResult> {
+    let req = effect_request(&inv.draft);
+    if inv.verifier.run_id() != req.run_id {
+        return Err(refused(
+            &req.tool,
+            &CapabilityError::WrongRun {
+                expected: req.run_id.clone(),
+                token_run: inv.verifier.run_id().to_owned(),
+                request_run: req.run_id.clone(),
+            },
+        ));
+    }
+    inv.verifier
+        .verify(&inv.capability, &req, now_ms)
+        .map(|_| ())
+        .map_err(|e| refused(&req.tool, &e))
+}
+
+/// The check the tools actor makes before forwarding: the full verification
+/// for a reusable token; for a one-time token, every check except the HMAC
+/// chain and consumption (which the receiving actor does, so that the token
+/// is consumed exactly once, by the actor that performs the effect).
+pub fn precheck_capability(inv: &ToolInvocation, now_ms: u64) -> Result<(), ToolResult> {
+    if !is_one_time(&inv.capability) {
+        return verify_capability(inv, now_ms);
+    }
+    let req = effect_request(&inv.draft);
+    let cap = &inv.capability;
+    let grant = cap.grant();
+    let tool = req.tool.clone();
+    let err = |e: CapabilityError| Err(refused(&tool, &e));
+    if cap.run_id() != req.run_id || inv.verifier.run_id() != req.run_id {
+        return err(CapabilityError::WrongRun {
+            expected: inv.verifier.run_id().to_owned(),
+            token_run: cap.run_id().to_owned(),
+            request_run: req.run_id.clone(),
+        });
+    }
+    if grant.tool != req.tool {
+        return err(CapabilityError::WrongTool {
+            requested: req.tool.clone(),
+            why: format!("it was granted for {:?}", grant.tool),
+        });
+    }
+    if grant.fingerprint != req.fingerprint {
+        return err(CapabilityError::WrongFingerprint {
+            tool: req.tool.clone(),
+            granted: grant.fingerprint.clone(),
+            found: req.fingerprint.clone(),
+        });
+    }
+    if let Some(effect) = req.effects.iter().find(|e| !grant.effects.contains(e)) {
+        return err(CapabilityError::EffectNotGranted {
+            tool: req.tool.clone(),
+            effect: *effect,
+        });
+    }
+    if !grant.scope.covers(&req.target) {
+        return err(CapabilityError::OutOfScope {
+            tool: req.tool.clone(),
+            detail: format!(
+                "{} is outside {}",
+                req.target.summary(),
+                grant.scope.summary()
+            ),
+        });
+    }
+    if now_ms >= grant.expires_at_ms {
+        return err(CapabilityError::Expired {
+            expires_at_ms: grant.expires_at_ms,
+            now_ms,
+        });
+    }
+    for caveat in cap.caveats() {
+        match caveat {
+            Caveat::Tools(tools) if !tools.contains(&req.tool) => {
+                return err(CapabilityError::WrongTool {
+                    requested: req.tool.clone(),
+                    why: "a caveat narrows the token to other tools".into(),
+                });
+            }
+            Caveat::Scope(scope) if !scope.covers(&req.target) => {
+                return err(CapabilityError::OutOfScope {
+                    tool: req.tool.clone(),
+                    detail: format!("a caveat narrows the scope to {}", scope.summary()),
+                });
+            }
+            Caveat::ExpiresAt(at) if now_ms >= *at => {
+                return err(CapabilityError::Expired {
+                    expires_at_ms: *at,
+                    now_ms,
+                });
+            }
+            Caveat::Effects(effects) => {
+                if let Some(effect) = req.effects.iter().find(|e| !effects.contains(e)) {
+                    return err(CapabilityError::EffectNotGranted {
+                        tool: req.tool.clone(),
+                        effect: *effect,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

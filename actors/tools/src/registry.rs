@@ -1,0 +1,423 @@
+//! The tool registry (S5.1, S5.5): which tools exist in which run mode, who
+//! provides each one, its fingerprint, compiled schema and actor address.
+//! Built-in ids and names are reserved; a name offered twice is an error that
+//! names both providers; model-facing names are derived deterministically.
+
+use std::collections::BTreeMap;
+
+use agent_capabilities::{Fingerprint, Origin, sha256_hex};
+use agent_kernel::protocol::{ToolAddr, ToolDefinition};
+use agent_kernel::run::RunMode;
+
+use crate::validate::CompiledSchema;
+
+/// One model request carries at most this many tool schemas, built-ins and
+/// the discovery tools included (S5.2).
+pub const MAX_SCHEMAS_PER_REQUEST: usize = 64;
+
+/// Longest model-facing tool name (the common provider limit).
+pub const MAX_TOOL_NAME_LEN: usize = 64;
+
+/// The discovery tools the tools actor itself provides in agent mode.
+pub const DISCOVERY_TOOL_NAMES: [&str; 2] = ["search_tools", "load_tools"];
+
+/// Provider ids that belong to the runtime: no plugin or MCP server may use them.
+pub const RESERVED_PROVIDER_IDS: &[&str] = &[
+    "builtin",
+    "builtins",
+    "runtime",
+    "system",
+    "user",
+    "agent",
+    "tools",
+    "plugin",
+    "plugins",
+    "mcp",
+    "supervisor",
+    "kernel",
+    "workspace",
+    "artifacts",
+    "fetch",
+    "javascript",
+    "skills",
+    "research",
+];
+
+/// Tool names that belong to built-in tools: no plugin or MCP function may
+/// take one, even when the built-in itself is not registered on this host.
+pub const RESERVED_TOOL_NAMES: &[&str] = &[
+    "search_tools",
+    "load_tools",
+    "ask_user",
+    "update_plan",
+    "run_javascript",
+    "extract_document",
+    "fetch_url",
+    "publish_artifact",
+    "start_deep_research",
+];
+
+/// How a registered tool reaches the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// Its schema is in every request of its modes (built-ins).
+    AlwaysOn,
+    /// Found with `search_tools` and added with `load_tools` (plugins, MCP).
+    Discoverable,
+}
+
+/// What a host hands the registry for one tool.
+#[derive(Debug, Clone)]
+pub struct ToolRegistration {
+    /// The definition; its `name` must already be a valid model-facing name
+    /// (see [`model_facing_name`]).
+    pub definition: ToolDefinition,
+    /// The run modes that may use it.
+    pub modes: Vec<RunMode>,
+    pub exposure: Exposure,
+    /// True for built-ins, and for plugins the person marked trusted whose
+    /// fingerprint matches the configured one (DESIGN.md, Capabilities).
+    pub trusted_external: bool,
+    /// The actor that performs the call.
+    pub addr: ToolAddr,
+}
+
+impl ToolRegistration {
+    /// A built-in tool: always on, agent mode, trusted.
+    pub fn builtin(definition: ToolDefinition, addr: ToolAddr) -> ToolRegistration {
+        ToolRegistration {
+            definition,
+            modes: vec![RunMode::Agent],
+            exposure: Exposure::AlwaysOn,
+            trusted_external: true,
+            addr,
+        }
+    }
+
+    /// Use the tool in these modes instead.
+    pub fn in_modes(mut self, modes: &[RunMode]) -> ToolRegistration {
+        self.modes = modes.to_vec();
+        self
+    }
+}
+
+/// A tool as the registry holds it.
+#[derive(Debug, Clone)]
+pub struct RegisteredTool {
+    pub definition: ToolDefinition,
+    /// SHA-256 of the definition's canonical JSON.
+    pub fingerprint: Fingerprint,
+    pub modes: Vec<RunMode>,
+    pub exposure: Exposure,
+    pub trusted_external: bool,
+    pub addr: ToolAddr,
+    pub(crate) schema: CompiledSchema,
+}
+
+impl RegisteredTool {
+    /// True when `mode` may use it.
+    pub fn in_mode(&self, mode: RunMode) -> bool {
+        self.modes.contains(&mode)
+    }
+}
+
+/// A registration was refused; the registry is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "tool name {name:?} is offered by both {existing} and {incoming}; names are never resolved by guessing, so rename the function in one of them or disable one provider"
+    )]
+    Collision {
+        name: String,
+        existing: String,
+        incoming: String,
+    },
+    #[error(
+        "provider id {id:?} is reserved for the runtime's built-in tools; give the plugin or server another id"
+    )]
+    ReservedProvider { id: String },
+    #[error(
+        "tool name {name:?} is reserved for a built-in tool; {claimed_by} must name its function differently"
+    )]
+    ReservedName { name: String, claimed_by: String },
+    #[error("invalid tool name {name:?}: {why}")]
+    InvalidName { name: String, why: String },
+    #[error(
+        "tool {name:?} has origin {origin} but provider {provider:?}; a plugin or MCP tool's provider must be its id, a built-in has none"
+    )]
+    ProviderMismatch {
+        name: String,
+        origin: String,
+        provider: Option<String>,
+    },
+    #[error("tool {name:?} has an invalid argument schema: {detail}; fix the schema")]
+    InvalidSchema { name: String, detail: String },
+    #[error("tool {name:?} cannot be fingerprinted: {detail}")]
+    Fingerprint { name: String, detail: String },
+    #[error("tool {name:?} is registered for no run mode; give it at least one")]
+    NoMode { name: String },
+    #[error(
+        "mode {mode:?} would have {count} always-on tools; with the 2 discovery tools that exceeds {max} schemas per request, so register fewer built-ins"
+    )]
+    TooManyAlwaysOn {
+        mode: RunMode,
+        count: usize,
+        max: usize,
+    },
+    #[error("no tools from {origin} are registered, so there is nothing to replace or remove")]
+    UnknownProvider { origin: String },
+}
+
+/// Derive the name the model sees for a function: ASCII lowercase, every run
+/// of other characters becomes one `_`, no leading or trailing `_`, at most
+/// 64 characters (a longer name keeps 55 characters and gets `_` plus 8 hex
+/// digits of the SHA-256 of the original). Deterministic: the same function
+/// name always gives the same model-facing name, and two names that map to
+/// the same result collide explicitly.
+pub fn model_facing_name(function: &str) -> Result<String, RegistryError> {
+    let mut out = String::with_capacity(function.len());
+    let mut pending_sep = false;
+    for c in function.chars() {
+        if c.is_ascii_alphanumeric() {
+            if pending_sep && !out.is_empty() {
+                out.push('_');
+            }
+            pending_sep = false;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            pending_sep = true;
+        }
+    }
+    if out.is_empty() {
+        return Err(RegistryError::InvalidName {
+            name: function.to_owned(),
+            why: "it has no ASCII letters or digits".to_owned(),
+        });
+    }
+    if out.len() > MAX_TOOL_NAME_LEN {
+        let mut short: String = out.chars().take(55).collect();
+        while short.ends_with('_') {
+            short.pop();
+        }
+        let hash = sha256_hex(function.as_bytes());
+        out = format!("{short}_{}", &hash[..8]);
+    }
+    Ok(out)
+}
+
+/// True when `name` is already in model-facing form.
+pub fn is_model_facing_name(name: &str) -> bool {
+    model_facing_name(name).is_ok_and(|n| n == name)
+}
+
+/// Names and fingerprints of every registered tool, for comparisons in tests
+/// and for audit.
+pub type RegistrySnapshot = BTreeMap<String, (Origin, Fingerprint)>;
+
+/// The registry. Owned by the tools actor; hosts fill it before spawning the
+/// actor and change it later through the actor's control handle.
+#[derive(Debug, Default)]
+pub struct Registry {
+    tools: BTreeMap<String, RegisteredTool>,
+    generation: u64,
+}
+
+fn provider_id(origin: &Origin) -> Option<&str> {
+    match origin {
+        Origin::Plugin(id) | Origin::Mcp(id) => Some(id),
+        Origin::Builtin | Origin::User => None,
+    }
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Increases with every change; caches (the search index) key on it.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The tool with this model-facing name.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
+    }
+
+    /// Every tool, ordered by name.
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
+    /// Names, origins and fingerprints of every tool.
+    pub fn snapshot(&self) -> RegistrySnapshot {
+        self.tools
+            .iter()
+            .map(|(n, t)| {
+                (
+                    n.clone(),
+                    (t.definition.origin.clone(), t.fingerprint.clone()),
+                )
+            })
+            .collect()
+    }
+
+    /// Register one tool.
+    pub fn register(&mut self, tool: ToolRegistration) -> Result<(), RegistryError> {
+        self.register_all(vec![tool])
+    }
+
+    /// Register several tools atomically: all of them, or none when any is refused.
+    pub fn register_all(&mut self, tools: Vec<ToolRegistration>) -> Result<(), RegistryError> {
+        let mut next = self.tools.clone();
+        for reg in tools {
+            let checked = check(reg)?;
+            let name = checked.definition.name.clone();
+            if let Some(existing) = next.get(&name) {
+                return Err(RegistryError::Collision {
+                    name,
+                    existing: existing.definition.origin.to_string(),
+                    incoming: checked.definition.origin.to_string(),
+                });
+            }
+            next.insert(name, checked);
+        }
+        check_capacity(&next)?;
+        self.tools = next;
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Replace every tool of `origin` with `tools` (a plugin's configuration
+    /// changed), atomically. The new definitions have new fingerprints where
+    /// anything changed, so earlier approvals no longer apply to them.
+    pub fn replace_provider(
+        &mut self,
+        origin: &Origin,
+        tools: Vec<ToolRegistration>,
+    ) -> Result<(), RegistryError> {
+        let before = self.tools.clone();
+        self.tools.retain(|_, t| &t.definition.origin != origin);
+        match self.register_all(tools) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.tools = before;
+                Err(e)
+            }
+        }
+    }
+
+    /// Remove every tool of `origin`.
+    pub fn remove_provider(&mut self, origin: &Origin) -> Result<usize, RegistryError> {
+        let before = self.tools.len();
+        self.tools.retain(|_, t| &t.definition.origin != origin);
+        let removed = before - self.tools.len();
+        if removed == 0 {
+            return Err(RegistryError::UnknownProvider {
+                origin: origin.to_string(),
+            });
+        }
+        self.generation += 1;
+        Ok(removed)
+    }
+}
+
+fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
+    let def = &reg.definition;
+    let name = def.name.clone();
+    if !is_model_facing_name(&name) {
+        return Err(RegistryError::InvalidName {
+            why: format!(
+                "use lowercase ASCII letters, digits and single underscores, at most {MAX_TOOL_NAME_LEN} characters (derive it with model_facing_name)"
+            ),
+            name,
+        });
+    }
+    match (&def.origin, provider_id(&def.origin), &def.provider) {
+        (_, Some(id), Some(p)) if id == p => {
+            if RESERVED_PROVIDER_IDS.contains(&id.to_ascii_lowercase().as_str()) {
+                return Err(RegistryError::ReservedProvider { id: id.to_owned() });
+            }
+            if RESERVED_TOOL_NAMES.contains(&name.as_str()) {
+                return Err(RegistryError::ReservedName {
+                    name,
+                    claimed_by: def.origin.to_string(),
+                });
+            }
+        }
+        (Origin::Builtin | Origin::User, None, None) => {}
+        (origin, _, provider) => {
+            return Err(RegistryError::ProviderMismatch {
+                name,
+                origin: origin.to_string(),
+                provider: provider.clone(),
+            });
+        }
+    }
+    if DISCOVERY_TOOL_NAMES.contains(&name.as_str()) {
+        return Err(RegistryError::ReservedName {
+            name,
+            claimed_by: def.origin.to_string(),
+        });
+    }
+    if reg.modes.is_empty() {
+        return Err(RegistryError::NoMode { name });
+    }
+    let schema = CompiledSchema::compile(&def.parameters).map_err(|detail| {
+        RegistryError::InvalidSchema {
+            name: name.clone(),
+            detail,
+        }
+    })?;
+    let fingerprint = def.fingerprint().map_err(|e| RegistryError::Fingerprint {
+        name: name.clone(),
+        detail: e.to_string(),
+    })?;
+    Ok(RegisteredTool {
+        fingerprint,
+        schema,
+        definition: reg.definition,
+        modes: reg.modes,
+        exposure: reg.exposure,
+        trusted_external: reg.trusted_external,
+        addr: reg.addr,
+    })
+}
+
+fn check_capacity(tools: &BTreeMap<String, RegisteredTool>) -> Result<(), RegistryError> {
+    for mode in [RunMode::Agent, RunMode::Research] {
+        let count = tools
+            .values()
+            .filter(|t| t.exposure == Exposure::AlwaysOn && t.in_mode(mode))
+            .count();
+        if count + DISCOVERY_TOOL_NAMES.len() > MAX_SCHEMAS_PER_REQUEST {
+            return Err(RegistryError::TooManyAlwaysOn {
+                mode,
+                count,
+                max: MAX_SCHEMAS_PER_REQUEST,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_facing_names_are_deterministic() {
+        assert_eq!(model_facing_name("Create Issue").unwrap(), "create_issue");
+        assert_eq!(model_facing_name("create-issue").unwrap(), "create_issue");
+        assert_eq!(model_facing_name("__x..y__").unwrap(), "x_y");
+        assert!(model_facing_name("!!!").is_err());
+        let long = "a".repeat(100);
+        let n = model_facing_name(&long).unwrap();
+        assert_eq!(n.len(), 64);
+        assert_eq!(n, model_facing_name(&long).unwrap());
+        assert_ne!(n, model_facing_name(&"a".repeat(101)).unwrap());
+        assert!(is_model_facing_name(&n));
+        assert!(is_model_facing_name(&"b".repeat(64)));
+        assert!(!is_model_facing_name(&"b".repeat(65)));
+    }
+}
