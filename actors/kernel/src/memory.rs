@@ -666,7 +666,14 @@ impl Executor for SimExecutor {
         }
     }
 
+    /// Runs the job inline. Natively a panicking job is contained (as on a
+    /// blocking thread): its result channel is dropped and the waiter sees it lost.
     fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        }
+        #[cfg(target_arch = "wasm32")]
         job();
     }
 }
