@@ -1,1 +1,17 @@
-//! Placeholder.
+//! `agent-host-native`: the native host of the Trusted Agent Runtime.
+//!
+//! - [`sqlite`]: `Storage` over one SQLite file (WAL, `synchronous=FULL`,
+//!   numbered migrations, fenced atomic batches, leases in one transaction);
+//! - [`process`]: lease owners that name this process, and a `/proc`
+//!   liveness check so that a dead process's lease is taken over at once;
+//! - [`host`]: the tokio executor, the system clock, OS entropy, and
+//!   [`host::NativeHost`], which bundles them into the kernel's `Host`, with
+//!   process leases renewed by a heartbeat.
+//!
+//! rusqlite (with its bundled SQLite) was chosen because it is the maintained
+//! SQLite binding with prepared-statement caching and `RETURNING` support;
+//! tokio because every other native crate here (axum, reqwest) runs on it.
+
+pub mod host;
+pub mod process;
+pub mod sqlite;

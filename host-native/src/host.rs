@@ -1,0 +1,276 @@
+//! The tokio host: a tokio [`Executor`], the system [`Clock`], OS
+//! [`Entropy`], and [`NativeHost`], which opens the SQLite database of a data
+//! directory and bundles everything into the kernel's [`Host`], together with
+//! a process [`LeaseManager`] whose leases a heartbeat keeps renewed.
+//!
+//! Lease time-to-live: [`DEFAULT_LEASE_TTL`] (30 s) unless
+//! [`NativeHostOptions::lease_ttl`] says otherwise; the heartbeat renews every
+//! held lease each third of it. A process that dies stops renewing: another
+//! process takes its lease at once when `/proc` shows the owner gone
+//! ([`crate::process`]), and otherwise when the time-to-live runs out.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use agent_kernel::OwnerId;
+use agent_kernel::host::{Clock, Entropy, Executor, Host, LeaseManager, Lifecycle};
+use agent_kernel::maybe_send::BoxFuture;
+
+use crate::process::process_owner;
+use crate::sqlite::{OpenError, SqliteStorage};
+
+/// How long a process lease lives without renewal.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// The shortest time-to-live accepted (the heartbeat runs at a third of it).
+pub const MIN_LEASE_TTL: Duration = Duration::from_millis(300);
+/// The database file inside a data directory.
+pub const DATABASE_FILE: &str = "agentrt.sqlite3";
+
+/// Spawns on a tokio runtime; blocking work goes to tokio's blocking pool.
+#[derive(Debug, Clone)]
+pub struct TokioExecutor {
+    handle: tokio::runtime::Handle,
+}
+
+impl TokioExecutor {
+    pub fn new(handle: tokio::runtime::Handle) -> Self {
+        Self { handle }
+    }
+
+    /// The executor of the runtime this is called from, if any.
+    pub fn current() -> Option<Self> {
+        tokio::runtime::Handle::try_current().ok().map(Self::new)
+    }
+}
+
+impl Executor for TokioExecutor {
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        // Detached on purpose: actors report their own failures to their parent.
+        drop(self.handle.spawn(task));
+    }
+
+    fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
+        // A panicking job is contained by tokio; its waiter sees its channel closed.
+        drop(self.handle.spawn_blocking(job));
+    }
+}
+
+/// Wall time from `SystemTime`, monotonic time from `Instant`, sleep on tokio.
+#[derive(Debug, Clone)]
+pub struct SystemClock {
+    start: Instant,
+    handle: tokio::runtime::Handle,
+}
+
+impl SystemClock {
+    pub fn new(handle: tokio::runtime::Handle) -> Self {
+        Self {
+            start: Instant::now(),
+            handle,
+        }
+    }
+}
+
+impl Clock for SystemClock {
+    fn wall_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+
+    fn monotonic(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        let sleep = {
+            let _entered = self.handle.enter();
+            tokio::time::sleep(duration)
+        };
+        Box::pin(sleep)
+    }
+}
+
+/// Random bytes from the operating system (`getrandom`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsEntropy;
+
+impl OsEntropy {
+    /// Check once that the OS source works, so that `fill` can rely on it.
+    pub fn probe() -> Result<Self, HostError> {
+        let mut probe = [0u8; 8];
+        getrandom::fill(&mut probe).map_err(|e| HostError::Entropy(e.to_string()))?;
+        Ok(Self)
+    }
+}
+
+impl Entropy for OsEntropy {
+    /// Invariant: [`OsEntropy::probe`] showed the OS source works; Linux's
+    /// `getrandom` does not fail afterwards. Should it fail anyway, this
+    /// panics rather than hand out predictable key material.
+    fn fill(&self, buf: &mut [u8]) {
+        if let Err(e) = getrandom::fill(buf) {
+            panic!("the OS random source failed after working before: {e}");
+        }
+    }
+}
+
+/// Setting up the native host failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    #[error(
+        "the data directory {path} cannot be used: {detail}; pass a writable --data-dir or set AGENTRT_DATA_DIR"
+    )]
+    DataDir { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error("the operating system's random source does not work: {0}")]
+    Entropy(String),
+    #[error("{0}")]
+    Owner(String),
+    #[error(
+        "lease time-to-live {0:?} is too short: use at least {MIN_LEASE_TTL:?} (the heartbeat renews at a third of it)"
+    )]
+    LeaseTtl(Duration),
+    #[error("the native host needs a tokio runtime; call it from inside one")]
+    NoRuntime,
+}
+
+/// Options of [`NativeHost::open_with`].
+#[derive(Debug, Clone)]
+pub struct NativeHostOptions {
+    /// How long a lease lives without renewal (default [`DEFAULT_LEASE_TTL`]).
+    pub lease_ttl: Duration,
+    /// A fixed owner id (tests); by default one naming this process.
+    pub owner: Option<OwnerId>,
+}
+
+impl Default for NativeHostOptions {
+    fn default() -> Self {
+        Self {
+            lease_ttl: DEFAULT_LEASE_TTL,
+            owner: None,
+        }
+    }
+}
+
+/// The native host: SQLite in a data directory, tokio, the system clock, OS
+/// entropy and this process's lease manager with its heartbeat.
+pub struct NativeHost {
+    host: Host,
+    storage: Arc<SqliteStorage>,
+    leases: LeaseManager,
+    data_dir: PathBuf,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for NativeHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeHost")
+            .field("data_dir", &self.data_dir)
+            .field("owner", self.leases.owner())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Make sure `dir` exists and is a writable directory.
+fn prepare_data_dir(dir: &Path) -> Result<(), HostError> {
+    let fail = |detail: String| HostError::DataDir {
+        path: dir.to_owned(),
+        detail,
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(fail("it exists and is not a directory".into()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    let meta = std::fs::metadata(dir).map_err(|e| fail(e.to_string()))?;
+    if meta.permissions().readonly() {
+        return Err(fail("it is read-only".into()));
+    }
+    Ok(())
+}
+
+impl NativeHost {
+    /// Open the host over `data_dir` (created if missing) with default options.
+    /// Must be called inside a tokio runtime.
+    pub async fn open(data_dir: impl AsRef<Path>) -> Result<Self, HostError> {
+        Self::open_with(data_dir, NativeHostOptions::default()).await
+    }
+
+    /// Open the host over `data_dir` with `options`.
+    pub async fn open_with(
+        data_dir: impl AsRef<Path>,
+        options: NativeHostOptions,
+    ) -> Result<Self, HostError> {
+        if options.lease_ttl < MIN_LEASE_TTL {
+            return Err(HostError::LeaseTtl(options.lease_ttl));
+        }
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| HostError::NoRuntime)?;
+        let data_dir = data_dir.as_ref().to_owned();
+        prepare_data_dir(&data_dir)?;
+        let storage = Arc::new(SqliteStorage::open(data_dir.join(DATABASE_FILE)).await?);
+        let entropy = Arc::new(OsEntropy::probe()?);
+        let owner = match options.owner {
+            Some(owner) => owner,
+            None => process_owner(entropy.as_ref()).map_err(|e| HostError::Owner(e.to_string()))?,
+        };
+        let executor = Arc::new(TokioExecutor::new(handle.clone()));
+        let clock = Arc::new(SystemClock::new(handle.clone()));
+        let host = Host {
+            storage: storage.clone(),
+            clock: clock.clone(),
+            executor: executor.clone(),
+            entropy,
+            lifecycle: Lifecycle::new(),
+            durable: true,
+        };
+        let leases = LeaseManager::new(storage.clone(), clock, executor, owner, options.lease_ttl);
+        let heartbeat = handle.spawn(heartbeat(leases.clone(), options.lease_ttl / 3));
+        Ok(Self {
+            host,
+            storage,
+            leases,
+            data_dir,
+            heartbeat,
+        })
+    }
+
+    /// The kernel's host bundle.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+    /// The SQLite storage itself (commit counts, footprint, integrity check).
+    pub fn storage(&self) -> &Arc<SqliteStorage> {
+        &self.storage
+    }
+    /// This process's lease manager (renewed by the heartbeat).
+    pub fn leases(&self) -> &LeaseManager {
+        &self.leases
+    }
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Drop for NativeHost {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+/// Renew every held lease every `every`; a lost lease is logged (the run that
+/// held it is refused at its next fenced write).
+async fn heartbeat(leases: LeaseManager, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for error in leases.renew_all().await {
+            tracing::warn!(owner = %leases.owner(), %error, "lease lost at renewal");
+        }
+    }
+}

@@ -1,0 +1,823 @@
+//! SQLite storage: `agent_kernel::host::Storage` over one database file (WAL,
+//! `synchronous=FULL`, numbered migrations), with every batch and every lease
+//! step in one `BEGIN IMMEDIATE` transaction. All SQLite calls run on one
+//! dedicated connection thread, never on the async executor.
+//!
+//! Why a dedicated thread rather than `tokio::task::spawn_blocking`: the same
+//! storage serves the tokio host and the deterministic simulator (which has no
+//! tokio runtime), and one connection per store keeps writes ordered without
+//! a pool. Several stores (processes, simulated tabs) may open one file:
+//! SQLite's own locking and the lease epochs keep them apart.
+//!
+//! Layout (`migrations/0001_init.sql`): `kv(tbl, key, value)` for every
+//! kernel table, `blobs(hash, size, bytes)`, `leases(session, owner, epoch,
+//! expires_at_ms)`. Keys are stored as BLOBs so that SQLite orders them by
+//! their UTF-8 bytes, as the kernel's prefix scans require.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use agent_kernel::host::{
+    Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+};
+use agent_kernel::{OwnerId, SessionId};
+use futures::channel::oneshot;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use crate::process::{Liveness, owner_liveness};
+
+/// The numbered migrations, applied in order; `PRAGMA user_version` records
+/// how many ran. Never edit a released one: add the next number.
+const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// How long one connection waits for another process's write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opening a database failed. Each variant says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    #[error(
+        "cannot open the database {path}: {detail}; check that the data directory exists and is readable and writable (set --data-dir or AGENTRT_DATA_DIR)"
+    )]
+    Io { path: PathBuf, detail: String },
+    #[error(
+        "{path} is not an agentrt database or is corrupt ({detail}); it was left untouched: move it aside or restore a backup, then start again"
+    )]
+    Corrupt { path: PathBuf, detail: String },
+    #[error(
+        "the database {path} has schema version {found}, newer than this agentrt knows ({known}); use a newer agentrt or another data directory"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: u32,
+        known: u32,
+    },
+    #[error("the database {path} could not be prepared: {detail}")]
+    Setup { path: PathBuf, detail: String },
+}
+
+/// Decides whether a lease owner is still alive; see [`crate::process`].
+pub type LivenessCheck = Arc<dyn Fn(&OwnerId) -> Liveness + Send + Sync>;
+
+/// Called before every commit with the batch; an `Err` refuses it (nothing is
+/// applied). Lets the tab-loss simulator stop at a journal boundary.
+pub type CommitHook = Arc<dyn Fn(&Batch) -> Result<(), StorageError> + Send + Sync>;
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// Storage in one SQLite file. Cheap to share behind an `Arc`; dropping the
+/// last handle closes the connection thread.
+pub struct SqliteStorage {
+    path: PathBuf,
+    jobs: Mutex<mpsc::Sender<Job>>,
+    liveness: LivenessCheck,
+    hook: Mutex<Option<CommitHook>>,
+    commits: AtomicU64,
+}
+
+impl std::fmt::Debug for SqliteStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStorage")
+            .field("path", &self.path)
+            .field("commits", &self.commit_count())
+            .finish_non_exhaustive()
+    }
+}
+
+fn classify(path: &Path, e: &rusqlite::Error) -> OpenError {
+    use rusqlite::ffi::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => OpenError::Corrupt {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        },
+        Some(
+            ErrorCode::CannotOpen
+            | ErrorCode::PermissionDenied
+            | ErrorCode::ReadOnly
+            | ErrorCode::SystemIoFailure,
+        ) => OpenError::Io {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        },
+        _ => OpenError::Setup {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        },
+    }
+}
+
+/// Map a SQLite error during normal operation to the kernel's error.
+fn backend(path: &Path, e: &rusqlite::Error) -> StorageError {
+    use rusqlite::ffi::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            StorageError::Backend(format!(
+                "the database {} is corrupt ({e}); nothing was changed: stop agentrt, move the file aside or restore a backup",
+                path.display()
+            ))
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StorageError::Unavailable(format!(
+                "the database {} stayed locked by another process for {BUSY_TIMEOUT:?} ({e}); retry",
+                path.display()
+            ))
+        }
+        Some(ErrorCode::DiskFull) => StorageError::Unavailable(format!(
+            "the disk holding {} is full ({e}); free space and retry",
+            path.display()
+        )),
+        _ => StorageError::Backend(format!("{} ({e})", path.display())),
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The smallest byte string greater than every string starting with `prefix`,
+/// or `None` when there is none (empty prefix, or only 0xFF bytes).
+fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut upper = prefix.to_vec();
+    while let Some(last) = upper.pop() {
+        if last < 0xFF {
+            upper.push(last + 1);
+            return Some(upper);
+        }
+    }
+    None
+}
+
+fn corrupt(table: Table, key: &str, detail: impl Into<String>) -> StorageError {
+    StorageError::Corrupt {
+        table,
+        key: key.to_owned(),
+        detail: detail.into(),
+    }
+}
+
+/// Read a `value` column: a BLOB (or TEXT written by hand); NULL or a number is corrupt.
+fn value_bytes(
+    table: Table,
+    key: &str,
+    v: rusqlite::types::ValueRef<'_>,
+) -> Result<Vec<u8>, StorageError> {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Blob(b) | ValueRef::Text(b) => Ok(b.to_vec()),
+        other => Err(corrupt(
+            table,
+            key,
+            format!("value column holds {:?}, not bytes", other.data_type()),
+        )),
+    }
+}
+
+fn apply_migrations(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
+    let known = MIGRATIONS.last().map_or(0, |(n, _)| *n);
+    let found: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| classify(path, &e))?;
+    if found > known {
+        return Err(OpenError::TooNew {
+            path: path.to_owned(),
+            found,
+            known,
+        });
+    }
+    for (number, sql) in MIGRATIONS.iter().filter(|(n, _)| *n > found) {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| classify(path, &e))?;
+        // Another process may have migrated between our read and our lock.
+        let now: u32 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| classify(path, &e))?;
+        if now >= *number {
+            continue;
+        }
+        tx.execute_batch(sql).map_err(|e| classify(path, &e))?;
+        tx.pragma_update(None, "user_version", number)
+            .map_err(|e| classify(path, &e))?;
+        tx.commit().map_err(|e| classify(path, &e))?;
+    }
+    Ok(())
+}
+
+fn open_connection(path: &Path) -> Result<Connection, OpenError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| classify(path, &e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| classify(path, &e))?;
+    // The first statement that reads the file header reports a non-database.
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| classify(path, &e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(OpenError::Setup {
+            path: path.to_owned(),
+            detail: format!("journal_mode is {mode}, WAL was refused"),
+        });
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| classify(path, &e))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    apply_migrations(&mut conn, path)?;
+    Ok(conn)
+}
+
+impl SqliteStorage {
+    /// Open (creating if needed) the database at `path` and migrate it.
+    /// Lease owners are judged alive or dead through [`owner_liveness`].
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        Self::open_with_liveness(path, Arc::new(owner_liveness)).await
+    }
+
+    /// Open with a custom owner liveness check (tests, simulated tabs).
+    pub async fn open_with_liveness(
+        path: impl AsRef<Path>,
+        liveness: LivenessCheck,
+    ) -> Result<Self, OpenError> {
+        let path = path.as_ref().to_owned();
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let thread_path = path.clone();
+        std::thread::Builder::new()
+            .name("agentrt-sqlite".into())
+            .spawn(move || {
+                let mut conn = match open_connection(&thread_path) {
+                    Ok(conn) => {
+                        // The opener may have gone away; then nobody needs us.
+                        if ready_tx.send(Ok(())).is_err() {
+                            return;
+                        }
+                        conn
+                    }
+                    Err(e) => {
+                        // Ignored on purpose: an opener that left needs no error.
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                // Runs until every sender (the storage) is dropped.
+                while let Ok(job) = rx.recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| OpenError::Io {
+                path: path.clone(),
+                detail: format!("cannot start the storage thread: {e}"),
+            })?;
+        ready_rx.await.map_err(|_| OpenError::Setup {
+            path: path.clone(),
+            detail: "the storage thread stopped while opening".into(),
+        })??;
+        Ok(Self {
+            path,
+            jobs: Mutex::new(tx),
+            liveness,
+            hook: Mutex::new(None),
+            commits: AtomicU64::new(0),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of committed batches through this handle.
+    pub fn commit_count(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
+    }
+
+    /// Install (or with `None` remove) a hook run before every commit.
+    pub fn set_commit_hook(&self, hook: Option<CommitHook>) {
+        if let Ok(mut h) = self.hook.lock() {
+            *h = hook;
+        }
+    }
+
+    /// Run `f` on the connection thread and wait for its answer.
+    async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection, &Path) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let (tx, rx) = oneshot::channel();
+        let path = self.path.clone();
+        let job: Job = Box::new(move |conn| {
+            // Ignored on purpose: a caller that stopped waiting needs no answer.
+            let _ = tx.send(f(conn, &path));
+        });
+        let stopped = || {
+            StorageError::Unavailable(
+                "the SQLite storage thread has stopped; restart agentrt".to_owned(),
+            )
+        };
+        self.jobs
+            .lock()
+            .map_err(|_| stopped())?
+            .send(job)
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Write raw bytes under a key, bypassing fences (tests plant corrupt rows).
+    pub async fn put_raw_for_tests(
+        &self,
+        table: Table,
+        key: &str,
+        value: rusqlite::types::Value,
+    ) -> Result<(), StorageError> {
+        let key = key.to_owned();
+        self.call(move |conn, path| {
+            conn.execute(
+                "INSERT OR REPLACE INTO kv (tbl, key, value) VALUES (?1, ?2, ?3)",
+                params![table.as_str(), key.as_bytes(), value],
+            )
+            .map_err(|e| backend(path, &e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Number of stored rows and their total key + value bytes (tables only,
+    /// no blobs, no leases): what the benchmarks report per tool round.
+    pub async fn table_footprint(&self) -> Result<(u64, u64), StorageError> {
+        self.call(|conn, path| {
+            conn.query_row(
+                "SELECT count(*), coalesce(sum(length(tbl) + length(key) + length(value)), 0) FROM kv",
+                [],
+                |r| Ok((to_u64(r.get(0)?), to_u64(r.get(1)?))),
+            )
+            .map_err(|e| backend(path, &e))
+        })
+        .await
+    }
+
+    /// Run SQLite's `quick_check`; `Ok(())` when the file is sound.
+    pub async fn quick_check(&self) -> Result<(), StorageError> {
+        self.call(|conn, path| {
+            let verdict: String = conn
+                .query_row("PRAGMA quick_check", [], |r| r.get(0))
+                .map_err(|e| backend(path, &e))?;
+            if verdict == "ok" {
+                Ok(())
+            } else {
+                Err(StorageError::Backend(format!(
+                    "the database {} failed its integrity check ({verdict}); move it aside or restore a backup",
+                    path.display()
+                )))
+            }
+        })
+        .await
+    }
+}
+
+fn read_lease(
+    tx: &rusqlite::Transaction<'_>,
+    session: &SessionId,
+) -> rusqlite::Result<Option<(String, i64, i64)>> {
+    tx.prepare_cached("SELECT owner, epoch, expires_at_ms FROM leases WHERE session = ?1")?
+        .query_row([session.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()
+}
+
+fn lease_record(
+    session: &SessionId,
+    owner: String,
+    epoch: i64,
+    expires: i64,
+) -> Result<LeaseRecord, StorageError> {
+    let owner = OwnerId::new(owner).map_err(|e| {
+        StorageError::Backend(format!(
+            "the lease row of session {session} names an invalid owner ({e}); delete that row from the leases table"
+        ))
+    })?;
+    Ok(LeaseRecord {
+        session: session.clone(),
+        owner,
+        epoch: to_u64(epoch),
+        expires_at_ms: to_u64(expires),
+    })
+}
+
+fn check_and_apply(
+    tx: &rusqlite::Transaction<'_>,
+    batch: Batch,
+    path: &Path,
+) -> Result<(), StorageError> {
+    let db = |e: rusqlite::Error| backend(path, &e);
+    if let Some(fence) = &batch.fence {
+        let current: Option<i64> = tx
+            .prepare_cached("SELECT epoch FROM leases WHERE session = ?1")
+            .map_err(db)?
+            .query_row([fence.session.as_str()], |r| r.get(0))
+            .optional()
+            .map_err(db)?;
+        let current = current.map(to_u64);
+        if current != Some(fence.epoch) {
+            return Err(StorageError::StaleEpoch {
+                session: fence.session.clone(),
+                presented: fence.epoch,
+                current,
+            });
+        }
+    }
+    for condition in &batch.conditions {
+        let (table, key) = match condition {
+            Condition::Absent { table, key }
+            | Condition::Present { table, key }
+            | Condition::Equals { table, key, .. } => (*table, key),
+        };
+        let value: Option<Vec<u8>> = tx
+            .prepare_cached("SELECT value FROM kv WHERE tbl = ?1 AND key = ?2")
+            .map_err(db)?
+            .query_row(params![table.as_str(), key.as_bytes()], |r| {
+                Ok(value_bytes(table, key, r.get_ref(0)?))
+            })
+            .optional()
+            .map_err(db)?
+            .transpose()?;
+        let holds = match condition {
+            Condition::Absent { .. } => value.is_none(),
+            Condition::Present { .. } => value.is_some(),
+            Condition::Equals { value: want, .. } => value.as_ref() == Some(want),
+        };
+        if !holds {
+            return Err(StorageError::ConditionFailed {
+                table,
+                key: key.clone(),
+            });
+        }
+    }
+    for op in batch.ops {
+        match op {
+            Op::Put { table, key, value } => {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO kv (tbl, key, value) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db)?
+                .execute(params![table.as_str(), key.as_bytes(), value])
+                .map_err(db)?;
+            }
+            Op::Delete { table, key } => {
+                tx.prepare_cached("DELETE FROM kv WHERE tbl = ?1 AND key = ?2")
+                    .map_err(db)?
+                    .execute(params![table.as_str(), key.as_bytes()])
+                    .map_err(db)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl Storage for SqliteStorage {
+    async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let key = key.to_owned();
+        self.call(move |conn, path| {
+            conn.prepare_cached("SELECT value FROM kv WHERE tbl = ?1 AND key = ?2")
+                .and_then(|mut st| {
+                    st.query_row(params![table.as_str(), key.as_bytes()], |r| {
+                        Ok(value_bytes(table, &key, r.get_ref(0)?))
+                    })
+                    .optional()
+                })
+                .map_err(|e| backend(path, &e))?
+                .transpose()
+        })
+        .await
+    }
+
+    async fn scan_prefix(
+        &self,
+        table: Table,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let prefix = prefix.as_bytes().to_vec();
+        self.call(move |conn, path| {
+            let db = |e: rusqlite::Error| backend(path, &e);
+            let upper = prefix_upper_bound(&prefix);
+            let sql = if upper.is_some() {
+                "SELECT key, value FROM kv WHERE tbl = ?1 AND key >= ?2 AND key < ?3 ORDER BY key"
+            } else {
+                "SELECT key, value FROM kv WHERE tbl = ?1 AND key >= ?2 ORDER BY key"
+            };
+            let mut st = conn.prepare_cached(sql).map_err(db)?;
+            let mut rows = match &upper {
+                Some(upper) => st.query(params![table.as_str(), prefix, upper]),
+                None => st.query(params![table.as_str(), prefix]),
+            }
+            .map_err(db)?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(db)? {
+                let raw_key = row.get_ref(0).map_err(db)?;
+                let key_bytes = match raw_key {
+                    rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => b,
+                    other => {
+                        return Err(corrupt(
+                            table,
+                            "?",
+                            format!("a key column holds {:?}", other.data_type()),
+                        ));
+                    }
+                };
+                let key = String::from_utf8(key_bytes.to_vec()).map_err(|e| {
+                    corrupt(
+                        table,
+                        &String::from_utf8_lossy(key_bytes),
+                        format!("key is not UTF-8: {e}"),
+                    )
+                })?;
+                // Keys stored as TEXT by hand would bypass the byte range; check.
+                if !key.as_bytes().starts_with(&prefix) {
+                    continue;
+                }
+                let value = value_bytes(table, &key, row.get_ref(1).map_err(db)?)?;
+                out.push((key, value));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
+        let hook = self.hook.lock().ok().and_then(|h| h.clone());
+        if let Some(hook) = hook {
+            hook(&batch)?;
+        }
+        self.call(move |conn, path| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend(path, &e))?;
+            // On error the transaction is dropped, which rolls it back.
+            check_and_apply(&tx, batch, path)?;
+            tx.commit().map_err(|e| backend(path, &e))
+        })
+        .await?;
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
+        let blob = BlobRef::of(&bytes);
+        if blob.hash != hash {
+            return Err(StorageError::BlobHashMismatch {
+                claimed: hash.to_owned(),
+                actual: blob.hash,
+            });
+        }
+        let stored = blob.clone();
+        self.call(move |conn, path| {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO blobs (hash, size, bytes) VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut st| st.execute(params![stored.hash, to_i64(stored.size), bytes]))
+            .map_err(|e| backend(path, &e))?;
+            Ok(())
+        })
+        .await?;
+        Ok(blob)
+    }
+
+    async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let hash = hash.to_owned();
+        self.call(move |conn, path| {
+            let bytes: Option<Vec<u8>> = conn
+                .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
+                .and_then(|mut st| st.query_row([&hash], |r| r.get(0)).optional())
+                .map_err(|e| backend(path, &e))?;
+            if let Some(b) = &bytes {
+                // A blob whose bytes no longer hash to its name is corrupt.
+                let actual = BlobRef::of(b).hash;
+                if actual != hash {
+                    return Err(StorageError::Backend(format!(
+                        "blob {hash} in {} is corrupt (its bytes hash to {actual}); it was left untouched: delete it and let the run re-create or report it",
+                        path.display()
+                    )));
+                }
+            }
+            Ok(bytes)
+        })
+        .await
+    }
+
+    async fn delete_blob(&self, hash: &str) -> Result<bool, StorageError> {
+        let hash = hash.to_owned();
+        self.call(move |conn, path| {
+            conn.prepare_cached("DELETE FROM blobs WHERE hash = ?1")
+                .and_then(|mut st| st.execute([&hash]))
+                .map(|n| n > 0)
+                .map_err(|e| backend(path, &e))
+        })
+        .await
+    }
+
+    async fn list_blobs(&self) -> Result<Vec<String>, StorageError> {
+        self.call(|conn, path| {
+            let db = |e: rusqlite::Error| backend(path, &e);
+            let mut st = conn
+                .prepare_cached("SELECT hash FROM blobs ORDER BY hash")
+                .map_err(db)?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0)).map_err(db)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db)
+        })
+        .await
+    }
+
+    async fn try_acquire_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        let session = session.clone();
+        let owner = owner.clone();
+        let liveness = self.liveness.clone();
+        let result = self
+            .call(move |conn, path| {
+                let db = |e: rusqlite::Error| backend(path, &e);
+                let now = to_i64(now_ms);
+                let expires = to_i64(now_ms.saturating_add(ttl_ms));
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(db)?;
+                // The one atomic step: insert a first tenure, or take a free
+                // (expired or released) lease with epoch + 1, or extend our own
+                // live lease keeping its epoch. A live lease of another owner
+                // matches no row and returns nothing.
+                let taken: Option<(String, i64, i64)> = tx
+                    .prepare_cached(
+                        "INSERT INTO leases (session, owner, epoch, expires_at_ms)
+                         VALUES (?1, ?2, 1, ?3)
+                         ON CONFLICT (session) DO UPDATE SET
+                           epoch = CASE WHEN leases.expires_at_ms > ?4 THEN leases.epoch
+                                        ELSE leases.epoch + 1 END,
+                           expires_at_ms = CASE WHEN leases.expires_at_ms > ?4
+                                        THEN max(leases.expires_at_ms, excluded.expires_at_ms)
+                                        ELSE excluded.expires_at_ms END,
+                           owner = excluded.owner
+                         WHERE leases.expires_at_ms <= ?4 OR leases.owner = excluded.owner
+                         RETURNING owner, epoch, expires_at_ms",
+                    )
+                    .map_err(db)?
+                    .query_row(params![session.as_str(), owner.as_str(), expires, now], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .optional()
+                    .map_err(db)?;
+                let outcome = match taken {
+                    Some((o, epoch, exp)) => Ok(lease_record(&session, o, epoch, exp)?),
+                    None => {
+                        let Some((holder, epoch, exp)) = read_lease(&tx, &session).map_err(db)?
+                        else {
+                            return Err(StorageError::Backend(
+                                "lease row vanished inside its transaction".into(),
+                            ));
+                        };
+                        let current = lease_record(&session, holder.clone(), epoch, exp)?;
+                        if liveness(&current.owner) == Liveness::Dead {
+                            // The holder's process is gone: a new tenure at once.
+                            tx.prepare_cached(
+                                "UPDATE leases SET owner = ?2, epoch = epoch + 1, expires_at_ms = ?3
+                                 WHERE session = ?1 AND owner = ?4 AND epoch = ?5",
+                            )
+                            .map_err(db)?
+                            .execute(params![session.as_str(), owner.as_str(), expires, holder, epoch])
+                            .map_err(db)?;
+                            Ok(LeaseRecord {
+                                session: session.clone(),
+                                owner: owner.clone(),
+                                epoch: current.epoch.saturating_add(1),
+                                expires_at_ms: to_u64(expires),
+                            })
+                        } else {
+                            Err(current)
+                        }
+                    }
+                };
+                tx.commit().map_err(db)?;
+                Ok(outcome)
+            })
+            .await?;
+        result.map_err(|current| LeaseError::Held {
+            session: current.session,
+            owner: current.owner,
+            expires_at_ms: current.expires_at_ms,
+        })
+    }
+
+    async fn renew_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        let s = session.clone();
+        let o = owner.clone();
+        let renewed = self
+            .call(move |conn, path| {
+                let db = |e: rusqlite::Error| backend(path, &e);
+                let row: Option<(String, i64, i64)> = conn
+                    .prepare_cached(
+                        "UPDATE leases SET expires_at_ms = max(expires_at_ms, ?5)
+                         WHERE session = ?1 AND owner = ?2 AND epoch = ?3 AND expires_at_ms > ?4
+                         RETURNING owner, epoch, expires_at_ms",
+                    )
+                    .map_err(db)?
+                    .query_row(
+                        params![
+                            s.as_str(),
+                            o.as_str(),
+                            to_i64(epoch),
+                            to_i64(now_ms),
+                            to_i64(now_ms.saturating_add(ttl_ms))
+                        ],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()
+                    .map_err(db)?;
+                row.map(|(o, e, x)| lease_record(&s, o, e, x)).transpose()
+            })
+            .await?;
+        renewed.ok_or_else(|| LeaseError::Lost {
+            session: session.clone(),
+            epoch,
+        })
+    }
+
+    async fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+    ) -> Result<(), LeaseError> {
+        let s = session.clone();
+        let o = owner.clone();
+        let changed = self
+            .call(move |conn, path| {
+                conn.prepare_cached(
+                    "UPDATE leases SET expires_at_ms = 0
+                     WHERE session = ?1 AND owner = ?2 AND epoch = ?3",
+                )
+                .and_then(|mut st| st.execute(params![s.as_str(), o.as_str(), to_i64(epoch)]))
+                .map_err(|e| backend(path, &e))
+            })
+            .await?;
+        if changed == 1 {
+            Ok(())
+        } else {
+            Err(LeaseError::Lost {
+                session: session.clone(),
+                epoch,
+            })
+        }
+    }
+
+    async fn current_lease(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<LeaseRecord>, StorageError> {
+        let s = session.clone();
+        self.call(move |conn, path| {
+            let row: Option<(String, i64, i64)> = conn
+                .prepare_cached("SELECT owner, epoch, expires_at_ms FROM leases WHERE session = ?1")
+                .and_then(|mut st| {
+                    st.query_row([s.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .optional()
+                })
+                .map_err(|e| backend(path, &e))?;
+            row.map(|(o, e, x)| lease_record(&s, o, e, x)).transpose()
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upper_bound_of_prefixes() {
+        assert_eq!(prefix_upper_bound(b""), None);
+        assert_eq!(prefix_upper_bound(b"run1/"), Some(b"run10".to_vec()));
+        assert_eq!(prefix_upper_bound(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_upper_bound(b"\xff\xff"), None);
+    }
+}
