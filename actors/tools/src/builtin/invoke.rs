@@ -115,7 +115,11 @@ impl Definition {
         })
     }
 
-    fn provenance(&self, detail: BTreeMap<String, Value>, content_hash: Option<String>) -> Provenance {
+    fn provenance(
+        &self,
+        detail: BTreeMap<String, Value>,
+        content_hash: Option<String>,
+    ) -> Provenance {
         Provenance {
             origin: self.def.origin.to_string(),
             tool: self.def.name.clone(),

@@ -190,9 +190,7 @@ pub enum ExtractError {
     #[error("the PDF is encrypted; ask for an unencrypted copy")]
     Encrypted,
     /// More HTML elements than the limit.
-    #[error(
-        "the HTML has {elements} elements, over the limit of {limit}; extract a smaller page"
-    )]
+    #[error("the HTML has {elements} elements, over the limit of {limit}; extract a smaller page")]
     TooComplex { elements: usize, limit: usize },
     /// A valid document without extractable text.
     #[error("the {format} document has no extractable text: {detail}")]
@@ -226,7 +224,10 @@ fn malformed(format: DocumentFormat, detail: impl Into<String>) -> ExtractError 
 /// Decide the format of `bytes`: the hint's explicit format, then a
 /// supported MIME type, then a supported extension; a specific unsupported
 /// MIME type or extension is refused; otherwise the content is sniffed.
-pub fn detect_format(bytes: &[u8], hint: &DocumentHint<'_>) -> Result<DocumentFormat, ExtractError> {
+pub fn detect_format(
+    bytes: &[u8],
+    hint: &DocumentHint<'_>,
+) -> Result<DocumentFormat, ExtractError> {
     if let Some(format) = hint.format {
         return Ok(format);
     }
@@ -240,7 +241,12 @@ pub fn detect_format(bytes: &[u8], hint: &DocumentHint<'_>) -> Result<DocumentFo
         return Err(ExtractError::Unsupported { what: what.into() });
     }
     if let Some(mime) = hint.mime {
-        let essence = mime.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let essence = mime
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         let generic = essence.is_empty()
             || essence == "application/octet-stream"
             || essence.starts_with("text/");
@@ -489,10 +495,17 @@ fn csv_error(e: &csv::Error) -> String {
 
 /// The charset an HTML document declares in its first 1,024 bytes.
 fn html_declared_charset(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding> {
-    let head: Vec<u8> = bytes.iter().take(1024).map(u8::to_ascii_lowercase).collect();
+    let head: Vec<u8> = bytes
+        .iter()
+        .take(1024)
+        .map(u8::to_ascii_lowercase)
+        .collect();
     let at = head.windows(8).position(|w| w == b"charset=")?;
     let rest = &head[at + 8..];
-    let rest = rest.strip_prefix(b"\"").or_else(|| rest.strip_prefix(b"'")).unwrap_or(rest);
+    let rest = rest
+        .strip_prefix(b"\"")
+        .or_else(|| rest.strip_prefix(b"'"))
+        .unwrap_or(rest);
     let end = rest
         .iter()
         .position(|b| matches!(b, b'"' | b'\'' | b';' | b'>' | b' ' | b'/'))
@@ -579,7 +592,8 @@ fn extract_pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Extrac
             stopped_early = true;
             break;
         }
-        let page = guarded(|| document.extract_text_with_limit(&[number], limits.max_pdf_page_bytes));
+        let page =
+            guarded(|| document.extract_text_with_limit(&[number], limits.max_pdf_page_bytes));
         match page {
             Some(Ok(page_text)) => {
                 chars += page_text.chars().count() + 1;

@@ -149,9 +149,7 @@ pub enum JsLimitError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsError {
     /// The source text is longer than allowed.
-    #[error(
-        "the script is {len} bytes, over the limit of {limit} bytes; send a shorter script"
-    )]
+    #[error("the script is {len} bytes, over the limit of {limit} bytes; send a shorter script")]
     CodeTooLarge { len: usize, limit: usize },
     /// The input JSON is longer than allowed.
     #[error(

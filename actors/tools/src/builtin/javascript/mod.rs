@@ -15,7 +15,9 @@ use std::time::Duration;
 use agent_capabilities::{Idempotency, Origin, Sensitivity, Target, Trust};
 use agent_kernel::actor::{ParentLink, run_blocking, spawn_actor};
 use agent_kernel::host::{Clock, Executor};
-use agent_kernel::protocol::{TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolMsg, ToolResult};
+use agent_kernel::protocol::{
+    TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolMsg, ToolResult,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -247,7 +249,9 @@ impl JsActor {
 /// `code` (a string) and `input` (any JSON, default null).
 fn parse_arguments(arguments: &Value) -> Result<(String, Value), String> {
     let Some(obj) = arguments.as_object() else {
-        return Err("run_javascript takes an object with `code` (a string) and optional `input`".into());
+        return Err(
+            "run_javascript takes an object with `code` (a string) and optional `input`".into(),
+        );
     };
     if let Some(extra) = obj.keys().find(|k| *k != "code" && *k != "input") {
         return Err(format!(
