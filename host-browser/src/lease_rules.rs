@@ -1,0 +1,151 @@
+//! The lease rules of `Storage` (S3) as pure functions over the current
+//! record, so that the IndexedDB backend applies exactly the memory backend's
+//! semantics inside its own transaction, and native unit tests can check them.
+
+use agent_kernel::host::{LeaseError, LeaseRecord};
+use agent_kernel::{OwnerId, SessionId};
+
+/// The record after `owner` tries to take the lease at `now_ms`, or `Held`.
+/// Free, expired or released: a new tenure with epoch + 1 (1 for a first
+/// lease). Still live and the same owner: the epoch stays, the expiry extends.
+pub fn acquire(
+    current: Option<&LeaseRecord>,
+    session: &SessionId,
+    owner: &OwnerId,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Result<LeaseRecord, LeaseError> {
+    let expires_at_ms = now_ms.saturating_add(ttl_ms);
+    match current {
+        Some(cur) if cur.is_live(now_ms) && &cur.owner != owner => Err(LeaseError::Held {
+            session: session.clone(),
+            owner: cur.owner.clone(),
+            expires_at_ms: cur.expires_at_ms,
+        }),
+        Some(cur) if cur.is_live(now_ms) => Ok(LeaseRecord {
+            expires_at_ms: expires_at_ms.max(cur.expires_at_ms),
+            ..cur.clone()
+        }),
+        Some(cur) => Ok(LeaseRecord {
+            session: session.clone(),
+            owner: owner.clone(),
+            epoch: cur.epoch.saturating_add(1),
+            expires_at_ms,
+        }),
+        None => Ok(LeaseRecord {
+            session: session.clone(),
+            owner: owner.clone(),
+            epoch: 1,
+            expires_at_ms,
+        }),
+    }
+}
+
+/// The record after renewing a lease still held by `owner` with `epoch`.
+pub fn renew(
+    current: Option<&LeaseRecord>,
+    session: &SessionId,
+    owner: &OwnerId,
+    epoch: u64,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Result<LeaseRecord, LeaseError> {
+    match current {
+        Some(cur) if &cur.owner == owner && cur.epoch == epoch && cur.is_live(now_ms) => {
+            Ok(LeaseRecord {
+                expires_at_ms: now_ms.saturating_add(ttl_ms).max(cur.expires_at_ms),
+                ..cur.clone()
+            })
+        }
+        _ => Err(LeaseError::Lost {
+            session: session.clone(),
+            epoch,
+        }),
+    }
+}
+
+/// The record after `owner` gives the lease up: expired now, epoch kept.
+pub fn release(
+    current: Option<&LeaseRecord>,
+    session: &SessionId,
+    owner: &OwnerId,
+    epoch: u64,
+) -> Result<LeaseRecord, LeaseError> {
+    match current {
+        Some(cur) if &cur.owner == owner && cur.epoch == epoch => Ok(LeaseRecord {
+            expires_at_ms: 0,
+            ..cur.clone()
+        }),
+        _ => Err(LeaseError::Lost {
+            session: session.clone(),
+            epoch,
+        }),
+    }
+}
+
+/// The exclusive upper bound of every byte string that starts with `prefix`
+/// (the prefix with its last non-0xFF byte incremented), or `None` when no
+/// such bound exists (empty prefix, or only 0xFF bytes).
+pub fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut upper = prefix.to_vec();
+    while let Some(last) = upper.pop() {
+        if last < u8::MAX {
+            upper.push(last + 1);
+            return Some(upper);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sid() -> SessionId {
+        SessionId::new("s").expect("valid")
+    }
+    fn owner(s: &str) -> OwnerId {
+        OwnerId::new(s).expect("valid")
+    }
+
+    #[test]
+    fn s3_first_lease_has_epoch_one_and_expiry() {
+        let rec = acquire(None, &sid(), &owner("a"), 100, 50).expect("free");
+        assert_eq!((rec.epoch, rec.expires_at_ms), (1, 150));
+    }
+
+    #[test]
+    fn s3_live_other_owner_is_held_until_expiry_then_epoch_plus_one() {
+        let a = acquire(None, &sid(), &owner("a"), 100, 50).expect("free");
+        for now in [100, 149] {
+            let err = acquire(Some(&a), &sid(), &owner("b"), now, 50).expect_err("held");
+            assert!(matches!(err, LeaseError::Held { ref owner, expires_at_ms: 150, .. } if owner.as_str() == "a"));
+        }
+        let b = acquire(Some(&a), &sid(), &owner("b"), 150, 50).expect("expired");
+        assert_eq!((b.epoch, b.owner.as_str()), (2, "b"));
+    }
+
+    #[test]
+    fn s3_same_owner_keeps_epoch_and_release_expires_now() {
+        let a = acquire(None, &sid(), &owner("a"), 100, 50).expect("free");
+        let again = acquire(Some(&a), &sid(), &owner("a"), 120, 50).expect("same owner");
+        assert_eq!((again.epoch, again.expires_at_ms), (1, 170));
+        let released = release(Some(&again), &sid(), &owner("a"), 1).expect("release");
+        assert!(!released.is_live(121));
+        assert_eq!(released.epoch, 1);
+        assert!(release(Some(&again), &sid(), &owner("b"), 1).is_err());
+        assert!(renew(Some(&released), &sid(), &owner("a"), 1, 121, 50).is_err());
+        let renewed = renew(Some(&again), &sid(), &owner("a"), 1, 169, 50).expect("live");
+        assert_eq!(renewed.expires_at_ms, 219);
+        assert!(renew(Some(&again), &sid(), &owner("a"), 1, 170, 50).is_err(), "at expiry");
+    }
+
+    #[test]
+    fn prefix_bounds_cover_exactly_the_prefix() {
+        assert_eq!(prefix_upper_bound(b""), None);
+        assert_eq!(prefix_upper_bound(b"run1"), Some(b"run2".to_vec()));
+        assert_eq!(prefix_upper_bound(b"run1/"), Some(b"run10".to_vec()));
+        assert_eq!(prefix_upper_bound(&[b'a', 0xFF]), Some(vec![b'b']));
+        assert_eq!(prefix_upper_bound(&[0xFF, 0xFF]), None);
+    }
+}
