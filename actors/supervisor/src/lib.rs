@@ -1,1 +1,110 @@
-//! Placeholder.
+//! `agent-supervisor`: the AgentRun loop.
+//!
+//! One supervisor actor per run drives model rounds and tool rounds, keeps
+//! the journal, checkpoints, budgets, approvals and pending requests, reacts
+//! to interruption, and continues only through an explicit `resume`. The
+//! public surface is [`Runtime`] / [`RunHandle`]; model providers live in
+//! [`provider`]; the crash simulator in `sim` (feature `sim`).
+//!
+//! # How a run works
+//!
+//! `Runtime::start(session, prompt, RunConfig)` takes the session's lease,
+//! stores the prompt, the config and the first conversation as blobs, then
+//! the run record (`running`), and spawns the run's supervisor. The
+//! supervisor holds an `Authority` whose key comes from the host's entropy
+//! and lives only in memory. What it does next is read from durable state
+//! alone (status, latest checkpoint's conversation, journal):
+//!
+//! 1. **Model round** — budget checked; checkpoint *before the request*; the
+//!    provider streams text deltas (published as events) and tool calls;
+//!    usage accumulates; the answer is stored and checkpointed *after the
+//!    response*. A stream that breaks off is repeated (bounded): nothing of it
+//!    was committed. A response with tool calls starts a tool round (budget
+//!    checked first); one without is the final answer (`completed`).
+//! 2. **Tool round**, one call at a time. A call without journal record is
+//!    *processed*: budget checked; `ask_user` / `update_plan` are answered by
+//!    the supervisor itself; anything else goes to the tools actor
+//!    (`ToolsMsg::Prepare`) for validation and the policy decision. `Deny` →
+//!    the model gets a denial. `AskOnce` → a `prepared` record and a pending
+//!    approval, status `awaiting_approval`. `Automatic` (or approved) → a
+//!    one-time capability is minted, `running` is made durable with a
+//!    checkpoint *before dispatch*, then `ToolsMsg::Dispatch`; the outcome
+//!    (`committed` / `failed`, result blob first, evidence, the result message)
+//!    is durable *before the model sees it*. A tool that says its effect may
+//!    have happened gives `effect_unknown`: a pending decision and
+//!    `interrupted` / `effect_unknown`. A call with a journal record is
+//!    *replayed* by `agent_kernel::journal::replay_decision`: committed results
+//!    are reused, only read-only or idempotent local work is retried, and
+//!    anything uncertain waits for `decide(run, call, RetryAnyway | MarkDone |
+//!    Abandon)`.
+//! 3. **Interruption** — offline, page hidden or executor lost: a checkpoint
+//!    and `interrupted` (`offline` / `page_interrupted`); a run awaiting
+//!    approval or input keeps waiting. `Runtime::recover()` at page load turns
+//!    runs left `running` without a live lease into `interrupted` /
+//!    `page_interrupted`, settling in-flight records by the replay rule.
+//!    Only `resume` continues. `stop` cancels (`user_stopped`), waiting for an
+//!    effect in flight up to `RuntimeOptions::stop_grace`, else recording it
+//!    `effect_unknown`.
+//!
+//! Every write is one fenced batch carrying the lease epoch and a
+//! compare-and-set on the run record; blobs (prompt, conversation,
+//! arguments, results, plan) are stored before the records naming them, and
+//! records hold only hashes and references. Activities are numbered without
+//! gaps and their time stamps never go backwards, even when the wall clock does.
+//!
+//! # Scenario format (`ScriptedProvider`)
+//!
+//! ```json
+//! {
+//!   "turns": [
+//!     { "text": "Let me read the note first.",
+//!       "tool_calls": [ { "name": "read_note", "arguments": { "path": "notes/a.txt" } } ],
+//!       "usage": { "input_tokens": 120, "output_tokens": 12 } },
+//!     { "text": "The note says hello.", "delay_ms": 2000 }
+//!   ]
+//! }
+//! ```
+//!
+//! - `turns` (required, non-empty): the model's answers. The turn played is
+//!   the number of assistant messages already in the request, so a resumed
+//!   or replayed run gets the same answer for the same conversation.
+//! - `text`: assistant text, streamed in small deltas (default empty).
+//! - `tool_calls`: `name` (required), `arguments` (an object, sent as its
+//!   JSON text; or a string, sent as is — useful for invalid JSON), `id`
+//!   (default `call_<turn>_<index>`).
+//! - `usage`: `input_tokens`, `output_tokens`; default about one token per
+//!   four characters of request and answer.
+//! - `finish`: `stop`, `tool_calls`, `length` or `content_filter`; default
+//!   from whether there are tool calls.
+//! - `delay_ms`: host-clock time the answer takes (for duration budgets).
+//! - `disconnects`: the first N attempts at this turn break off mid-stream.
+//!
+//! Unknown fields are refused with an error naming them.
+//!
+//! # Crash simulator
+//!
+//! `cargo test -p agent-supervisor --test crash_sim -- --nocapture` runs
+//! 1,000 seeds on the memory host and prints
+//! `crash-sim: <seeds> seeds, <points> crash points, <n> violations`.
+//! `CRASH_SIM_SEED=<n>` replays one seed alone. Other hosts call
+//! `sim::run_seeds(range, storage_factory)` with their own storage.
+
+pub mod builtin;
+pub mod config;
+pub mod error;
+pub mod provider;
+pub mod runtime;
+#[cfg(feature = "sim")]
+pub mod sim;
+pub mod store;
+mod supervisor;
+pub mod transcript;
+
+pub use config::{ModelSettings, RunConfig, RuntimeOptions};
+pub use error::RunError;
+pub use provider::openai::{OpenAiConfig, OpenAiProvider};
+pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
+pub use provider::{ModelProvider, ProviderError};
+pub use runtime::{RunHandle, Runtime};
+pub use store::RunEvent;
+pub use supervisor::{Choice, Sabotage};

@@ -1,0 +1,123 @@
+//! `RunConfig`: what one run may do and which model it talks to (budget,
+//! approval mode, tool allowlist, model settings). A later Profiles issue
+//! fills it; today callers build it directly or take the defaults.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use agent_capabilities::ApprovalMode;
+use agent_kernel::budget::{Budget, BudgetError};
+use agent_kernel::protocol::RunToolConfig;
+use agent_kernel::run::RunMode;
+
+/// Which model, and how to ask it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSettings {
+    pub model: String,
+    /// Sent first in every request. Stored only in the run's config blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        Self {
+            model: "default".into(),
+            system_prompt: None,
+            temperature: None,
+            max_output_tokens: None,
+        }
+    }
+}
+
+/// Everything a run is configured with. Persisted as a blob beside the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    #[serde(default)]
+    pub mode: RunMode,
+    #[serde(default)]
+    pub budget: Budget,
+    #[serde(default)]
+    pub approval: ApprovalMode,
+    /// Tool names the run may use; `None` means every tool of the mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowlist: Option<BTreeSet<String>>,
+    #[serde(default)]
+    pub model: ModelSettings,
+}
+
+/// A `RunConfig` value was invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    #[error("model name must be 1 to 200 printable characters")]
+    Model,
+    #[error("temperature must be between 0 and 2, got {0}")]
+    Temperature(String),
+    #[error("max_output_tokens must be at least 1")]
+    MaxOutputTokens,
+}
+
+impl RunConfig {
+    /// Check every custom value; called at start and before each round or call.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.budget.validate()?;
+        let m = &self.model.model;
+        if m.is_empty() || m.len() > 200 || m.chars().any(char::is_control) {
+            return Err(ConfigError::Model);
+        }
+        if let Some(t) = self.model.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(ConfigError::Temperature(t.to_string()));
+        }
+        if self.model.max_output_tokens == Some(0) {
+            return Err(ConfigError::MaxOutputTokens);
+        }
+        Ok(())
+    }
+
+    /// The part the tools actor needs.
+    pub fn tool_config(&self) -> RunToolConfig {
+        RunToolConfig {
+            mode: self.mode,
+            approval: self.approval,
+            allowlist: self.allowlist.clone(),
+        }
+    }
+}
+
+/// Runtime-wide settings (not per run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// How long `stop` (and an interruption) waits for an effect in flight
+    /// before recording it `effect_unknown`.
+    pub stop_grace: Duration,
+    /// How often a model round broken off mid-stream is repeated.
+    pub model_round_repeats: u32,
+    /// Lease time to live; the host renews leases with `LeaseManager::renew_all`.
+    pub lease_ttl: Duration,
+    /// Lifetime of a minted one-time capability.
+    pub capability_ttl: Duration,
+    /// Bound of each supervisor's mailbox.
+    pub mailbox: usize,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            stop_grace: Duration::from_secs(5),
+            model_round_repeats: 2,
+            lease_ttl: Duration::from_secs(30),
+            capability_ttl: Duration::from_secs(300),
+            mailbox: 32,
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! Errors of the public run API. Each message says what was wrong and what to do.
+
+use agent_kernel::ids::{CallId, RequestId, RunId};
+use agent_kernel::run::{RunStatus, TransitionError};
+use agent_kernel::host::{LeaseError, StorageError};
+use agent_kernel::ActorError;
+
+use crate::config::ConfigError;
+
+/// A run command or query failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    #[error("run {0} does not exist")]
+    NotFound(RunId),
+    #[error("run {run} is {status}; {action} needs it to be {expected}")]
+    WrongStatus {
+        run: RunId,
+        status: RunStatus,
+        expected: &'static str,
+        action: &'static str,
+    },
+    #[error("run {run} has no pending request {request}; it may have been answered already")]
+    NoSuchRequest { run: RunId, request: RequestId },
+    #[error("request {request} of run {run} is a {actual} request, not {expected}")]
+    WrongRequestKind {
+        run: RunId,
+        request: RequestId,
+        actual: &'static str,
+        expected: &'static str,
+    },
+    #[error("run {run} has no undecided call {call}")]
+    NoSuchDecision { run: RunId, call: CallId },
+    #[error(
+        "run {run} cannot resume before the person decides about call {call} (its effect is unknown); answer with decide"
+    )]
+    DecisionPending { run: RunId, call: CallId },
+    #[error("run {run} is busy with a model or tool round; only stop is accepted now")]
+    Busy { run: RunId },
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error("the run's supervisor is gone: {0}")]
+    Actor(#[from] ActorError),
+    #[error(transparent)]
+    Id(#[from] agent_kernel::ids::IdError),
+    #[error("stored data of run {run} is inconsistent: {detail}")]
+    Inconsistent { run: RunId, detail: String },
+}

@@ -1,0 +1,163 @@
+//! Model providers behind one streaming trait: a request (transcript and tool
+//! schemas) in, a stream of text deltas, complete tool calls, usage and a
+//! finish reason out. [`openai`] speaks Chat Completions over SSE;
+//! [`scripted`] plays a JSON scenario.
+
+pub mod openai;
+pub mod scripted;
+pub mod sse;
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use agent_kernel::protocol::ModelToolSchema;
+use agent_kernel::{MaybeSend, MaybeSync};
+
+use crate::transcript::{AssistantToolCall, Message};
+
+/// One request to the model: the whole conversation and the tools it may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ModelToolSchema>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Tokens the provider reported for one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Why the model stopped producing output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A final answer.
+    Stop,
+    /// The model wants its tool calls run.
+    ToolCalls,
+    /// The output token limit cut the answer short.
+    Length,
+    /// The provider filtered the output.
+    ContentFilter,
+    /// Any other reason the provider named.
+    Other(String),
+}
+
+impl FinishReason {
+    /// Map a Chat Completions `finish_reason` string.
+    pub fn from_wire(s: &str) -> FinishReason {
+        match s {
+            "stop" => FinishReason::Stop,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+/// One item of a model stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelEvent {
+    /// More assistant text.
+    TextDelta(String),
+    /// A complete tool call (deltas are assembled by the provider).
+    ToolCall(AssistantToolCall),
+    /// Token counts for the request.
+    Usage(ModelUsage),
+    /// The end of the answer.
+    Finish(FinishReason),
+}
+
+/// A model request failed. Messages never contain prompt or output text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("model endpoint answered HTTP {status} after {attempts} attempt(s); {hint}")]
+    Http {
+        status: u16,
+        attempts: u32,
+        hint: &'static str,
+    },
+    #[error("could not reach the model endpoint after {attempts} attempt(s): {detail}")]
+    Transport { attempts: u32, detail: String },
+    #[error(
+        "the model stream ended before the answer was complete (after {events} event(s)); the round can be repeated"
+    )]
+    Disconnected { events: usize },
+    #[error("the model stream was malformed: {detail}")]
+    Malformed { detail: String },
+    #[error("model provider configuration is invalid: {0}")]
+    Config(String),
+    #[error("scripted scenario has no turn {turn} (it has {turns}); add a turn or end with a final answer")]
+    ScenarioExhausted { turn: usize, turns: usize },
+}
+
+impl ProviderError {
+    /// True when the same request may simply be sent again: the stream broke
+    /// before the answer was complete, so nothing of it was used.
+    pub fn round_may_repeat(&self) -> bool {
+        matches!(self, ProviderError::Disconnected { .. })
+    }
+}
+
+/// The stream of one model answer.
+#[cfg(not(target_arch = "wasm32"))]
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderError>> + Send>>;
+/// The stream of one model answer.
+#[cfg(target_arch = "wasm32")]
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderError>>>>;
+
+/// A chat model that streams its answer.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait ModelProvider: MaybeSend + MaybeSync {
+    /// A short name for logs ("openai-compatible", "scripted").
+    fn name(&self) -> &str;
+    /// Send the request; retries of refused requests (429, 5xx) happen inside.
+    /// The stream ends after `Finish`, or with an error.
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;
+}
+
+/// A complete model answer, assembled from a stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelResponse {
+    pub text: String,
+    pub tool_calls: Vec<AssistantToolCall>,
+    pub usage: ModelUsage,
+    pub finish: Option<FinishReason>,
+}
+
+/// Read a stream to its end, handing each text delta to `on_delta`. A stream
+/// that ends without a finish reason is `Disconnected`.
+pub async fn collect_response(
+    mut stream: ModelStream,
+    mut on_delta: impl FnMut(&str),
+) -> Result<ModelResponse, ProviderError> {
+    let mut response = ModelResponse::default();
+    let mut events = 0usize;
+    while let Some(event) = stream.next().await {
+        events += 1;
+        match event? {
+            ModelEvent::TextDelta(text) => {
+                on_delta(&text);
+                response.text.push_str(&text);
+            }
+            ModelEvent::ToolCall(call) => response.tool_calls.push(call),
+            ModelEvent::Usage(usage) => response.usage = usage,
+            ModelEvent::Finish(reason) => response.finish = Some(reason),
+        }
+    }
+    if response.finish.is_none() {
+        return Err(ProviderError::Disconnected { events });
+    }
+    Ok(response)
+}

@@ -1,0 +1,232 @@
+//! A provider that plays a JSON scenario, for demos, tests and the crash
+//! simulator. The turn it plays is chosen from the request itself (the number
+//! of assistant messages so far), so a replayed or resumed run gets the same
+//! answer for the same conversation. The format is documented in the crate docs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use agent_kernel::host::Clock;
+
+use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError};
+use crate::transcript::{AssistantToolCall, Message};
+
+/// A scenario: the model's turns, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub turns: Vec<Turn>,
+}
+
+/// One model answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// Assistant text, streamed in pieces of at most `chunk` characters.
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedCall>,
+    /// Reported usage; when absent, about one token per four characters.
+    #[serde(default)]
+    pub usage: Option<ModelUsage>,
+    /// `stop`, `tool_calls`, `length`, …; default from whether there are tool calls.
+    #[serde(default)]
+    pub finish: Option<String>,
+    /// Clock time the answer takes (slept on the host clock before finishing).
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// The first `disconnects` attempts at this turn break off mid-stream.
+    #[serde(default)]
+    pub disconnects: u32,
+}
+
+/// A tool call of a scripted turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedCall {
+    /// The provider call id; default `call_<turn>_<index>`.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    /// An object (sent as its JSON text) or a string (sent as is, even if invalid JSON).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// A scenario could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("scenario is not valid JSON of the documented format: {0}")]
+    Format(String),
+    #[error("scenario has no turns; give at least one turn with a final answer")]
+    Empty,
+    #[error("turn {turn}: unknown finish reason {finish:?}; use stop, tool_calls, length or content_filter")]
+    Finish { turn: usize, finish: String },
+}
+
+impl Scenario {
+    /// Parse and check a scenario.
+    pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario =
+            serde_json::from_str(text).map_err(|e| ScenarioError::Format(e.to_string()))?;
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    fn check(&self) -> Result<(), ScenarioError> {
+        if self.turns.is_empty() {
+            return Err(ScenarioError::Empty);
+        }
+        for (i, t) in self.turns.iter().enumerate() {
+            if let Some(f) = &t.finish
+                && !matches!(f.as_str(), "stop" | "tool_calls" | "length" | "content_filter")
+            {
+                return Err(ScenarioError::Finish {
+                    turn: i,
+                    finish: f.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plays a [`Scenario`].
+pub struct ScriptedProvider {
+    scenario: Scenario,
+    clock: Arc<dyn Clock>,
+    chunk: usize,
+    /// Attempts per turn, for `disconnects`.
+    attempts: Mutex<HashMap<usize, u32>>,
+}
+
+impl std::fmt::Debug for ScriptedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedProvider")
+            .field("turns", &self.scenario.turns.len())
+            .finish()
+    }
+}
+
+impl ScriptedProvider {
+    pub fn new(scenario: Scenario, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            scenario,
+            clock,
+            chunk: 16,
+            attempts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn tokens(chars: usize) -> u64 {
+        (chars as u64).div_ceil(4).max(1)
+    }
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl ModelProvider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let index = request
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let turn = self
+            .scenario
+            .turns
+            .get(index)
+            .ok_or(ProviderError::ScenarioExhausted {
+                turn: index,
+                turns: self.scenario.turns.len(),
+            })?
+            .clone();
+        let attempt = {
+            let mut attempts = self
+                .attempts
+                .lock()
+                .map_err(|_| ProviderError::Config("scripted provider state is poisoned".into()))?;
+            let n = attempts.entry(index).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if turn.delay_ms > 0 {
+            self.clock.sleep(Duration::from_millis(turn.delay_ms)).await;
+        }
+        let mut events: Vec<Result<ModelEvent, ProviderError>> = Vec::new();
+        let chars: Vec<char> = turn.text.chars().collect();
+        for piece in chars.chunks(self.chunk) {
+            events.push(Ok(ModelEvent::TextDelta(piece.iter().collect())));
+        }
+        if attempt <= turn.disconnects {
+            let n = events.len().min(1);
+            events.truncate(n);
+            events.push(Err(ProviderError::Disconnected { events: n }));
+            return Ok(Box::pin(futures::stream::iter(events)));
+        }
+        for (i, c) in turn.tool_calls.iter().enumerate() {
+            events.push(Ok(ModelEvent::ToolCall(AssistantToolCall {
+                id: c.id.clone().unwrap_or_else(|| format!("call_{index}_{i}")),
+                name: c.name.clone(),
+                arguments: match &c.arguments {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                },
+            })));
+        }
+        let input_chars: usize = request
+            .messages
+            .iter()
+            .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
+            .sum();
+        let usage = turn.usage.unwrap_or(ModelUsage {
+            input_tokens: Self::tokens(input_chars),
+            output_tokens: Self::tokens(turn.text.len()),
+        });
+        events.push(Ok(ModelEvent::Usage(usage)));
+        let finish = match &turn.finish {
+            Some(f) => FinishReason::from_wire(f),
+            None if turn.tool_calls.is_empty() => FinishReason::Stop,
+            None => FinishReason::ToolCalls,
+        };
+        events.push(Ok(ModelEvent::Finish(finish)));
+        Ok(Box::pin(futures::stream::iter(events)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_errors_name_the_problem() {
+        assert!(matches!(Scenario::from_json("{"), Err(ScenarioError::Format(_))));
+        assert_eq!(Scenario::from_json(r#"{"turns": []}"#), Err(ScenarioError::Empty));
+        assert!(matches!(
+            Scenario::from_json(r#"{"turns": [{"text": "x", "finish": "nope"}]}"#),
+            Err(ScenarioError::Finish { turn: 0, .. })
+        ));
+        assert!(matches!(
+            Scenario::from_json(r#"{"turns": [{"txt": "x"}]}"#),
+            Err(ScenarioError::Format(_))
+        ));
+        let ok = Scenario::from_json(
+            r#"{"turns": [{"text": "a", "tool_calls": [{"name": "t", "arguments": {"x": 1}}]}, {"text": "b"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.turns.len(), 2);
+    }
+}

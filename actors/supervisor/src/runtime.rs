@@ -1,0 +1,555 @@
+//! The public handle API used by hosts, the CLI and the browser: start runs
+//! (and nested child runs), answer approvals, input and decisions, stop,
+//! resume, recover after a reload, read runs back, and subscribe to events.
+//! Commands go to the run's supervisor, spawned on demand; reads go straight
+//! to storage, the source of truth.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use agent_kernel::actor::{Addr, spawn_actor};
+use agent_kernel::host::{Host, LeaseManager, StorageExt, Table};
+use agent_kernel::ids::{CallId, OwnerId, RequestId, RunId, SessionId};
+use agent_kernel::journal::{CallState, JournalRecord, ReplayDecision, replay_decision};
+use agent_kernel::protocol::ToolsAddr;
+use agent_kernel::run::{
+    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
+    RunStatus, StopReason, Usage,
+};
+
+use crate::config::{RunConfig, RuntimeOptions};
+use crate::error::RunError;
+use crate::provider::ModelProvider;
+use crate::store::{
+    EventBus, RunEvent, RunMeta, RunWriter, journal_of, latest_checkpoint, load_run, pending_of,
+    put_blob, put_json_blob, run_prefix, verified_blob,
+};
+use crate::supervisor::{
+    Choice, Ctx, Msg, Sabotage, Supervisor, decision_pending, mark_effect_unknown, pending_key,
+};
+use crate::transcript::Transcript;
+
+struct Inner {
+    ctx: Arc<Ctx>,
+    leases: LeaseManager,
+    live: Mutex<HashMap<RunId, Addr<Msg>>>,
+    /// Serialises spawning, so that one run never gets two supervisors.
+    spawning: futures::lock::Mutex<()>,
+}
+
+/// The runtime of one tab or process: every run it executes, over one host.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("owner", self.inner.leases.owner())
+            .finish()
+    }
+}
+
+/// A handle on one run: the same commands as [`Runtime`], bound to the run.
+#[derive(Clone, Debug)]
+pub struct RunHandle {
+    runtime: Runtime,
+    id: RunId,
+}
+
+impl RunHandle {
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+    pub async fn get(&self) -> Result<AgentRun, RunError> {
+        self.runtime.run(&self.id).await
+    }
+    pub async fn approve(&self, request: &RequestId) -> Result<(), RunError> {
+        self.runtime.approve(&self.id, request).await
+    }
+    pub async fn deny(&self, request: &RequestId) -> Result<(), RunError> {
+        self.runtime.deny(&self.id, request).await
+    }
+    pub async fn respond(&self, request: &RequestId, text: &str) -> Result<(), RunError> {
+        self.runtime.respond(&self.id, request, text).await
+    }
+    pub async fn decide(&self, call: &CallId, choice: Choice) -> Result<(), RunError> {
+        self.runtime.decide(&self.id, call, choice).await
+    }
+    pub async fn stop(&self) -> Result<(), RunError> {
+        self.runtime.stop(&self.id).await
+    }
+    pub async fn resume(&self) -> Result<(), RunError> {
+        self.runtime.resume(&self.id).await
+    }
+    pub async fn start_child(&self, prompt: &str, config: RunConfig) -> Result<RunHandle, RunError> {
+        let child = self.runtime.start_child(&self.id, prompt, config).await?;
+        Ok(self.runtime.handle(&child))
+    }
+    pub async fn wait_settled(&self) -> Result<AgentRun, RunError> {
+        self.runtime.wait_settled(&self.id).await
+    }
+}
+
+impl Runtime {
+    /// A runtime for `owner` (a tab or process) on `host`, talking to the
+    /// tools actor at `tools` and the model through `provider`.
+    pub fn new(
+        host: Host,
+        owner: OwnerId,
+        tools: ToolsAddr,
+        provider: Arc<dyn ModelProvider>,
+        options: RuntimeOptions,
+    ) -> Runtime {
+        let leases = LeaseManager::new(
+            host.storage.clone(),
+            host.clock.clone(),
+            host.executor.clone(),
+            owner,
+            options.lease_ttl,
+        );
+        Runtime {
+            inner: Arc::new(Inner {
+                ctx: Arc::new(Ctx {
+                    host,
+                    tools,
+                    provider,
+                    options,
+                    events: EventBus::default(),
+                    sabotage: Sabotage::default(),
+                }),
+                leases,
+                live: Mutex::new(HashMap::new()),
+                spawning: futures::lock::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// The same runtime with deliberate faults (crash simulator test only).
+    #[cfg(feature = "sim")]
+    pub fn with_sabotage(self, sabotage: Sabotage) -> Runtime {
+        let inner = &self.inner;
+        let ctx = &inner.ctx;
+        Runtime {
+            inner: Arc::new(Inner {
+                ctx: Arc::new(Ctx {
+                    host: ctx.host.clone(),
+                    tools: ctx.tools.clone(),
+                    provider: ctx.provider.clone(),
+                    options: ctx.options.clone(),
+                    events: ctx.events.clone(),
+                    sabotage,
+                }),
+                leases: inner.leases.clone(),
+                live: Mutex::new(HashMap::new()),
+                spawning: futures::lock::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// This owner's leases (the host renews them with `renew_all`).
+    pub fn leases(&self) -> &LeaseManager {
+        &self.inner.leases
+    }
+
+    /// Every activity and text delta of every run, from now on.
+    pub fn subscribe(&self) -> async_channel::Receiver<RunEvent> {
+        self.inner.ctx.events.subscribe()
+    }
+
+    pub fn handle(&self, run: &RunId) -> RunHandle {
+        RunHandle {
+            runtime: self.clone(),
+            id: run.clone(),
+        }
+    }
+
+    fn host(&self) -> &Host {
+        &self.inner.ctx.host
+    }
+
+    // ------------------------------------------------------------- starting
+
+    /// Start a run in `session`: take the session's lease, store the prompt
+    /// and config blobs, then the run record, and spawn its supervisor.
+    pub async fn start(
+        &self,
+        session: &SessionId,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        self.start_inner(session, None, prompt, config).await
+    }
+
+    /// Start a child run of `parent` in the same session, under the same
+    /// (reentrant) lease; parent and child name each other in their records.
+    pub async fn start_child(
+        &self,
+        parent: &RunId,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        let (parent_run, _) = load_run(&*self.host().storage, parent).await?;
+        let child = self
+            .start_inner(&parent_run.session, Some(parent.clone()), prompt, config)
+            .await?;
+        let live = self.live_addr(parent);
+        match live {
+            Some(addr) => {
+                let c = child.clone();
+                addr.ask(|reply| Msg::LinkChild { child: c, reply }).await??;
+            }
+            None => {
+                let guard = self.inner.leases.acquire(&parent_run.session).await?;
+                let (run, bytes) = load_run(&*self.host().storage, parent).await?;
+                let mut writer = self.writer(guard.fence(), run, bytes).await?;
+                crate::supervisor::link_child(&mut writer, child.clone()).await?;
+            }
+        }
+        Ok(child)
+    }
+
+    async fn start_inner(
+        &self,
+        session: &SessionId,
+        parent: Option<RunId>,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        config.validate()?;
+        let host = self.host();
+        let guard = self.inner.leases.acquire(session).await?;
+        let id = RunId::new(agent_kernel::host::random_id(&*host.entropy, "run-"))?;
+        let storage = host.storage.clone();
+        let prompt_blob = put_blob(&*storage, prompt.as_bytes().to_vec()).await?;
+        let config_blob = put_json_blob(&*storage, &config).await?;
+        let transcript = Transcript::new(config.model.system_prompt.as_deref(), prompt);
+        let transcript_blob = put_json_blob(&*storage, &transcript).await?;
+        let now = host.clock.wall_ms();
+        let run = AgentRun {
+            id: id.clone(),
+            session: session.clone(),
+            parent,
+            children: Vec::new(),
+            mode: config.mode,
+            status: RunStatus::Running,
+            stop_reason: None,
+            usage: Usage::default(),
+            budget: config.budget,
+            prompt: prompt_blob,
+            output: None,
+            plan: None,
+            next_activity: 0,
+            status_history: vec![RunStatus::Running],
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let mut writer = RunWriter::create(
+            storage.clone(),
+            host.clock.clone(),
+            self.inner.ctx.events.clone(),
+            guard.fence(),
+            run,
+        );
+        let mut tx = writer.begin();
+        tx.put(&RunMeta {
+            run: id.clone(),
+            config: config_blob,
+        });
+        tx.checkpoint(CheckpointStage::BeforeModelRequest { round: 1 }, transcript_blob);
+        writer.commit(tx).await?;
+        tracing::info!(run = %id, session = %session, "run started");
+        let _spawn = self.inner.spawning.lock().await;
+        self.spawn(writer, guard).await?;
+        Ok(id)
+    }
+
+    async fn writer(
+        &self,
+        fence: agent_kernel::host::Fence,
+        run: AgentRun,
+        bytes: Vec<u8>,
+    ) -> Result<RunWriter, RunError> {
+        let host = self.host();
+        Ok(RunWriter::open(
+            host.storage.clone(),
+            host.clock.clone(),
+            self.inner.ctx.events.clone(),
+            fence,
+            run,
+            bytes,
+        )
+        .await?)
+    }
+
+    async fn spawn(
+        &self,
+        writer: RunWriter,
+        guard: agent_kernel::host::LeaseGuard,
+    ) -> Result<Addr<Msg>, RunError> {
+        let id = writer.run.id.clone();
+        let sup = Supervisor::load(self.inner.ctx.clone(), writer, guard).await?;
+        let addr = spawn_actor(
+            &*self.host().executor,
+            &format!("supervisor:{id}"),
+            self.inner.ctx.options.mailbox,
+            None,
+            move |inbox| sup.run(inbox),
+        );
+        if let Ok(mut live) = self.inner.live.lock() {
+            live.insert(id, addr.clone());
+        }
+        Ok(addr)
+    }
+
+    fn live_addr(&self, run: &RunId) -> Option<Addr<Msg>> {
+        let live = self.inner.live.lock().ok()?;
+        live.get(run).filter(|a| !a.is_stopped()).cloned()
+    }
+
+    /// The run's supervisor, spawned (taking the lease) when none is live.
+    async fn supervisor(&self, run: &RunId) -> Result<Addr<Msg>, RunError> {
+        let _spawn = self.inner.spawning.lock().await;
+        if let Some(addr) = self.live_addr(run) {
+            return Ok(addr);
+        }
+        let (record, bytes) = load_run(&*self.host().storage, run).await?;
+        if record.status.is_final() {
+            return Err(RunError::WrongStatus {
+                run: run.clone(),
+                status: record.status,
+                expected: "not final",
+                action: "this command",
+            });
+        }
+        let guard = self.inner.leases.acquire(&record.session).await?;
+        // Reload under the lease: another tab may have written meanwhile.
+        let (record, bytes) = match load_run(&*self.host().storage, run).await {
+            Ok(r) => r,
+            Err(_) => (record, bytes),
+        };
+        let writer = self.writer(guard.fence(), record, bytes).await?;
+        self.spawn(writer, guard).await
+    }
+
+    async fn command(
+        &self,
+        run: &RunId,
+        make: impl FnOnce(agent_kernel::actor::Reply<Result<(), RunError>>) -> Msg,
+    ) -> Result<(), RunError> {
+        let addr = self.supervisor(run).await?;
+        addr.ask(make).await?
+    }
+
+    // ------------------------------------------------------------- commands
+
+    /// Approve a pending approval: a one-time capability is minted and the call runs.
+    pub async fn approve(&self, run: &RunId, request: &RequestId) -> Result<(), RunError> {
+        let request = request.clone();
+        self.command(run, |reply| Msg::Approve { request, reply }).await
+    }
+
+    /// Deny a pending approval: the model gets a denial result and the run goes on.
+    pub async fn deny(&self, run: &RunId, request: &RequestId) -> Result<(), RunError> {
+        let request = request.clone();
+        self.command(run, |reply| Msg::Deny { request, reply }).await
+    }
+
+    /// Answer an `ask_user` question.
+    pub async fn respond(&self, run: &RunId, request: &RequestId, text: &str) -> Result<(), RunError> {
+        let request = request.clone();
+        let text = text.to_owned();
+        self.command(run, |reply| Msg::Respond {
+            request,
+            text,
+            reply,
+        })
+        .await
+    }
+
+    /// Decide about a call whose effect is unknown.
+    pub async fn decide(&self, run: &RunId, call: &CallId, choice: Choice) -> Result<(), RunError> {
+        let call = call.clone();
+        self.command(run, |reply| Msg::Decide {
+            call,
+            choice,
+            reply,
+        })
+        .await
+    }
+
+    /// Stop a run: `cancelled` / `user_stopped`.
+    pub async fn stop(&self, run: &RunId) -> Result<(), RunError> {
+        self.command(run, |reply| Msg::Stop { reply }).await
+    }
+
+    /// Continue an interrupted run — the only way one continues (S2.5).
+    pub async fn resume(&self, run: &RunId) -> Result<(), RunError> {
+        self.command(run, |reply| Msg::Resume { reply }).await
+    }
+
+    /// At page load (or process start): every run found `running` without a
+    /// live lease of another owner becomes `interrupted` / `page_interrupted`;
+    /// its in-flight journal records are settled by the replay rule. Nothing
+    /// is resumed and no network work starts. Returns the runs recovered.
+    pub async fn recover(&self) -> Result<Vec<RunId>, RunError> {
+        let storage = self.host().storage.clone();
+        let runs: Vec<AgentRun> = storage.scan_records("").await?;
+        let mut recovered = Vec::new();
+        for run in runs {
+            if run.status != RunStatus::Running || self.live_addr(&run.id).is_some() {
+                continue;
+            }
+            let now = self.host().clock.wall_ms();
+            if let Some(lease) = storage.current_lease(&run.session).await?
+                && lease.is_live(now)
+                && &lease.owner != self.inner.leases.owner()
+            {
+                continue;
+            }
+            let guard = self.inner.leases.acquire(&run.session).await?;
+            let (record, bytes) = load_run(&*storage, &run.id).await?;
+            if record.status != RunStatus::Running {
+                continue;
+            }
+            let mut writer = self.writer(guard.fence(), record, bytes).await?;
+            let mut tx = writer.begin();
+            let now = tx.now();
+            for mut rec in journal_of(&*storage, &run.id).await? {
+                if rec.state != CallState::Running {
+                    continue;
+                }
+                let verifies = match &rec.result {
+                    Some(b) => verified_blob(&*storage, b).await?.is_some(),
+                    None => false,
+                };
+                if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown {
+                    mark_effect_unknown(&mut rec, now);
+                    tx.put(&rec);
+                    tx.activity(ActivityKind::ToolCall {
+                        call_id: rec.call_id.clone(),
+                        tool: rec.tool.clone(),
+                        state: CallState::EffectUnknown,
+                    });
+                    let pending = decision_pending(&run.id, &rec, now)?;
+                    tx.activity(ActivityKind::DecisionRequested {
+                        request: pending.id.clone(),
+                        call_id: rec.call_id.clone(),
+                    });
+                    tx.put(&pending);
+                }
+            }
+            if let Some(cp) = latest_checkpoint(&*storage, &run.id).await? {
+                tx.checkpoint(CheckpointStage::Interrupted, cp.transcript);
+            }
+            tx.status(RunStatus::Interrupted, Some(StopReason::PageInterrupted))?;
+            writer.commit(tx).await?;
+            tracing::info!(run = %run.id, "recovered a run left running; it waits for resume");
+            recovered.push(run.id);
+        }
+        Ok(recovered)
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    pub async fn run(&self, run: &RunId) -> Result<AgentRun, RunError> {
+        Ok(load_run(&*self.host().storage, run).await?.0)
+    }
+
+    /// Every run stored, in key order.
+    pub async fn runs(&self) -> Result<Vec<AgentRun>, RunError> {
+        Ok(self.host().storage.scan_records("").await?)
+    }
+
+    pub async fn activities(&self, run: &RunId) -> Result<Vec<Activity>, RunError> {
+        Ok(self.host().storage.scan_records(&run_prefix(run)).await?)
+    }
+
+    pub async fn journal(&self, run: &RunId) -> Result<Vec<JournalRecord>, RunError> {
+        Ok(journal_of(&*self.host().storage, run).await?)
+    }
+
+    pub async fn pending(&self, run: &RunId) -> Result<Vec<PendingRequest>, RunError> {
+        Ok(pending_of(&*self.host().storage, run).await?)
+    }
+
+    pub async fn evidence(&self, run: &RunId) -> Result<Vec<Evidence>, RunError> {
+        Ok(self.host().storage.scan_records(&run_prefix(run)).await?)
+    }
+
+    pub async fn checkpoints(&self, run: &RunId) -> Result<Vec<Checkpoint>, RunError> {
+        Ok(self.host().storage.scan_records(&run_prefix(run)).await?)
+    }
+
+    /// Pending requests not yet shown, marked as shown: after a reload each
+    /// request is presented once, not twice (S6.4).
+    pub async fn present_pending(&self, run: &RunId) -> Result<Vec<PendingRequest>, RunError> {
+        let record = self.run(run).await?;
+        let fresh: Vec<PendingRequest> = self
+            .pending(run)
+            .await?
+            .into_iter()
+            .filter(|p| !p.presented)
+            .collect();
+        if fresh.is_empty() {
+            return Ok(fresh);
+        }
+        let guard = self.inner.leases.acquire(&record.session).await?;
+        let mut batch = agent_kernel::host::Batch::new().fenced(guard.fence());
+        for p in &fresh {
+            let mut shown = p.clone();
+            shown.presented = true;
+            batch = batch.put_record(&shown)?;
+            batch = batch.expect_present(Table::Pending, pending_key(p));
+        }
+        self.host().storage.commit(batch).await?;
+        Ok(fresh)
+    }
+
+    /// The run's readable output so far (final answer, or the latest text).
+    pub async fn output(&self, run: &RunId) -> Result<Option<String>, RunError> {
+        let record = self.run(run).await?;
+        let Some(blob) = record.output else {
+            return Ok(None);
+        };
+        let bytes = self.blob(run, &blob).await?;
+        Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// The run's latest plan (`update_plan`).
+    pub async fn plan(&self, run: &RunId) -> Result<Option<Value>, RunError> {
+        let record = self.run(run).await?;
+        let Some(blob) = record.plan else {
+            return Ok(None);
+        };
+        Ok(Some(crate::store::json_blob(&*self.host().storage, run, &blob).await?))
+    }
+
+    /// The bytes of a blob a record of `run` names, checked against its hash.
+    pub async fn blob(&self, run: &RunId, blob: &agent_kernel::host::BlobRef) -> Result<Vec<u8>, RunError> {
+        verified_blob(&*self.host().storage, blob)
+            .await?
+            .ok_or_else(|| RunError::Inconsistent {
+                run: run.clone(),
+                detail: format!("blob {} is missing or does not match its hash", blob.hash),
+            })
+    }
+
+    /// Wait until the run is not `running` (awaiting, interrupted or final).
+    pub async fn wait_settled(&self, run: &RunId) -> Result<AgentRun, RunError> {
+        let events = self.subscribe();
+        loop {
+            let record = self.run(run).await?;
+            let live = self.live_addr(run).is_some();
+            if record.status != RunStatus::Running || !live {
+                return Ok(record);
+            }
+            if events.recv().await.is_err() {
+                return self.run(run).await;
+            }
+        }
+    }
+}

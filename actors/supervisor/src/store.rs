@@ -1,0 +1,376 @@
+//! Reading and writing one run's records. Every change goes through a
+//! [`Tx`]: one fenced, atomic `Batch` carrying the lease epoch and a
+//! compare-and-set on the run record, with the activities it produces
+//! numbered gap-free and time-stamped monotonically. Blobs are written before
+//! the batch that names them.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use agent_kernel::host::{Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, StorageExt, Table};
+use agent_kernel::ids::RunId;
+use agent_kernel::journal::JournalRecord;
+use agent_kernel::run::{
+    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
+    RunStatus, StopReason, check_transition,
+};
+
+use crate::error::RunError;
+
+/// Something the UI may want to know, as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEvent {
+    /// An activity became durable.
+    Activity(Activity),
+    /// A piece of assistant text arrived (not yet durable; the checkpoint after the response is).
+    TextDelta { run: RunId, text: String },
+}
+
+impl RunEvent {
+    pub fn run(&self) -> &RunId {
+        match self {
+            RunEvent::Activity(a) => &a.run,
+            RunEvent::TextDelta { run, .. } => run,
+        }
+    }
+}
+
+/// Fan-out of run events to every subscriber; closed subscribers are dropped.
+#[derive(Clone, Default)]
+pub struct EventBus {
+    subscribers: Arc<Mutex<Vec<async_channel::Sender<RunEvent>>>>,
+}
+
+impl EventBus {
+    pub fn subscribe(&self) -> async_channel::Receiver<RunEvent> {
+        let (tx, rx) = async_channel::unbounded();
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.push(tx);
+        }
+        rx
+    }
+
+    pub fn emit(&self, event: RunEvent) {
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.retain(|tx| tx.try_send(event.clone()).is_ok());
+        }
+    }
+}
+
+/// Meta record naming the blob that holds a run's `RunConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RunMeta {
+    pub run: RunId,
+    pub config: BlobRef,
+}
+
+impl Record for RunMeta {
+    const TABLE: Table = Table::Meta;
+    fn key(&self) -> String {
+        format!("run_config/{}", self.run)
+    }
+}
+
+/// `<run>/`: the prefix of every per-run key.
+pub fn run_prefix(run: &RunId) -> String {
+    format!("{run}/")
+}
+
+/// Store `value` as a JSON blob; returns its reference.
+pub async fn put_json_blob<T: Serialize + ?Sized>(
+    storage: &dyn Storage,
+    value: &T,
+) -> Result<BlobRef, StorageError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Encode {
+        table: Table::Meta,
+        detail: e.to_string(),
+    })?;
+    put_blob(storage, bytes).await
+}
+
+/// Store bytes as a blob; returns its reference.
+pub async fn put_blob(storage: &dyn Storage, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
+    let hash = agent_capabilities::sha256_hex(&bytes);
+    storage.put_blob(&hash, bytes).await
+}
+
+/// Read a blob and check it still matches its reference; `None` when it is
+/// missing or does not verify.
+pub async fn verified_blob(
+    storage: &dyn Storage,
+    blob: &BlobRef,
+) -> Result<Option<Vec<u8>>, StorageError> {
+    let Some(bytes) = storage.get_blob(&blob.hash).await? else {
+        return Ok(None);
+    };
+    if BlobRef::of(&bytes) != *blob {
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+/// Read a JSON blob that must be present and valid.
+pub async fn json_blob<T: DeserializeOwned>(
+    storage: &dyn Storage,
+    run: &RunId,
+    blob: &BlobRef,
+) -> Result<T, RunError> {
+    let bytes = verified_blob(storage, blob)
+        .await?
+        .ok_or_else(|| RunError::Inconsistent {
+            run: run.clone(),
+            detail: format!("blob {} is missing or does not match its hash", blob.hash),
+        })?;
+    serde_json::from_slice(&bytes).map_err(|e| RunError::Inconsistent {
+        run: run.clone(),
+        detail: format!("blob {} does not decode ({e})", blob.hash),
+    })
+}
+
+/// The run record and its exact stored bytes (for compare-and-set).
+pub async fn load_run(storage: &dyn Storage, run: &RunId) -> Result<(AgentRun, Vec<u8>), RunError> {
+    let bytes = storage
+        .get(Table::Runs, run.as_str())
+        .await?
+        .ok_or_else(|| RunError::NotFound(run.clone()))?;
+    let record = serde_json::from_slice(&bytes).map_err(|e| {
+        RunError::Storage(StorageError::Corrupt {
+            table: Table::Runs,
+            key: run.to_string(),
+            detail: e.to_string(),
+        })
+    })?;
+    Ok((record, bytes))
+}
+
+pub async fn latest_checkpoint(
+    storage: &dyn Storage,
+    run: &RunId,
+) -> Result<Option<Checkpoint>, StorageError> {
+    Ok(storage
+        .scan_records::<Checkpoint>(&run_prefix(run))
+        .await?
+        .into_iter()
+        .next_back())
+}
+
+pub async fn pending_of(
+    storage: &dyn Storage,
+    run: &RunId,
+) -> Result<Vec<PendingRequest>, StorageError> {
+    storage.scan_records(&run_prefix(run)).await
+}
+
+pub async fn journal_of(
+    storage: &dyn Storage,
+    run: &RunId,
+) -> Result<Vec<JournalRecord>, StorageError> {
+    storage.scan_records(&run_prefix(run)).await
+}
+
+/// Writes one run's records under a lease fence. The in-memory `run` is
+/// always the last durable version.
+pub struct RunWriter {
+    pub storage: Arc<dyn Storage>,
+    pub clock: Arc<dyn Clock>,
+    pub events: EventBus,
+    fence: Fence,
+    pub run: AgentRun,
+    run_bytes: Option<Vec<u8>>,
+    next_checkpoint: u64,
+    /// Monotonic instant since which the run has been `running` unaccounted.
+    running_since: Option<Duration>,
+}
+
+impl std::fmt::Debug for RunWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunWriter")
+            .field("run", &self.run.id)
+            .field("status", &self.run.status)
+            .finish()
+    }
+}
+
+impl RunWriter {
+    /// A writer for an existing run; `run_bytes` are its stored bytes.
+    pub async fn open(
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+        events: EventBus,
+        fence: Fence,
+        run: AgentRun,
+        run_bytes: Vec<u8>,
+    ) -> Result<RunWriter, StorageError> {
+        let next_checkpoint = latest_checkpoint(&*storage, &run.id)
+            .await?
+            .map_or(0, |c| c.seq + 1);
+        let running_since = (run.status == RunStatus::Running).then(|| clock.monotonic());
+        Ok(RunWriter {
+            storage,
+            clock,
+            events,
+            fence,
+            run,
+            run_bytes: Some(run_bytes),
+            next_checkpoint,
+            running_since,
+        })
+    }
+
+    /// A writer for a run not stored yet; the first commit must create it.
+    pub fn create(
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+        events: EventBus,
+        fence: Fence,
+        run: AgentRun,
+    ) -> RunWriter {
+        let running_since = Some(clock.monotonic());
+        RunWriter {
+            storage,
+            clock,
+            events,
+            fence,
+            run,
+            run_bytes: None,
+            next_checkpoint: 0,
+            running_since,
+        }
+    }
+
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// Start a change from the last durable state.
+    pub fn begin(&self) -> Tx {
+        let now = self.clock.wall_ms().max(self.run.updated_at_ms);
+        Tx {
+            run: self.run.clone(),
+            batch: Batch::new(),
+            activities: Vec::new(),
+            now,
+            next_checkpoint: self.next_checkpoint,
+            error: None,
+        }
+    }
+
+    /// Make `tx` durable in one fenced batch; on success it becomes the
+    /// in-memory state and its activities are announced.
+    pub async fn commit(&mut self, mut tx: Tx) -> Result<(), RunError> {
+        if let Some(e) = tx.error.take() {
+            return Err(e);
+        }
+        let mono = self.clock.monotonic();
+        if let Some(since) = self.running_since {
+            let ms = u64::try_from(mono.saturating_sub(since).as_millis()).unwrap_or(u64::MAX);
+            tx.run.usage.active_ms = tx.run.usage.active_ms.saturating_add(ms);
+        }
+        tx.run.updated_at_ms = tx.now;
+        let bytes = serde_json::to_vec(&tx.run).map_err(|e| StorageError::Encode {
+            table: Table::Runs,
+            detail: e.to_string(),
+        })?;
+        let key = tx.run.id.to_string();
+        let mut batch = tx.batch.fenced(self.fence.clone());
+        batch = match &self.run_bytes {
+            Some(old) => batch.expect_value(Table::Runs, key.clone(), old.clone()),
+            None => batch.expect_absent(Table::Runs, key.clone()),
+        };
+        batch = batch.put(Table::Runs, key, bytes.clone());
+        self.storage.commit(batch).await?;
+        self.running_since = (tx.run.status == RunStatus::Running).then_some(mono);
+        self.run = tx.run;
+        self.run_bytes = Some(bytes);
+        self.next_checkpoint = tx.next_checkpoint;
+        for a in tx.activities {
+            self.events.emit(RunEvent::Activity(a));
+        }
+        Ok(())
+    }
+}
+
+/// One pending change to a run: the new run record, the records to put or
+/// delete, and the activities to append.
+pub struct Tx {
+    pub run: AgentRun,
+    batch: Batch,
+    activities: Vec<Activity>,
+    now: u64,
+    next_checkpoint: u64,
+    error: Option<RunError>,
+}
+
+impl Tx {
+    /// The (monotonic) time stamp of this change.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Append an activity with the next sequence number.
+    pub fn activity(&mut self, kind: ActivityKind) {
+        let activity = Activity {
+            run: self.run.id.clone(),
+            seq: self.run.next_activity,
+            at_ms: self.now,
+            kind,
+        };
+        self.run.next_activity += 1;
+        self.put(&activity);
+        self.activities.push(activity);
+    }
+
+    /// Put a typed record.
+    pub fn put<R: Record>(&mut self, record: &R) {
+        match serde_json::to_vec(record) {
+            Ok(bytes) => {
+                let batch = std::mem::take(&mut self.batch);
+                self.batch = batch.put(R::TABLE, record.key(), bytes);
+            }
+            Err(e) => {
+                self.error.get_or_insert(RunError::Storage(StorageError::Encode {
+                    table: R::TABLE,
+                    detail: e.to_string(),
+                }));
+            }
+        }
+    }
+
+    pub fn delete(&mut self, table: Table, key: String) {
+        let batch = std::mem::take(&mut self.batch);
+        self.batch = batch.delete(table, key);
+    }
+
+    /// Change status, checked against the transition table, with an activity.
+    pub fn status(&mut self, to: RunStatus, reason: Option<StopReason>) -> Result<(), RunError> {
+        let from = self.run.status;
+        check_transition(from, to, reason.as_ref())?;
+        self.run.status = to;
+        self.run.stop_reason = reason.clone();
+        self.run.status_history.push(to);
+        self.activity(ActivityKind::StatusChanged { from, to, reason });
+        Ok(())
+    }
+
+    /// Write a checkpoint of the conversation (its blob must already be stored).
+    pub fn checkpoint(&mut self, stage: CheckpointStage, transcript: BlobRef) {
+        let cp = Checkpoint {
+            run: self.run.id.clone(),
+            seq: self.next_checkpoint,
+            stage,
+            transcript,
+            usage: self.run.usage,
+            at_ms: self.now,
+        };
+        self.next_checkpoint += 1;
+        self.put(&cp);
+    }
+
+    /// Record the evidence of a result.
+    pub fn evidence(&mut self, evidence: Evidence) {
+        self.put(&evidence);
+    }
+}

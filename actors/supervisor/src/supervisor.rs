@@ -1,0 +1,1534 @@
+//! The supervisor actor: one per `AgentRun`. It owns the run's `Authority`
+//! and drives the loop. What happens next is read from durable state alone —
+//! the status, the conversation of the latest checkpoint and the journal —
+//! so a fresh supervisor after a reload continues exactly where the old one
+//! stopped. For each tool call of the last assistant turn the supervisor is
+//! either *processing* it (no journal record yet: prepare, policy, approval,
+//! `running` durable, dispatch, outcome durable) or *replaying* it (a record
+//! exists: the replay rule of the kernel's journal decides).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::Either;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use agent_capabilities::{Authority, Decision, Grant, Trust, Uses};
+use agent_kernel::actor::{ActorError, Inbox, Reply};
+use agent_kernel::budget::BudgetDimension;
+use agent_kernel::host::{BlobRef, Host, LeaseGuard, LifecycleEvent, StorageExt, Table, random_key, timeout};
+use agent_kernel::ids::{CallId, RequestId, RunId};
+use agent_kernel::journal::{CallError, CallState, JournalRecord, ReplayDecision, replay_decision};
+use agent_kernel::maybe_send::{BoxFuture, boxed};
+use agent_kernel::protocol::{
+    InvocationDraft, ModelToolSchema, PreparedCall, ToolCall, ToolInvocation, ToolResult, ToolsAddr, ToolsMsg,
+};
+use agent_kernel::run::{
+    ActivityKind, CheckpointStage, Evidence, PendingKind, PendingRequest, RunStatus, StopReason,
+};
+
+use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
+use crate::config::{RunConfig, RuntimeOptions};
+use crate::error::RunError;
+use crate::provider::{ModelProvider, ModelRequest, collect_response};
+use crate::store::{EventBus, RunEvent, RunWriter, Tx, json_blob, pending_of, put_blob, put_json_blob, verified_blob};
+use crate::transcript::{AssistantToolCall, Message, Tail, Transcript};
+
+/// What the person decides about a call whose effect is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Choice {
+    /// Run it again (the person checked it did not happen, or accepts a repeat).
+    RetryAnyway,
+    /// Treat it as done; the model is told the person marked it done.
+    MarkDone,
+    /// End the run `failed` / `effect_unknown`.
+    Abandon,
+}
+
+impl Choice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::RetryAnyway => "retry_anyway",
+            Choice::MarkDone => "mark_done",
+            Choice::Abandon => "abandon",
+        }
+    }
+}
+
+/// Deliberate faults, used only by the crash simulator's own test to prove
+/// that it can detect violations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sabotage {
+    /// Dispatch before `running` is durable.
+    pub dispatch_before_running: bool,
+    /// Retry in-flight calls on resume even when the replay rule says `effect_unknown`.
+    pub retry_unsafe_on_resume: bool,
+}
+
+/// Everything a supervisor shares with its runtime.
+pub(crate) struct Ctx {
+    pub host: Host,
+    pub tools: ToolsAddr,
+    pub provider: Arc<dyn ModelProvider>,
+    pub options: RuntimeOptions,
+    pub events: EventBus,
+    pub sabotage: Sabotage,
+}
+
+type Answer = Reply<Result<(), RunError>>;
+
+/// Commands for a supervisor.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Approve { request: RequestId, reply: Answer },
+    Deny { request: RequestId, reply: Answer },
+    Respond { request: RequestId, text: String, reply: Answer },
+    Decide { call: CallId, choice: Choice, reply: Answer },
+    Resume { reply: Answer },
+    Stop { reply: Answer },
+    LinkChild { child: RunId, reply: Answer },
+}
+
+impl Msg {
+    fn reject(self, err: RunError) {
+        match self {
+            Msg::Approve { reply, .. }
+            | Msg::Deny { reply, .. }
+            | Msg::Respond { reply, .. }
+            | Msg::Decide { reply, .. }
+            | Msg::Resume { reply }
+            | Msg::Stop { reply }
+            | Msg::LinkChild { reply, .. } => reply.send(Err(err)),
+        }
+    }
+}
+
+/// Deterministic ids, so that a replay names the same things.
+pub(crate) fn call_id(turn: usize, index: usize) -> Result<CallId, RunError> {
+    Ok(CallId::new(format!("t{turn}-c{index}"))?)
+}
+
+pub(crate) fn approval_request(call: &CallId) -> Result<RequestId, RunError> {
+    request_id("approve", call)
+}
+pub(crate) fn input_request(call: &CallId) -> Result<RequestId, RunError> {
+    request_id("input", call)
+}
+pub(crate) fn decision_request(call: &CallId) -> Result<RequestId, RunError> {
+    request_id("decide", call)
+}
+fn request_id(prefix: &str, call: &CallId) -> Result<RequestId, RunError> {
+    Ok(RequestId::new(format!("{prefix}-{call}"))?)
+}
+
+/// The pending-decision request for an `effect_unknown` record.
+pub(crate) fn decision_pending(run: &RunId, record: &JournalRecord, now: u64) -> Result<PendingRequest, RunError> {
+    Ok(PendingRequest {
+        run: run.clone(),
+        id: decision_request(&record.call_id)?,
+        kind: PendingKind::Decision {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+        },
+        created_at_ms: now,
+        presented: false,
+    })
+}
+
+/// Move a record to `effect_unknown`. A committed record whose result no
+/// longer verifies also lands here (the replay rule), a move the normal
+/// journal table does not offer, so it is set directly.
+pub(crate) fn mark_effect_unknown(record: &mut JournalRecord, now: u64) {
+    if record.advance(CallState::EffectUnknown, now).is_err() {
+        record.state = CallState::EffectUnknown;
+        record.updated_at_ms = now;
+    }
+}
+
+/// How a wait for work ended.
+enum Watched<T> {
+    Done(T),
+    Stop(Answer),
+    Interrupt(StopReason),
+}
+
+/// The supervisor of one run.
+pub(crate) struct Supervisor {
+    ctx: Arc<Ctx>,
+    writer: RunWriter,
+    /// Held for the actor's life: the session's lease (reentrant for children).
+    _lease: LeaseGuard,
+    config: RunConfig,
+    transcript: Transcript,
+    transcript_ref: BlobRef,
+    authority: Authority,
+    lifecycle: async_channel::Receiver<LifecycleEvent>,
+    schemas: Option<Vec<ModelToolSchema>>,
+    /// Calls the person approved (or chose to retry) during this actor's life.
+    approved: HashSet<CallId>,
+    retry_anyway: HashSet<CallId>,
+}
+
+impl Supervisor {
+    /// A supervisor for a stored run; `writer` is fenced with `lease`.
+    pub(crate) async fn load(
+        ctx: Arc<Ctx>,
+        writer: RunWriter,
+        lease: LeaseGuard,
+    ) -> Result<Supervisor, RunError> {
+        let run_id = writer.run.id.clone();
+        let storage = ctx.host.storage.clone();
+        let meta = storage
+            .get_record::<crate::store::RunMeta>(&format!("run_config/{run_id}"))
+            .await?
+            .ok_or_else(|| RunError::Inconsistent {
+                run: run_id.clone(),
+                detail: "its configuration record is missing".into(),
+            })?;
+        let config: RunConfig = json_blob(&*storage, &run_id, &meta.config).await?;
+        let checkpoint = crate::store::latest_checkpoint(&*storage, &run_id)
+            .await?
+            .ok_or_else(|| RunError::Inconsistent {
+                run: run_id.clone(),
+                detail: "it has no checkpoint".into(),
+            })?;
+        let transcript: Transcript = json_blob(&*storage, &run_id, &checkpoint.transcript).await?;
+        let authority = Authority::new(run_id.to_string(), random_key(&*ctx.host.entropy));
+        let lifecycle = ctx.host.lifecycle.subscribe();
+        Ok(Supervisor {
+            ctx,
+            writer,
+            _lease: lease,
+            config,
+            transcript,
+            transcript_ref: checkpoint.transcript,
+            authority,
+            lifecycle,
+            schemas: None,
+            approved: HashSet::new(),
+            retry_anyway: HashSet::new(),
+        })
+    }
+
+    fn id(&self) -> RunId {
+        self.writer.run.id.clone()
+    }
+
+    /// The actor's loop. Returns when the run is final or interrupted (after
+    /// the command that found it interrupted), or when every handle is gone.
+    pub(crate) async fn run(mut self, inbox: Inbox<Msg>) -> Result<(), RunError> {
+        let span = tracing::info_span!("supervisor", run = %self.writer.run.id);
+        async move {
+            let mut interrupted_commands = 0u32;
+            loop {
+                let status = self.writer.run.status;
+                match status {
+                    s if s.is_final() => return Ok(()),
+                    RunStatus::Running => {
+                        if let Err(e) = self.step(&inbox).await {
+                            return self.fail_on_error(e).await;
+                        }
+                    }
+                    RunStatus::Interrupted if interrupted_commands > 0 => return Ok(()),
+                    _ => {
+                        if status == RunStatus::Interrupted {
+                            interrupted_commands += 1;
+                        }
+                        let Ok(msg) = inbox.recv().await else {
+                            return Ok(());
+                        };
+                        if let Err(e) = self.handle(msg).await {
+                            return self.fail_on_error(e).await;
+                        }
+                    }
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// An unexpected error: a lost lease ends the actor without writing
+    /// (another tab owns the run now); anything else fails the run.
+    async fn fail_on_error(&mut self, e: RunError) -> Result<(), RunError> {
+        if matches!(
+            e,
+            RunError::Storage(agent_kernel::host::StorageError::StaleEpoch { .. })
+                | RunError::Storage(agent_kernel::host::StorageError::ConditionFailed { .. })
+        ) {
+            tracing::warn!(error = %e, "lease lost or run changed elsewhere; supervisor stops without writing");
+            return Err(e);
+        }
+        tracing::error!(error = %e, "supervisor failed");
+        if !self.writer.run.status.is_final() {
+            let _ = self.fail_runtime("supervisor", &e.to_string()).await;
+        }
+        Err(e)
+    }
+
+    // ----------------------------------------------------------------- commands
+
+    async fn handle(&mut self, msg: Msg) -> Result<(), RunError> {
+        let status = self.writer.run.status;
+        let run = self.id();
+        let wrong = |expected: &'static str, action: &'static str| RunError::WrongStatus {
+            run: run.clone(),
+            status,
+            expected,
+            action,
+        };
+        match msg {
+            Msg::LinkChild { child, reply } => {
+                let r = link_child(&mut self.writer, child).await;
+                reply.send(r);
+            }
+            Msg::Stop { reply } => {
+                if status.is_final() {
+                    reply.send(Err(wrong("running, awaiting or interrupted", "stop")));
+                } else {
+                    self.cancel(reply, None).await?;
+                }
+            }
+            Msg::Approve { request, reply } => {
+                if status != RunStatus::AwaitingApproval {
+                    reply.send(Err(wrong("awaiting_approval", "approve")));
+                    return Ok(());
+                }
+                match self.find_pending(&request, "approval").await {
+                    Err(e) => reply.send(Err(e)),
+                    Ok((pending, call_id)) => {
+                        let mut tx = self.writer.begin();
+                        tx.delete(Table::Pending, pending_key(&pending));
+                        tx.activity(ActivityKind::ApprovalAnswered {
+                            request,
+                            approved: true,
+                        });
+                        tx.status(RunStatus::Running, None)?;
+                        self.writer.commit(tx).await?;
+                        self.approved.insert(call_id);
+                        reply.send(Ok(()));
+                    }
+                }
+            }
+            Msg::Deny { request, reply } => {
+                if status != RunStatus::AwaitingApproval {
+                    reply.send(Err(wrong("awaiting_approval", "deny")));
+                    return Ok(());
+                }
+                match self.find_pending(&request, "approval").await {
+                    Err(e) => reply.send(Err(e)),
+                    Ok((pending, call_id)) => {
+                        let (record, call) = self.record_and_call(&call_id).await?;
+                        let result = ToolResult::error(
+                            "approval_denied",
+                            "the person denied this call; do not try it again",
+                            &record.tool,
+                        );
+                        self.outcome(Some(record), &call_id, &call, result, |tx| {
+                            tx.delete(Table::Pending, pending_key(&pending));
+                            tx.activity(ActivityKind::ApprovalAnswered {
+                                request,
+                                approved: false,
+                            });
+                            tx.status(RunStatus::Running, None)
+                        })
+                        .await?;
+                        reply.send(Ok(()));
+                    }
+                }
+            }
+            Msg::Respond {
+                request,
+                text,
+                reply,
+            } => {
+                if status != RunStatus::AwaitingInput {
+                    reply.send(Err(wrong("awaiting_input", "respond")));
+                    return Ok(());
+                }
+                match self.find_pending(&request, "input").await {
+                    Err(e) => reply.send(Err(e)),
+                    Ok((pending, call_id)) => {
+                        let (mut record, call) = self.record_and_call(&call_id).await?;
+                        let now = self.writer.begin().now();
+                        record
+                            .advance(CallState::Running, now)
+                            .map_err(|e| self.inconsistent(e.to_string()))?;
+                        let result =
+                            builtin::success(ASK_USER, "user", Trust::User, json!({"answer": text}));
+                        self.outcome(Some(record), &call_id, &call, result, |tx| {
+                            tx.delete(Table::Pending, pending_key(&pending));
+                            tx.activity(ActivityKind::InputAnswered { request });
+                            tx.status(RunStatus::Running, None)
+                        })
+                        .await?;
+                        reply.send(Ok(()));
+                    }
+                }
+            }
+            Msg::Decide {
+                call: call_id,
+                choice,
+                reply,
+            } => {
+                if status != RunStatus::Interrupted {
+                    reply.send(Err(wrong("interrupted", "decide")));
+                    return Ok(());
+                }
+                let key = format!("{}/{}", run, decision_request(&call_id)?);
+                let Some(pending) = self
+                    .ctx
+                    .host
+                    .storage
+                    .get_record::<PendingRequest>(&key)
+                    .await?
+                else {
+                    reply.send(Err(RunError::NoSuchDecision { run, call: call_id }));
+                    return Ok(());
+                };
+                let taken = ActivityKind::DecisionTaken {
+                    request: pending.id.clone(),
+                    choice: choice.as_str().to_owned(),
+                };
+                match choice {
+                    Choice::Abandon => {
+                        let mut tx = self.writer.begin();
+                        tx.delete(Table::Pending, key);
+                        tx.activity(taken);
+                        self.set_output_so_far(&mut tx).await?;
+                        tx.status(
+                            RunStatus::Failed,
+                            Some(StopReason::EffectUnknown { call_id }),
+                        )?;
+                        self.writer.commit(tx).await?;
+                    }
+                    Choice::RetryAnyway => {
+                        let mut tx = self.writer.begin();
+                        tx.delete(Table::Pending, key);
+                        tx.activity(taken);
+                        tx.status(RunStatus::Running, None)?;
+                        self.writer.commit(tx).await?;
+                        self.retry_anyway.insert(call_id);
+                    }
+                    Choice::MarkDone => {
+                        let (record, call) = self.record_and_call(&call_id).await?;
+                        let result = builtin::success(
+                            &record.tool,
+                            "user",
+                            Trust::User,
+                            json!({"marked_done_by_person": true,
+                                   "note": "the effect of this call was uncertain; the person confirmed it happened"}),
+                        );
+                        self.outcome(Some(record), &call_id, &call, result, |tx| {
+                            tx.delete(Table::Pending, key);
+                            tx.activity(taken);
+                            tx.status(RunStatus::Running, None)
+                        })
+                        .await?;
+                    }
+                }
+                reply.send(Ok(()));
+            }
+            Msg::Resume { reply } => {
+                if status != RunStatus::Interrupted {
+                    reply.send(Err(wrong("interrupted", "resume")));
+                    return Ok(());
+                }
+                let pending = pending_of(&*self.ctx.host.storage, &run).await?;
+                if let Some(call) = pending.iter().find_map(|p| match &p.kind {
+                    PendingKind::Decision { call_id, .. } => Some(call_id.clone()),
+                    _ => None,
+                }) {
+                    reply.send(Err(RunError::DecisionPending { run, call }));
+                    return Ok(());
+                }
+                let mut tx = self.writer.begin();
+                tx.status(RunStatus::Running, None)?;
+                self.writer.commit(tx).await?;
+                reply.send(Ok(()));
+            }
+        }
+        Ok(())
+    }
+
+    fn inconsistent(&self, detail: String) -> RunError {
+        RunError::Inconsistent {
+            run: self.id(),
+            detail,
+        }
+    }
+
+    async fn find_pending(
+        &self,
+        request: &RequestId,
+        expected: &'static str,
+    ) -> Result<(PendingRequest, CallId), RunError> {
+        let run = self.id();
+        let pending: Option<PendingRequest> = self
+            .ctx
+            .host
+            .storage
+            .get_record(&format!("{run}/{request}"))
+            .await?;
+        let Some(pending) = pending else {
+            return Err(RunError::NoSuchRequest {
+                run,
+                request: request.clone(),
+            });
+        };
+        let (actual, call) = match &pending.kind {
+            PendingKind::Approval { call_id, .. } => ("approval", call_id.clone()),
+            PendingKind::Input { call_id, .. } => ("input", call_id.clone()),
+            PendingKind::Decision { call_id, .. } => ("decision", call_id.clone()),
+        };
+        if actual != expected {
+            return Err(RunError::WrongRequestKind {
+                run,
+                request: request.clone(),
+                actual,
+                expected,
+            });
+        }
+        Ok((pending, call))
+    }
+
+    /// The journal record of a pending call and its call in the conversation.
+    async fn record_and_call(
+        &self,
+        call_id: &CallId,
+    ) -> Result<(JournalRecord, AssistantToolCall), RunError> {
+        let run = self.id();
+        let record: JournalRecord = self
+            .ctx
+            .host
+            .storage
+            .get_record(&JournalRecord::key_for(&run, call_id))
+            .await?
+            .ok_or_else(|| self.inconsistent(format!("call {call_id} has no journal record")))?;
+        let call = self
+            .pending_call(call_id)?
+            .ok_or_else(|| self.inconsistent(format!("call {call_id} is not pending in the conversation")))?;
+        Ok((record, call))
+    }
+
+    fn pending_call(&self, call_id: &CallId) -> Result<Option<AssistantToolCall>, RunError> {
+        let Tail::ToolsPending {
+            round_calls,
+            pending,
+        } = self.transcript.tail()
+        else {
+            return Ok(None);
+        };
+        let turn = self.transcript.assistant_turns();
+        for index in pending {
+            if &call_id_for(turn, index)? == call_id {
+                return Ok(round_calls.get(index).cloned());
+            }
+        }
+        Ok(None)
+    }
+
+    // ----------------------------------------------------------------- the loop
+
+    /// One step of a `running` run, chosen from the conversation's tail.
+    async fn step(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
+        match self.transcript.tail() {
+            Tail::Answered { text } => self.complete(text).await,
+            Tail::ModelNext => self.model_round(inbox).await,
+            Tail::ToolsPending {
+                round_calls,
+                pending,
+            } => {
+                let turn = self.transcript.assistant_turns();
+                let index = pending[0];
+                let call = round_calls[index].clone();
+                let call_id = call_id_for(turn, index)?;
+                let span = tracing::info_span!("call", run = %self.writer.run.id, call = %call_id);
+                self.tool_call(inbox, call_id, call).instrument(span).await
+            }
+        }
+    }
+
+    async fn complete(&mut self, text: String) -> Result<(), RunError> {
+        let output = put_blob(&*self.ctx.host.storage, text.into_bytes()).await?;
+        let mut tx = self.writer.begin();
+        tx.run.output = Some(output);
+        tx.status(RunStatus::Completed, Some(StopReason::Completed))?;
+        self.writer.commit(tx).await
+    }
+
+    /// Wait for `fut` while listening for stop and lifecycle events; other
+    /// commands are refused as busy, child links are written at once.
+    async fn watch<T>(
+        &mut self,
+        inbox: &Inbox<Msg>,
+        fut: &mut BoxFuture<'static, T>,
+    ) -> Result<Watched<T>, RunError> {
+        let run = self.id();
+        let mut inbox_open = true;
+        let mut life_open = true;
+        loop {
+            let recv = if inbox_open {
+                Either::Left(inbox.recv())
+            } else {
+                Either::Right(futures::future::pending())
+            };
+            let life = if life_open {
+                Either::Left(self.lifecycle.recv())
+            } else {
+                Either::Right(futures::future::pending())
+            };
+            let recv = recv.fuse();
+            let life = life.fuse();
+            let work = (&mut *fut).fuse();
+            futures::pin_mut!(recv, life, work);
+            futures::select_biased! {
+                out = work => return Ok(Watched::Done(out)),
+                msg = recv => match msg {
+                    Ok(Msg::Stop { reply }) => return Ok(Watched::Stop(reply)),
+                    Ok(Msg::LinkChild { child, reply }) => {
+                        let r = link_child(&mut self.writer, child).await;
+                        reply.send(r);
+                    }
+                    Ok(other) => other.reject(RunError::Busy { run: run.clone() }),
+                    Err(_) => inbox_open = false,
+                },
+                event = life => match event {
+                    Ok(LifecycleEvent::Offline) => return Ok(Watched::Interrupt(StopReason::Offline)),
+                    Ok(LifecycleEvent::PageHidden | LifecycleEvent::ExecutorLost) => {
+                        return Ok(Watched::Interrupt(StopReason::PageInterrupted));
+                    }
+                    Ok(LifecycleEvent::Online) => {}
+                    Err(_) => life_open = false,
+                },
+            }
+        }
+    }
+
+    async fn model_round(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
+        let round = self.transcript.assistant_turns() as u64 + 1;
+        if let Err(e) = self.config.validate() {
+            return self.fail_runtime("supervisor", &e.to_string()).await;
+        }
+        if let Err(dim) = self.config.budget.check_hard_limits(&self.writer.run.usage) {
+            return self.exhaust(dim).await;
+        }
+        if !self.ctx.host.lifecycle.is_online() {
+            return self.interrupt(StopReason::Offline).await;
+        }
+        let tools = match self.schemas().await {
+            Ok(t) => t,
+            Err(e) => {
+                let actor = self.ctx.tools.name().to_owned();
+                return self.fail_runtime(&actor, &e.to_string()).await;
+            }
+        };
+        let mut tx = self.writer.begin();
+        tx.activity(ActivityKind::ModelRequest { round });
+        tx.checkpoint(
+            CheckpointStage::BeforeModelRequest { round },
+            self.transcript_ref.clone(),
+        );
+        self.writer.commit(tx).await?;
+
+        let request = ModelRequest {
+            model: self.config.model.model.clone(),
+            messages: self.transcript.messages.clone(),
+            tools,
+            temperature: self.config.model.temperature,
+            max_output_tokens: self.config.model.max_output_tokens,
+        };
+        let mut repeats = 0u32;
+        let response = loop {
+            let provider = self.ctx.provider.clone();
+            let events = self.ctx.events.clone();
+            let run = self.id();
+            let req = request.clone();
+            let mut fut: BoxFuture<'static, _> = boxed(async move {
+                let stream = provider.stream(req).await?;
+                collect_response(stream, |text| {
+                    events.emit(RunEvent::TextDelta {
+                        run: run.clone(),
+                        text: text.to_owned(),
+                    });
+                })
+                .await
+            });
+            match self.watch(inbox, &mut fut).await? {
+                Watched::Done(Ok(response)) => break response,
+                // Nothing of a broken round was committed (the response becomes
+                // durable only once complete), so it may simply be repeated.
+                Watched::Done(Err(e)) if e.round_may_repeat() && repeats < self.ctx.options.model_round_repeats => {
+                    repeats += 1;
+                    tracing::warn!(round, repeats, "model stream broke off; repeating the round");
+                }
+                Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
+                Watched::Stop(reply) => return self.cancel(reply, None).await,
+                Watched::Interrupt(reason) => return self.interrupt(reason).await,
+            }
+        };
+
+        let storage = self.ctx.host.storage.clone();
+        let text_blob = if response.text.is_empty() {
+            None
+        } else {
+            Some(put_blob(&*storage, response.text.clone().into_bytes()).await?)
+        };
+        let mut transcript = self.transcript.clone();
+        transcript.messages.push(Message::Assistant {
+            content: (!response.text.is_empty()).then(|| response.text.clone()),
+            tool_calls: response.tool_calls.clone(),
+        });
+        let mut tx = self.writer.begin();
+        tx.run.usage.input_tokens = tx.run.usage.input_tokens.saturating_add(response.usage.input_tokens);
+        tx.run.usage.output_tokens = tx.run.usage.output_tokens.saturating_add(response.usage.output_tokens);
+        tx.activity(ActivityKind::ModelResponse {
+            round,
+            text: text_blob.clone(),
+            tool_calls: u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX),
+        });
+        if !response.tool_calls.is_empty() {
+            if let Err(dim) = self.config.budget.check_new_round(&tx.run.usage) {
+                if text_blob.is_some() {
+                    tx.run.output = text_blob;
+                } else {
+                    self.set_output_so_far(&mut tx).await?;
+                }
+                tx.status(
+                    RunStatus::Failed,
+                    Some(StopReason::BudgetExhausted { dimension: dim }),
+                )?;
+                return self
+                    .commit_transcript(tx, transcript, CheckpointStage::AfterModelResponse { round })
+                    .await;
+            }
+            tx.run.usage.tool_rounds += 1;
+        }
+        self.commit_transcript(tx, transcript, CheckpointStage::AfterModelResponse { round })
+            .await
+    }
+
+    async fn schemas(&mut self) -> Result<Vec<ModelToolSchema>, ActorError> {
+        if let Some(s) = &self.schemas {
+            return Ok(s.clone());
+        }
+        let run = self.id();
+        let config = self.config.tool_config();
+        let mut schemas = self
+            .ctx
+            .tools
+            .ask(|reply| ToolsMsg::Schemas { run, config, reply })
+            .await?;
+        builtin::add_schemas(&mut schemas);
+        if let Some(allow) = &self.config.allowlist {
+            schemas.retain(|s| allow.contains(&s.name));
+        }
+        self.schemas = Some(schemas.clone());
+        Ok(schemas)
+    }
+
+    /// Store the new conversation, checkpoint it in `tx`, and commit.
+    async fn commit_transcript(
+        &mut self,
+        mut tx: Tx,
+        transcript: Transcript,
+        stage: CheckpointStage,
+    ) -> Result<(), RunError> {
+        let blob = put_json_blob(&*self.ctx.host.storage, &transcript).await?;
+        tx.checkpoint(stage, blob.clone());
+        self.writer.commit(tx).await?;
+        self.transcript = transcript;
+        self.transcript_ref = blob;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- tool calls
+
+    async fn tool_call(
+        &mut self,
+        inbox: &Inbox<Msg>,
+        call_id: CallId,
+        call: AssistantToolCall,
+    ) -> Result<(), RunError> {
+        let key = JournalRecord::key_for(&self.writer.run.id, &call_id);
+        let record: Option<JournalRecord> = self.ctx.host.storage.get_record(&key).await?;
+        match record {
+            None => self.process_call(inbox, call_id, call).await,
+            Some(record) => self.replay_call(inbox, record, call).await,
+        }
+    }
+
+    /// Processing: a call never seen before.
+    async fn process_call(
+        &mut self,
+        inbox: &Inbox<Msg>,
+        call_id: CallId,
+        call: AssistantToolCall,
+    ) -> Result<(), RunError> {
+        if let Err(e) = self.config.validate() {
+            return self.fail_runtime("supervisor", &e.to_string()).await;
+        }
+        if let Err(dim) = self.config.budget.check_new_call(&self.writer.run.usage) {
+            return self.exhaust(dim).await;
+        }
+        match call.name.as_str() {
+            ASK_USER => return self.ask_user(call_id, call).await,
+            UPDATE_PLAN => return self.update_plan(call_id, call).await,
+            _ => {}
+        }
+        let Some(prepared) = self.prepare(inbox, &call_id, &call, 1).await? else {
+            return Ok(());
+        };
+        match prepared {
+            Err(result) => self.outcome(None, &call_id, &call, result, |_| Ok(())).await,
+            Ok(p) => match p.decision.clone() {
+                Decision::Automatic { .. } => self.dispatch(inbox, p, None, &call).await,
+                Decision::AskOnce { reason, .. } => self.ask_approval(p, None, reason).await,
+                Decision::Deny { reason } => {
+                    let record = self.new_record(&p.draft).await?;
+                    let result = ToolResult::error("policy_denied", reason, &p.draft.tool);
+                    self.outcome(Some(record), &call_id, &call, result, |_| Ok(()))
+                        .await
+                }
+            },
+        }
+    }
+
+    /// Replaying: the call has a journal record; the replay rule decides.
+    async fn replay_call(
+        &mut self,
+        inbox: &Inbox<Msg>,
+        record: JournalRecord,
+        call: AssistantToolCall,
+    ) -> Result<(), RunError> {
+        let call_id = record.call_id.clone();
+        let storage = self.ctx.host.storage.clone();
+        let verifies = match &record.result {
+            Some(blob) => verified_blob(&*storage, blob).await?.is_some(),
+            None => false,
+        };
+        let mut decision = replay_decision(&record, verifies);
+        if record.state == CallState::EffectUnknown && self.retry_anyway.contains(&call_id) {
+            decision = ReplayDecision::Retry {
+                attempt: record.attempt.saturating_add(1),
+            };
+        }
+        if self.ctx.sabotage.retry_unsafe_on_resume && decision == ReplayDecision::MarkEffectUnknown {
+            decision = ReplayDecision::Retry {
+                attempt: record.attempt.saturating_add(1),
+            };
+        }
+        tracing::info!(state = ?record.state, ?decision, "replaying a journaled call");
+        match decision {
+            ReplayDecision::Reuse | ReplayDecision::KeepFailed => {
+                let result: ToolResult = match &record.result {
+                    Some(blob) if verifies => json_blob(&*storage, &self.id(), blob).await?,
+                    _ => ToolResult::error(
+                        record.error.as_ref().map_or("failed", |e| e.code.as_str()),
+                        "the call failed",
+                        &record.tool,
+                    ),
+                };
+                let mut transcript = self.transcript.clone();
+                transcript.messages.push(Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    content: builtin::model_content(&result),
+                });
+                let tx = self.writer.begin();
+                self.commit_transcript(
+                    tx,
+                    transcript,
+                    CheckpointStage::AfterOutcome { call_id },
+                )
+                .await
+            }
+            ReplayDecision::MarkEffectUnknown | ReplayDecision::Blocked => self.block_on_unknown(record).await,
+            ReplayDecision::Dispatch | ReplayDecision::Retry { .. } => {
+                if record.tool == ASK_USER {
+                    return self.ask_user_again(record).await;
+                }
+                if record.tool == UPDATE_PLAN {
+                    // Local and idempotent: simply apply it again.
+                    return self.update_plan_with(call_id, call, Some(record)).await;
+                }
+                let attempt = if record.state == CallState::Prepared {
+                    record.attempt
+                } else {
+                    record.attempt.saturating_add(1)
+                };
+                let Some(prepared) = self.prepare(inbox, &call_id, &call, attempt).await? else {
+                    return Ok(());
+                };
+                let p = match prepared {
+                    Err(result) => {
+                        return self.outcome(Some(record), &call_id, &call, result, |_| Ok(())).await;
+                    }
+                    Ok(p) => p,
+                };
+                if record
+                    .check_prepare_again(&p.draft.tool, &p.draft.fingerprint, &p.draft.args_hash)
+                    .is_err()
+                {
+                    let result = ToolResult::error(
+                        "definition_changed",
+                        "the tool's definition or arguments changed since this call was journaled; it was not run",
+                        &record.tool,
+                    );
+                    return self.outcome(Some(record), &call_id, &call, result, |_| Ok(())).await;
+                }
+                let confirmed = self.approved.remove(&call_id) | self.retry_anyway.remove(&call_id);
+                match p.decision.clone() {
+                    Decision::Deny { reason } => {
+                        let result = ToolResult::error("policy_denied", reason, &record.tool);
+                        self.outcome(Some(record), &call_id, &call, result, |_| Ok(())).await
+                    }
+                    _ if confirmed => self.dispatch(inbox, p, Some(record), &call).await,
+                    Decision::Automatic { .. } => self.dispatch(inbox, p, Some(record), &call).await,
+                    Decision::AskOnce { reason, .. } => self.ask_approval(p, Some(record), reason).await,
+                }
+            }
+        }
+    }
+
+    /// Ask the tools actor to parse, validate and judge a call. `None` when
+    /// the run was stopped or interrupted meanwhile (already recorded).
+    async fn prepare(
+        &mut self,
+        inbox: &Inbox<Msg>,
+        call_id: &CallId,
+        call: &AssistantToolCall,
+        attempt: u32,
+    ) -> Result<Option<Result<PreparedCall, ToolResult>>, RunError> {
+        let tools = self.ctx.tools.clone();
+        let run = self.id();
+        let session = self.writer.run.session.clone();
+        let config = self.config.tool_config();
+        let tool_call = ToolCall {
+            call_id: call_id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        let mut fut: BoxFuture<'static, _> = boxed(async move {
+            tools
+                .ask(|reply| ToolsMsg::Prepare {
+                    run,
+                    session,
+                    call: tool_call,
+                    attempt,
+                    config,
+                    reply,
+                })
+                .await
+        });
+        match self.watch(inbox, &mut fut).await? {
+            Watched::Done(Ok(prepared)) => Ok(Some(prepared)),
+            Watched::Done(Err(e)) => {
+                let actor = self.ctx.tools.name().to_owned();
+                self.fail_runtime(&actor, &e.to_string()).await?;
+                Ok(None)
+            }
+            Watched::Stop(reply) => {
+                self.cancel(reply, None).await?;
+                Ok(None)
+            }
+            Watched::Interrupt(reason) => {
+                self.interrupt(reason).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A fresh `prepared` record for a draft; its arguments blob is stored first.
+    async fn new_record(&self, draft: &InvocationDraft) -> Result<JournalRecord, RunError> {
+        let args = put_blob(
+            &*self.ctx.host.storage,
+            agent_capabilities::canonical_json(&draft.arguments)
+                .map_err(|e| self.inconsistent(format!("arguments are not canonical JSON ({e})")))?
+                .into_bytes(),
+        )
+        .await?;
+        Ok(JournalRecord {
+            run: self.id(),
+            call_id: draft.call_id.clone(),
+            tool: draft.tool.clone(),
+            fingerprint: draft.fingerprint.clone(),
+            args,
+            effects: draft.effects.clone(),
+            idempotency: draft.idempotency,
+            attempt: draft.attempt.max(1),
+            state: CallState::Prepared,
+            idempotency_key: format!("{}:{}", self.writer.run.id, draft.call_id),
+            result: None,
+            receipts: Vec::new(),
+            error: None,
+            updated_at_ms: self.writer.begin().now(),
+        })
+    }
+
+    async fn ask_approval(
+        &mut self,
+        p: PreparedCall,
+        existing: Option<JournalRecord>,
+        reason: String,
+    ) -> Result<(), RunError> {
+        let fresh = existing.is_none();
+        let record = match existing {
+            Some(r) => r,
+            None => self.new_record(&p.draft).await?,
+        };
+        let request = approval_request(&record.call_id)?;
+        let mut tx = self.writer.begin();
+        if fresh {
+            tx.run.usage.tool_calls += 1;
+            tx.activity(ActivityKind::ToolCall {
+                call_id: record.call_id.clone(),
+                tool: record.tool.clone(),
+                state: record.state,
+            });
+        }
+        tx.put(&record);
+        tx.put(&PendingRequest {
+            run: self.id(),
+            id: request.clone(),
+            kind: PendingKind::Approval {
+                call_id: record.call_id.clone(),
+                tool: record.tool.clone(),
+                effects: record.effects.clone(),
+                target_summary: p.target_summary.clone(),
+                reason,
+                identity: p.identity.clone(),
+            },
+            created_at_ms: tx.now(),
+            presented: false,
+        });
+        tx.activity(ActivityKind::ApprovalRequested {
+            request,
+            call_id: record.call_id.clone(),
+        });
+        tx.status(RunStatus::AwaitingApproval, None)?;
+        self.writer.commit(tx).await
+    }
+
+    /// Mint a one-time capability, make `running` durable, dispatch, and
+    /// record the outcome.
+    async fn dispatch(
+        &mut self,
+        inbox: &Inbox<Msg>,
+        p: PreparedCall,
+        existing: Option<JournalRecord>,
+        call: &AssistantToolCall,
+    ) -> Result<(), RunError> {
+        let fresh = existing.is_none();
+        let mut record = match existing {
+            Some(r) => r,
+            None => self.new_record(&p.draft).await?,
+        };
+        let mut tx = self.writer.begin();
+        let now = tx.now();
+        if record.state != CallState::Prepared {
+            record.attempt = record.attempt.saturating_add(1);
+        }
+        record
+            .advance(CallState::Running, now)
+            .map_err(|e| self.inconsistent(e.to_string()))?;
+        if fresh {
+            tx.run.usage.tool_calls += 1;
+        }
+        let mut draft = p.draft.clone();
+        draft.attempt = record.attempt;
+        draft.idempotency_key = record.idempotency_key.clone();
+        let ttl = u64::try_from(self.ctx.options.capability_ttl.as_millis()).unwrap_or(u64::MAX);
+        let capability = self.authority.mint(Grant {
+            tool: draft.tool.clone(),
+            fingerprint: draft.fingerprint.clone(),
+            origin: draft.origin.clone(),
+            effects: draft.effects.clone(),
+            scope: draft.scope.clone(),
+            uses: Uses::Once,
+            expires_at_ms: self.ctx.host.clock.wall_ms().saturating_add(ttl),
+        });
+        let invocation = ToolInvocation {
+            draft,
+            capability,
+            verifier: self.authority.verifier(),
+        };
+        tx.put(&record);
+        tx.activity(ActivityKind::ToolCall {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            state: CallState::Running,
+        });
+        tx.checkpoint(
+            CheckpointStage::BeforeDispatch {
+                call_id: record.call_id.clone(),
+            },
+            self.transcript_ref.clone(),
+        );
+        let tools = self.ctx.tools.clone();
+        let mut fut: BoxFuture<'static, Result<ToolResult, ActorError>> =
+            boxed(async move { tools.ask(|reply| ToolsMsg::Dispatch { invocation, reply }).await });
+        if self.ctx.sabotage.dispatch_before_running {
+            // Deliberately wrong (simulator test only): the effect may happen
+            // before the journal says `running`.
+            let out = fut.await;
+            fut = boxed(futures::future::ready(out));
+        }
+        // Durability order: `running` is durable before the call is dispatched.
+        self.writer.commit(tx).await?;
+        match self.watch(inbox, &mut fut).await? {
+            Watched::Done(Ok(result)) => self.settle(record, call, result).await,
+            Watched::Done(Err(e)) => {
+                let actor = self.ctx.tools.name().to_owned();
+                self.tools_lost(record, &actor, &e.to_string()).await
+            }
+            Watched::Stop(reply) => {
+                let grace = self.ctx.options.stop_grace;
+                match timeout(&*self.ctx.host.clock, grace, fut).await {
+                    Ok(Ok(result)) => {
+                        self.settle(record, call, result).await?;
+                        if self.writer.run.status.is_final() {
+                            reply.send(Ok(()));
+                            return Ok(());
+                        }
+                        self.cancel(reply, None).await
+                    }
+                    _ => self.cancel(reply, Some(record)).await,
+                }
+            }
+            Watched::Interrupt(reason) => {
+                let grace = self.ctx.options.stop_grace;
+                if let Ok(Ok(result)) = timeout(&*self.ctx.host.clock, grace, fut).await {
+                    self.settle(record, call, result).await?;
+                }
+                if self.writer.run.status == RunStatus::Running {
+                    // A call still in flight stays `running`; resume settles it by the replay rule.
+                    self.interrupt(reason).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Record a dispatch's result: `effect_unknown` (and ask the person) when
+    /// the tool says the effect may have happened, else committed or failed.
+    async fn settle(
+        &mut self,
+        mut record: JournalRecord,
+        call: &AssistantToolCall,
+        result: ToolResult,
+    ) -> Result<(), RunError> {
+        if let ToolResult::Error(f) = &result
+            && f.effect_may_have_happened
+        {
+            return self.block_on_unknown_from(&mut record).await;
+        }
+        let call_id = record.call_id.clone();
+        self.outcome(Some(record), &call_id, call, result, |_| Ok(())).await
+    }
+
+    async fn block_on_unknown(&mut self, mut record: JournalRecord) -> Result<(), RunError> {
+        self.block_on_unknown_from(&mut record).await
+    }
+
+    /// `effect_unknown` durable, a pending decision, and the run interrupted.
+    async fn block_on_unknown_from(&mut self, record: &mut JournalRecord) -> Result<(), RunError> {
+        let mut tx = self.writer.begin();
+        let now = tx.now();
+        if record.state != CallState::EffectUnknown {
+            mark_effect_unknown(record, now);
+            tx.put(&*record);
+            tx.activity(ActivityKind::ToolCall {
+                call_id: record.call_id.clone(),
+                tool: record.tool.clone(),
+                state: CallState::EffectUnknown,
+            });
+        }
+        let pending = decision_pending(&self.writer.run.id, record, now)?;
+        let exists = self
+            .ctx
+            .host
+            .storage
+            .get(Table::Pending, &pending_key(&pending))
+            .await?
+            .is_some();
+        if !exists {
+            tx.activity(ActivityKind::DecisionRequested {
+                request: pending.id.clone(),
+                call_id: record.call_id.clone(),
+            });
+            tx.put(&pending);
+        }
+        tx.status(
+            RunStatus::Interrupted,
+            Some(StopReason::EffectUnknown {
+                call_id: record.call_id.clone(),
+            }),
+        )?;
+        self.writer.commit(tx).await
+    }
+
+    /// The tools actor went away mid-dispatch: the effect is uncertain unless
+    /// the call was safe to repeat; the run fails naming the actor.
+    async fn tools_lost(&mut self, mut record: JournalRecord, actor: &str, message: &str) -> Result<(), RunError> {
+        let mut tx = self.writer.begin();
+        let now = tx.now();
+        if record.retry_is_safe() {
+            record
+                .advance(CallState::Failed, now)
+                .map_err(|e| self.inconsistent(e.to_string()))?;
+            record.error = Some(CallError {
+                code: "tools_actor_lost".into(),
+                retryable: true,
+            });
+        } else {
+            mark_effect_unknown(&mut record, now);
+        }
+        tx.put(&record);
+        tx.activity(ActivityKind::ToolCall {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            state: record.state,
+        });
+        self.set_output_so_far(&mut tx).await?;
+        tx.status(
+            RunStatus::Failed,
+            Some(StopReason::RuntimeError {
+                actor: actor.to_owned(),
+                message: message.to_owned(),
+            }),
+        )?;
+        self.writer.commit(tx).await
+    }
+
+    /// Make an outcome durable in one batch: the result blob first, then the
+    /// journal record (committed or failed), the evidence, the activity, and
+    /// the conversation with the result message (the model sees the result
+    /// only after this commit). `extra` adds what the caller needs in the same batch.
+    async fn outcome(
+        &mut self,
+        record: Option<JournalRecord>,
+        call_id: &CallId,
+        call: &AssistantToolCall,
+        result: ToolResult,
+        extra: impl FnOnce(&mut Tx) -> Result<(), RunError>,
+    ) -> Result<(), RunError> {
+        let storage = self.ctx.host.storage.clone();
+        let blob = put_json_blob(&*storage, &result).await?;
+        let mut tx = self.writer.begin();
+        let now = tx.now();
+        let tool = record.as_ref().map_or(call.name.clone(), |r| r.tool.clone());
+        let state = match record {
+            Some(mut record) => {
+                match &result {
+                    ToolResult::Success(s) => {
+                        if record.state == CallState::Prepared {
+                            record
+                                .advance(CallState::Running, now)
+                                .map_err(|e| self.inconsistent(e.to_string()))?;
+                        }
+                        record
+                            .advance(CallState::Committed, now)
+                            .map_err(|e| self.inconsistent(e.to_string()))?;
+                        record.receipts = s.receipts.clone();
+                    }
+                    ToolResult::Error(f) => {
+                        record
+                            .advance(CallState::Failed, now)
+                            .map_err(|e| self.inconsistent(e.to_string()))?;
+                        record.error = Some(CallError {
+                            code: f.code.clone(),
+                            retryable: f.retryable,
+                        });
+                    }
+                }
+                record.result = Some(blob.clone());
+                tx.put(&record);
+                record.state
+            }
+            None => {
+                // Refused before it became an invocation (unknown tool, invalid
+                // arguments): nothing ran, so there is no journal record.
+                tx.run.usage.tool_calls += 1;
+                CallState::Failed
+            }
+        };
+        let (trust, provenance, references) = match &result {
+            ToolResult::Success(s) => (s.trust, s.provenance.clone(), s.references.clone()),
+            ToolResult::Error(f) => (f.trust, f.provenance.clone(), Vec::new()),
+        };
+        tx.evidence(Evidence {
+            run: self.id(),
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            trust,
+            provenance,
+            references,
+            result: blob,
+            at_ms: now,
+        });
+        tx.activity(ActivityKind::ToolCall {
+            call_id: call_id.clone(),
+            tool,
+            state,
+        });
+        extra(&mut tx)?;
+        let mut transcript = self.transcript.clone();
+        transcript.messages.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            content: builtin::model_content(&result),
+        });
+        self.commit_transcript(
+            tx,
+            transcript,
+            CheckpointStage::AfterOutcome {
+                call_id: call_id.clone(),
+            },
+        )
+        .await
+    }
+
+    // ------------------------------------------------- the supervisor's tools
+
+    async fn ask_user(&mut self, call_id: CallId, call: AssistantToolCall) -> Result<(), RunError> {
+        let question = serde_json::from_str::<Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned))
+            .filter(|q| !q.trim().is_empty());
+        let Some(question) = question else {
+            let result = ToolResult::error(
+                "invalid_arguments",
+                "ask_user needs {\"question\": \"<non-empty text>\"}",
+                ASK_USER,
+            );
+            return self.outcome(None, &call_id, &call, result, |_| Ok(())).await;
+        };
+        let record = self.builtin_record(&call_id, ASK_USER, &call.arguments).await?;
+        let storage = self.ctx.host.storage.clone();
+        let question_blob = put_blob(&*storage, question.into_bytes()).await?;
+        let mut tx = self.writer.begin();
+        tx.run.usage.tool_calls += 1;
+        tx.activity(ActivityKind::ToolCall {
+            call_id: call_id.clone(),
+            tool: ASK_USER.into(),
+            state: CallState::Prepared,
+        });
+        tx.put(&record);
+        self.request_input(&mut tx, &call_id, question_blob)?;
+        self.writer.commit(tx).await
+    }
+
+    fn request_input(&self, tx: &mut Tx, call_id: &CallId, question: BlobRef) -> Result<(), RunError> {
+        let request = input_request(call_id)?;
+        tx.put(&PendingRequest {
+            run: self.id(),
+            id: request.clone(),
+            kind: PendingKind::Input {
+                call_id: call_id.clone(),
+                question,
+                schema: None,
+            },
+            created_at_ms: tx.now(),
+            presented: false,
+        });
+        tx.activity(ActivityKind::InputRequested { request });
+        tx.status(RunStatus::AwaitingInput, None)
+    }
+
+    /// A `prepared` ask_user record found while running: wait for the answer again.
+    async fn ask_user_again(&mut self, record: JournalRecord) -> Result<(), RunError> {
+        let request = input_request(&record.call_id)?;
+        let run = self.id();
+        let existing: Option<PendingRequest> = self
+            .ctx
+            .host
+            .storage
+            .get_record(&format!("{run}/{request}"))
+            .await?;
+        let mut tx = self.writer.begin();
+        match existing {
+            Some(_) => tx.status(RunStatus::AwaitingInput, None)?,
+            None => {
+                let call = self
+                    .pending_call(&record.call_id)?
+                    .ok_or_else(|| self.inconsistent("ask_user call is not pending".into()))?;
+                let question = serde_json::from_str::<Value>(&call.arguments)
+                    .ok()
+                    .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                let blob = put_blob(&*self.ctx.host.storage, question.into_bytes()).await?;
+                self.request_input(&mut tx, &record.call_id, blob)?;
+            }
+        }
+        self.writer.commit(tx).await
+    }
+
+    async fn update_plan(&mut self, call_id: CallId, call: AssistantToolCall) -> Result<(), RunError> {
+        self.update_plan_with(call_id, call, None).await
+    }
+
+    async fn update_plan_with(
+        &mut self,
+        call_id: CallId,
+        call: AssistantToolCall,
+        existing: Option<JournalRecord>,
+    ) -> Result<(), RunError> {
+        let plan = serde_json::from_str::<Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v.get("plan").cloned());
+        let Some(plan) = plan else {
+            let result = ToolResult::error(
+                "invalid_arguments",
+                "update_plan needs {\"plan\": <the plan>}",
+                UPDATE_PLAN,
+            );
+            return self.outcome(existing, &call_id, &call, result, |_| Ok(())).await;
+        };
+        let fresh = existing.is_none();
+        let mut record = match existing {
+            Some(r) => r,
+            None => self.builtin_record(&call_id, UPDATE_PLAN, &call.arguments).await?,
+        };
+        let now = self.writer.begin().now();
+        if record.state == CallState::Prepared {
+            record
+                .advance(CallState::Running, now)
+                .map_err(|e| self.inconsistent(e.to_string()))?;
+        }
+        let plan_blob = put_json_blob(&*self.ctx.host.storage, &plan).await?;
+        let result = builtin::success(UPDATE_PLAN, "builtin", Trust::Internal, json!({"plan_updated": true}));
+        self.outcome(Some(record), &call_id, &call, result, |tx| {
+            if fresh {
+                tx.run.usage.tool_calls += 1;
+            }
+            tx.run.plan = Some(plan_blob.clone());
+            tx.activity(ActivityKind::PlanUpdated { plan: plan_blob });
+            Ok(())
+        })
+        .await
+    }
+
+    async fn builtin_record(&self, call_id: &CallId, tool: &str, arguments: &str) -> Result<JournalRecord, RunError> {
+        let fingerprint =
+            builtin::fingerprint(tool).ok_or_else(|| self.inconsistent(format!("no definition for {tool}")))?;
+        let value: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        let canonical = agent_capabilities::canonical_json(&value)
+            .map_err(|e| self.inconsistent(format!("arguments are not canonical JSON ({e})")))?;
+        let args = put_blob(&*self.ctx.host.storage, canonical.into_bytes()).await?;
+        Ok(JournalRecord {
+            run: self.id(),
+            call_id: call_id.clone(),
+            tool: tool.to_owned(),
+            fingerprint,
+            args,
+            effects: Default::default(),
+            idempotency: agent_capabilities::Idempotency::Idempotent,
+            attempt: 1,
+            state: CallState::Prepared,
+            idempotency_key: format!("{}:{}", self.writer.run.id, call_id),
+            result: None,
+            receipts: Vec::new(),
+            error: None,
+            updated_at_ms: self.writer.begin().now(),
+        })
+    }
+
+    // --------------------------------------------------------------- endings
+
+    /// The latest assistant text becomes the run's readable output.
+    async fn set_output_so_far(&self, tx: &mut Tx) -> Result<(), RunError> {
+        if tx.run.output.is_some() {
+            return Ok(());
+        }
+        let last = self.transcript.messages.iter().rev().find_map(|m| match m {
+            Message::Assistant {
+                content: Some(text),
+                ..
+            } if !text.is_empty() => Some(text.clone()),
+            _ => None,
+        });
+        if let Some(text) = last {
+            tx.run.output = Some(put_blob(&*self.ctx.host.storage, text.into_bytes()).await?);
+        }
+        Ok(())
+    }
+
+    async fn exhaust(&mut self, dimension: BudgetDimension) -> Result<(), RunError> {
+        tracing::info!(%dimension, "budget exhausted");
+        let mut tx = self.writer.begin();
+        self.set_output_so_far(&mut tx).await?;
+        tx.status(
+            RunStatus::Failed,
+            Some(StopReason::BudgetExhausted { dimension }),
+        )?;
+        self.writer.commit(tx).await
+    }
+
+    async fn fail_runtime(&mut self, actor: &str, message: &str) -> Result<(), RunError> {
+        let mut tx = self.writer.begin();
+        self.set_output_so_far(&mut tx).await?;
+        tx.status(
+            RunStatus::Failed,
+            Some(StopReason::RuntimeError {
+                actor: actor.to_owned(),
+                message: message.to_owned(),
+            }),
+        )?;
+        self.writer.commit(tx).await
+    }
+
+    async fn interrupt(&mut self, reason: StopReason) -> Result<(), RunError> {
+        tracing::info!(?reason, "run interrupted");
+        let mut tx = self.writer.begin();
+        tx.checkpoint(CheckpointStage::Interrupted, self.transcript_ref.clone());
+        tx.status(RunStatus::Interrupted, Some(reason))?;
+        self.writer.commit(tx).await
+    }
+
+    /// End the run `cancelled` / `user_stopped`; a call whose effect did not
+    /// finish within the grace period is recorded `effect_unknown`.
+    async fn cancel(&mut self, reply: Answer, in_flight: Option<JournalRecord>) -> Result<(), RunError> {
+        let run = self.id();
+        let pending = pending_of(&*self.ctx.host.storage, &run).await?;
+        let mut tx = self.writer.begin();
+        let now = tx.now();
+        if let Some(mut record) = in_flight {
+            mark_effect_unknown(&mut record, now);
+            tx.put(&record);
+            tx.activity(ActivityKind::ToolCall {
+                call_id: record.call_id.clone(),
+                tool: record.tool.clone(),
+                state: CallState::EffectUnknown,
+            });
+        }
+        for p in &pending {
+            tx.delete(Table::Pending, pending_key(p));
+        }
+        self.set_output_so_far(&mut tx).await?;
+        tx.status(RunStatus::Cancelled, Some(StopReason::UserStopped))?;
+        let result = self.writer.commit(tx).await;
+        reply.send(result.clone());
+        result
+    }
+}
+
+pub(crate) fn pending_key(p: &PendingRequest) -> String {
+    format!("{}/{}", p.run, p.id)
+}
+
+fn call_id_for(turn: usize, index: usize) -> Result<CallId, RunError> {
+    call_id(turn, index)
+}
+
+/// Add a child to a parent's record (S3.2), with an activity.
+pub(crate) async fn link_child(writer: &mut RunWriter, child: RunId) -> Result<(), RunError> {
+    if writer.run.children.contains(&child) {
+        return Ok(());
+    }
+    let mut tx = writer.begin();
+    tx.run.children.push(child.clone());
+    tx.activity(ActivityKind::ChildStarted { child });
+    writer.commit(tx).await
+}
