@@ -34,6 +34,27 @@ const STOPWORDS: &[&str] = &[
 /// Split text into lowercase word stems: camelCase and non-alphanumerics
 /// separate words; stopwords are dropped; plurals and common suffixes are cut.
 pub fn tokenize(text: &str) -> Vec<String> {
+    tokenize_raw(text).iter().map(|w| stem(w)).collect()
+}
+
+/// The index terms of a text: every stem, plus the exact word (marked with
+/// `=`) where stemming changed it, so that an exact match outranks a match
+/// of the stem alone ("play" is closer to "play" than to "played").
+fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in tokenize_raw(text) {
+        let stemmed = stem(&word);
+        if stemmed != word {
+            out.push(format!("={word}"));
+        } else {
+            out.push(format!("={stemmed}"));
+        }
+        out.push(stemmed);
+    }
+    out
+}
+
+fn tokenize_raw(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;
@@ -54,11 +75,8 @@ pub fn tokenize(text: &str) -> Vec<String> {
     if !cur.is_empty() {
         words.push(cur);
     }
+    words.retain(|w| !STOPWORDS.contains(&w.as_str()));
     words
-        .into_iter()
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .map(|w| stem(&w))
-        .collect()
 }
 
 /// A light suffix stripper (enough to match "issues"/"issue", "sending"/"send").
@@ -134,12 +152,12 @@ impl SearchIndex {
         let mut indexed = Vec::with_capacity(docs.len());
         for doc in docs {
             let mut tokens = Vec::new();
-            let name_tokens = tokenize(&doc.name);
+            let name_tokens = terms(&doc.name);
             for _ in 0..NAME_WEIGHT {
                 tokens.extend(name_tokens.iter().cloned());
             }
-            tokens.extend(tokenize(&doc.provider));
-            tokens.extend(tokenize(&doc.description));
+            tokens.extend(terms(&doc.provider));
+            tokens.extend(terms(&doc.description));
             let mut tf: BTreeMap<String, usize> = BTreeMap::new();
             for t in &tokens {
                 *tf.entry(t.clone()).or_default() += 1;
@@ -184,7 +202,7 @@ impl SearchIndex {
         visible: impl Fn(&str) -> bool,
     ) -> Vec<SearchHit> {
         let mut terms: Vec<String> = Vec::new();
-        for t in tokenize(query) {
+        for t in self::terms(query) {
             if !terms.contains(&t) {
                 terms.push(t);
             }
