@@ -9,6 +9,10 @@
 //!
 //! No tokio, no web-sys, no rusqlite: hosts bring those.
 
+// The same `Arc`s hold `Send + Sync` values natively; on single-threaded wasm32
+// the futures inside are not `Send`, by design (see `maybe_send`).
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 pub mod actor;
 pub mod budget;
 #[cfg(feature = "conformance")]

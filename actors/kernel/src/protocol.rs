@@ -267,6 +267,9 @@ pub struct PreparedCall {
 }
 
 /// Messages of the tools actor (registry and dispatch).
+// Boxing the large variant would change a public shape others build on; the
+// size is irrelevant here (one message per tool call / one record per request).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ToolsMsg {
     /// The schemas the model may see for this run (at most 64, S5.2).

@@ -315,6 +315,9 @@ impl Record for Evidence {
 }
 
 /// What the person is asked for.
+// Boxing the large variant would change a public shape others build on; the
+// size is irrelevant here (one message per tool call / one record per request).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PendingKind {

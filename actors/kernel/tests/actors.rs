@@ -167,7 +167,7 @@ fn a_dropped_request_answers_no_reply() {
     let exec = SimExecutor::new();
     let (addr, _reports) = spawn_counter(&exec, 4);
     assert_eq!(
-        exec.block_on(addr.ask(|r| Msg::Forget(r))),
+        exec.block_on(addr.ask(Msg::Forget)),
         Some(Err(ActorError::NoReply {
             actor: "counter".into()
         }))

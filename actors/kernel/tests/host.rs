@@ -159,8 +159,7 @@ fn record_order(exec: &SimExecutor, tasks: usize, rounds: usize) -> Vec<(usize, 
     }
     exec.run_until_stalled();
     assert_eq!(exec.pending_tasks(), 0);
-    let out = log.lock().unwrap().clone();
-    out
+    log.lock().unwrap().clone()
 }
 
 /// Yield once: wake ourselves and return Pending.
