@@ -1,5 +1,5 @@
 //! The storage conformance suite (feature `conformance`): one async function
-//! per behaviour of [`Storage`], and the [`storage_conformance_tests!`]
+//! per behaviour of [`Storage`], and the [`storage_conformance_tests!`](crate::storage_conformance_tests)
 //! macro that expands them into one test per case for a backend.
 //!
 //! Every backend (memory, SQLite, IndexedDB) runs the same cases, so that the
@@ -155,7 +155,7 @@ macro_rules! storage_conformance_tests {
     };
 }
 
-/// Implementation detail of [`storage_conformance_tests!`].
+/// Implementation detail of [`storage_conformance_tests!`](crate::storage_conformance_tests).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __storage_conformance_cases {
@@ -175,7 +175,7 @@ macro_rules! __storage_conformance_cases {
     };
 }
 
-/// Implementation detail of [`storage_conformance_tests!`]: one test.
+/// Implementation detail of [`storage_conformance_tests!`](crate::storage_conformance_tests): one test.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __storage_conformance_case {
