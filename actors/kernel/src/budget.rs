@@ -202,10 +202,10 @@ fn field(v: Option<&Value>, name: &'static str, max: u64) -> Result<Option<u64>,
     let Some(n) = n.as_u64() else {
         return Err(BudgetError {
             field: name,
-            problem: if n.as_i64().is_some_and(|i| i < 0) || n.as_f64().is_some_and(|f| f < 0.0) {
-                "must be positive, got a negative number".into()
-            } else {
-                "must be a whole number, got a fraction".into()
+            problem: match n.as_f64() {
+                Some(f) if f < 0.0 => "must be positive, got a negative number".into(),
+                Some(f) if f > max as f64 => format!("must be at most {max}, got {f}"),
+                _ => "must be a whole number, got a fraction".into(),
             },
         });
     };
