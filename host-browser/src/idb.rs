@@ -104,9 +104,9 @@ impl IdbStorage {
     /// Open (and on first use create) the database `name`.
     pub async fn open(name: &str) -> Result<IdbStorage, StorageError> {
         let factory = factory()?;
-        let req: IdbOpenDbRequest = factory
-            .open_with_u32(name, VERSION)
-            .map_err(|e| StorageError::Unavailable(format!("IndexedDB open refused: {}", describe(&e))))?;
+        let req: IdbOpenDbRequest = factory.open_with_u32(name, VERSION).map_err(|e| {
+            StorageError::Unavailable(format!("IndexedDB open refused: {}", describe(&e)))
+        })?;
         let upgrade = Closure::<dyn FnMut(web_sys::Event)>::new({
             let req = req.clone();
             move |_e: web_sys::Event| {
@@ -122,7 +122,9 @@ impl IdbStorage {
         req.set_onupgradeneeded(None);
         drop(upgrade);
         let db = opened
-            .map_err(|e| StorageError::Unavailable(format!("IndexedDB open failed: {}", describe(&e))))?
+            .map_err(|e| {
+                StorageError::Unavailable(format!("IndexedDB open failed: {}", describe(&e)))
+            })?
             .dyn_into::<IdbDatabase>()
             .map_err(|_| StorageError::Unavailable("IndexedDB open gave no database".into()))?;
         // Another tab upgrading the schema asks us to close; do so rather than block it.
@@ -159,7 +161,11 @@ impl IdbStorage {
         self.db.close();
     }
 
-    fn tx(&self, stores: &[&str], mode: IdbTransactionMode) -> Result<IdbTransaction, StorageError> {
+    fn tx(
+        &self,
+        stores: &[&str],
+        mode: IdbTransactionMode,
+    ) -> Result<IdbTransaction, StorageError> {
         let names: Vec<JsString> = stores.iter().map(|s| JsString::from(*s)).collect();
         let options = IdbTransactionOptions::new();
         // "strict": complete only once the data is flushed (S2 durability order).
@@ -170,7 +176,8 @@ impl IdbStorage {
     }
 
     fn store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, StorageError> {
-        tx.object_store(name).map_err(|e| backend("objectStore", &e))
+        tx.object_store(name)
+            .map_err(|e| backend("objectStore", &e))
     }
 
     async fn read_one(&self, store: &str, key: &JsValue) -> Result<JsValue, StorageError> {
@@ -179,6 +186,21 @@ impl IdbStorage {
             .get(key)
             .map_err(|e| backend("get", &e))?;
         js::request(&req).await.map_err(|e| backend("get", &e))
+    }
+
+    /// Take the session's lease even from a live other owner (epoch + 1);
+    /// only for a holder of the session's tab lock (see `lease_rules::take_over`).
+    pub async fn take_over_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        self.update_lease(session, |cur| {
+            Ok(lease_rules::take_over(cur, session, owner, now_ms, ttl_ms))
+        })
+        .await
     }
 
     /// Run a read-modify-write of one session's lease record in one transaction.
@@ -217,11 +239,7 @@ impl IdbStorage {
 /// Create the object stores of `VERSION` (called inside `upgradeneeded`).
 fn upgrade(db: &IdbDatabase) {
     let existing = db.object_store_names();
-    for name in Table::ALL
-        .iter()
-        .map(|t| t.as_str())
-        .chain([BLOBS, LEASES])
-    {
+    for name in Table::ALL.iter().map(|t| t.as_str()).chain([BLOBS, LEASES]) {
         if !existing.contains(name) {
             // A failure here aborts the upgrade, and `open` reports it.
             let _ = db.create_object_store(name);
@@ -232,7 +250,9 @@ fn upgrade(db: &IdbDatabase) {
 #[async_trait::async_trait(?Send)]
 impl Storage for IdbStorage {
     async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(optional_bytes(self.read_one(table.as_str(), &key_bytes(key)).await?))
+        Ok(optional_bytes(
+            self.read_one(table.as_str(), &key_bytes(key)).await?,
+        ))
     }
 
     async fn scan_prefix(
@@ -372,7 +392,9 @@ impl Storage for IdbStorage {
     }
 
     async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(optional_bytes(self.read_one(BLOBS, &JsValue::from_str(hash)).await?))
+        Ok(optional_bytes(
+            self.read_one(BLOBS, &JsValue::from_str(hash)).await?,
+        ))
     }
 
     async fn delete_blob(&self, hash: &str) -> Result<bool, StorageError> {
@@ -443,9 +465,11 @@ impl Storage for IdbStorage {
         owner: &OwnerId,
         epoch: u64,
     ) -> Result<(), LeaseError> {
-        self.update_lease(session, |cur| lease_rules::release(cur, session, owner, epoch))
-            .await
-            .map(|_| ())
+        self.update_lease(session, |cur| {
+            lease_rules::release(cur, session, owner, epoch)
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn current_lease(

@@ -41,6 +41,39 @@ pub fn acquire(
     }
 }
 
+/// The record after `owner` takes the lease over because it holds the
+/// session's tab lock (Web Locks release a closed tab's lock at once, while
+/// its stored lease may still look live): a live lease of another owner is
+/// treated as expired, so the new tenure gets epoch + 1 and the old holder's
+/// writes are refused by the fence.
+pub fn take_over(
+    current: Option<&LeaseRecord>,
+    session: &SessionId,
+    owner: &OwnerId,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> LeaseRecord {
+    match current {
+        Some(cur) if &cur.owner != owner && cur.is_live(now_ms) => LeaseRecord {
+            session: session.clone(),
+            owner: owner.clone(),
+            epoch: cur.epoch.saturating_add(1),
+            expires_at_ms: now_ms.saturating_add(ttl_ms),
+        },
+        _ => match acquire(current, session, owner, now_ms, ttl_ms) {
+            Ok(record) => record,
+            // Unreachable by the guard above (only a live other owner is
+            // `Held`); a fresh tenure is the safe answer anyway.
+            Err(_) => LeaseRecord {
+                session: session.clone(),
+                owner: owner.clone(),
+                epoch: current.map_or(1, |c| c.epoch.saturating_add(1)),
+                expires_at_ms: now_ms.saturating_add(ttl_ms),
+            },
+        },
+    }
+}
+
 /// The record after renewing a lease still held by `owner` with `epoch`.
 pub fn renew(
     current: Option<&LeaseRecord>,
@@ -119,7 +152,9 @@ mod tests {
         let a = acquire(None, &sid(), &owner("a"), 100, 50).expect("free");
         for now in [100, 149] {
             let err = acquire(Some(&a), &sid(), &owner("b"), now, 50).expect_err("held");
-            assert!(matches!(err, LeaseError::Held { ref owner, expires_at_ms: 150, .. } if owner.as_str() == "a"));
+            assert!(
+                matches!(err, LeaseError::Held { ref owner, expires_at_ms: 150, .. } if owner.as_str() == "a")
+            );
         }
         let b = acquire(Some(&a), &sid(), &owner("b"), 150, 50).expect("expired");
         assert_eq!((b.epoch, b.owner.as_str()), (2, "b"));
@@ -137,7 +172,25 @@ mod tests {
         assert!(renew(Some(&released), &sid(), &owner("a"), 1, 121, 50).is_err());
         let renewed = renew(Some(&again), &sid(), &owner("a"), 1, 169, 50).expect("live");
         assert_eq!(renewed.expires_at_ms, 219);
-        assert!(renew(Some(&again), &sid(), &owner("a"), 1, 170, 50).is_err(), "at expiry");
+        assert!(
+            renew(Some(&again), &sid(), &owner("a"), 1, 170, 50).is_err(),
+            "at expiry"
+        );
+    }
+
+    #[test]
+    fn s3_3_take_over_a_live_other_owner_bumps_the_epoch() {
+        let a = acquire(None, &sid(), &owner("a"), 100, 50).expect("free");
+        let b = take_over(Some(&a), &sid(), &owner("b"), 110, 50);
+        assert_eq!((b.epoch, b.owner.as_str(), b.expires_at_ms), (2, "b", 160));
+        let same = take_over(Some(&b), &sid(), &owner("b"), 120, 50);
+        assert_eq!(
+            (same.epoch, same.expires_at_ms),
+            (2, 170),
+            "own lease: epoch kept"
+        );
+        let first = take_over(None, &sid(), &owner("c"), 0, 50);
+        assert_eq!(first.epoch, 1);
     }
 
     #[test]

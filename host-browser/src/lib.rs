@@ -2,6 +2,9 @@
 //!
 //! - [`idb`]: `Storage` on IndexedDB (one transaction per batch, fenced);
 //! - [`lease_rules`]: the lease rules shared with every backend, as pure functions;
+//! - [`locks`]: session leases across tabs (Web Locks or a localStorage
+//!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
+//! - [`platform`]: clock, entropy and executor from the browser;
 //!
 //! Everything that touches the browser compiles only for `wasm32`; natively
 //! this crate holds just the pure parts, so that `cargo test` covers them.
@@ -12,3 +15,7 @@ pub mod lease_rules;
 pub mod idb;
 #[cfg(target_arch = "wasm32")]
 mod js;
+#[cfg(target_arch = "wasm32")]
+pub mod locks;
+#[cfg(target_arch = "wasm32")]
+pub mod platform;
