@@ -14,6 +14,9 @@ use agent_kernel::protocol::{ResultSpill, ToolDefinition, ToolFailure, ToolResul
 
 /// Most bytes of result content that enter the model context (16 KiB).
 pub const MAX_MODEL_CONTENT_BYTES: usize = 16 * 1024;
+/// Bytes of a body kept when it is truncated (no spill): room is left for
+/// the note and the fence, so the whole content stays within the bound.
+const TRUNCATED_BODY_BYTES: usize = MAX_MODEL_CONTENT_BYTES - 1024;
 /// Characters of a spilled body kept as its summary.
 pub const SPILL_SUMMARY_CHARS: usize = 2_000;
 /// Characters of an error message that enter the model context.
@@ -181,8 +184,8 @@ async fn wrap_success(
                         .insert("truncated".into(), Value::Bool(true));
                     format!(
                         "{}\n[... truncated: {size} bytes in total, the first {} shown; the rest was not stored]",
-                        truncate_bytes(&text, MAX_MODEL_CONTENT_BYTES - 256),
-                        MAX_MODEL_CONTENT_BYTES - 256
+                        truncate_bytes(&text, TRUNCATED_BODY_BYTES),
+                        TRUNCATED_BODY_BYTES
                     )
                 }
             }
