@@ -162,16 +162,18 @@ impl Default for NativeHostOptions {
 pub struct NativeHost {
     host: Host,
     storage: Arc<SqliteStorage>,
-    leases: LeaseManager,
+    owner: OwnerId,
+    lease_ttl: Duration,
     data_dir: PathBuf,
-    heartbeat: tokio::task::JoinHandle<()>,
+    handle: tokio::runtime::Handle,
+    heartbeats: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for NativeHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NativeHost")
             .field("data_dir", &self.data_dir)
-            .field("owner", self.leases.owner())
+            .field("owner", &self.owner)
             .finish_non_exhaustive()
     }
 }
@@ -217,25 +219,58 @@ impl NativeHost {
             Some(owner) => owner,
             None => process_owner(entropy.as_ref()).map_err(|e| HostError::Owner(e.to_string()))?,
         };
-        let executor = Arc::new(TokioExecutor::new(handle.clone()));
-        let clock = Arc::new(SystemClock::new(handle.clone()));
         let host = Host {
             storage: storage.clone(),
-            clock: clock.clone(),
-            executor: executor.clone(),
+            clock: Arc::new(SystemClock::new(handle.clone())),
+            executor: Arc::new(TokioExecutor::new(handle.clone())),
             entropy,
             lifecycle: Lifecycle::new(),
             durable: true,
         };
-        let leases = LeaseManager::new(storage.clone(), clock, executor, owner, options.lease_ttl);
-        let heartbeat = handle.spawn(heartbeat(leases.clone(), options.lease_ttl / 3));
         Ok(Self {
             host,
             storage,
-            leases,
+            owner,
+            lease_ttl: options.lease_ttl,
             data_dir,
-            heartbeat,
+            handle,
+            heartbeats: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// This process's lease owner id.
+    pub fn owner(&self) -> &OwnerId {
+        &self.owner
+    }
+
+    /// The lease time-to-live this host was opened with.
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    /// Renew every lease `leases` holds each third of the time-to-live, for
+    /// as long as this host lives (the supervisor's `Runtime` builds its own
+    /// manager: hand it here).
+    pub fn keep_renewed(&self, leases: &LeaseManager) {
+        let task = self
+            .handle
+            .spawn(heartbeat(leases.clone(), self.lease_ttl / 3));
+        if let Ok(mut beats) = self.heartbeats.lock() {
+            beats.push(task);
+        }
+    }
+
+    /// A lease manager for this process's owner, renewed by the heartbeat.
+    pub fn lease_manager(&self) -> LeaseManager {
+        let leases = LeaseManager::new(
+            self.host.storage.clone(),
+            self.host.clock.clone(),
+            self.host.executor.clone(),
+            self.owner.clone(),
+            self.lease_ttl,
+        );
+        self.keep_renewed(&leases);
+        leases
     }
 
     /// The kernel's host bundle.
@@ -246,10 +281,6 @@ impl NativeHost {
     pub fn storage(&self) -> &Arc<SqliteStorage> {
         &self.storage
     }
-    /// This process's lease manager (renewed by the heartbeat).
-    pub fn leases(&self) -> &LeaseManager {
-        &self.leases
-    }
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
@@ -258,7 +289,11 @@ impl NativeHost {
 
 impl Drop for NativeHost {
     fn drop(&mut self) {
-        self.heartbeat.abort();
+        if let Ok(beats) = self.heartbeats.lock() {
+            for beat in beats.iter() {
+                beat.abort();
+            }
+        }
     }
 }
 

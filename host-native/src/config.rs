@@ -1,0 +1,413 @@
+//! The `agentrt` configuration file (TOML, `--config FILE`): what a person
+//! sets once — the model provider, HTTP plugins and the secret handles they
+//! use, the reader endpoint, a custom budget (validated, S4.4), the approval
+//! mode and the lease time-to-live. Secrets are never in the file: it names
+//! environment variables, read when a request is about to be sent.
+//!
+//! See `host-native/agentrt.example.toml` for a documented example.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_capabilities::ApprovalMode;
+use agent_kernel::budget::{Budget, BudgetPreset};
+use agent_tools::plugin::SecretError;
+use agent_tools::{PluginManifest, SecretHandle, SecretResolver, SecretValue};
+use serde::Deserialize;
+
+use crate::host::{DEFAULT_LEASE_TTL, MIN_LEASE_TTL};
+
+/// The configuration file could not be used. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {detail}")]
+    Read { path: PathBuf, detail: String },
+    #[error("the config file {path} is not valid: {detail}")]
+    Parse { path: PathBuf, detail: String },
+    #[error("the config file {path} has an invalid value: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+}
+
+/// The model provider section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Only `openai-compatible` today.
+    pub kind: String,
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+/// The public web reader section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReaderConfig {
+    /// A Jina-compatible reader endpoint, for example `https://r.jina.ai/`.
+    pub endpoint: String,
+    /// The environment variable holding the reader's API key, if any.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+/// Where one secret handle's value comes from, and where it may go.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretConfig {
+    /// The environment variable read at dispatch.
+    pub env: String,
+    /// The only origin (`scheme://host[:port]`) the secret may be sent to.
+    pub origin: String,
+}
+
+/// The budget section: a preset, or custom limits validated as in S4.4.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetSection {
+    #[serde(default)]
+    preset: Option<String>,
+    #[serde(default)]
+    max_tool_rounds: Option<toml::Value>,
+    #[serde(default)]
+    max_tool_calls: Option<toml::Value>,
+    #[serde(default)]
+    max_tokens: Option<toml::Value>,
+    #[serde(default)]
+    max_duration_ms: Option<toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    approval: Option<String>,
+    #[serde(default)]
+    lease_ttl_ms: Option<u64>,
+    #[serde(default)]
+    provider: Option<ProviderConfig>,
+    #[serde(default)]
+    reader: Option<ReaderConfig>,
+    #[serde(default)]
+    budget: Option<BudgetSection>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretConfig>,
+    #[serde(default)]
+    plugins: Vec<PluginManifest>,
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub approval: Option<ApprovalMode>,
+    pub lease_ttl: Option<Duration>,
+    pub provider: Option<ProviderConfig>,
+    pub reader: Option<ReaderConfig>,
+    pub budget: Option<Budget>,
+    pub secrets: BTreeMap<String, SecretConfig>,
+    pub plugins: Vec<PluginManifest>,
+}
+
+/// Parse a budget preset name (`light`, `standard`, `extended`).
+pub fn parse_preset(name: &str) -> Option<BudgetPreset> {
+    match name {
+        "light" => Some(BudgetPreset::Light),
+        "standard" => Some(BudgetPreset::Standard),
+        "extended" => Some(BudgetPreset::Extended),
+        _ => None,
+    }
+}
+
+/// Parse an approval mode name (`permissive`, `strict`).
+pub fn parse_approval(name: &str) -> Option<ApprovalMode> {
+    match name {
+        "permissive" => Some(ApprovalMode::Permissive),
+        "strict" => Some(ApprovalMode::Strict),
+        _ => None,
+    }
+}
+
+fn toml_to_json(value: &toml::Value) -> serde_json::Value {
+    match value {
+        toml::Value::String(s) => serde_json::Value::String(s.clone()),
+        toml::Value::Integer(i) => serde_json::Value::from(*i),
+        toml::Value::Float(f) => serde_json::Value::from(*f),
+        toml::Value::Boolean(b) => serde_json::Value::Bool(*b),
+        toml::Value::Datetime(d) => serde_json::Value::String(d.to_string()),
+        toml::Value::Array(a) => serde_json::Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => serde_json::Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+impl Config {
+    /// Read and check `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Check configuration text; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            detail: e.message().to_owned()
+                + &e.span()
+                    .map(|s| format!(" (at byte {})", s.start))
+                    .unwrap_or_default(),
+        })?;
+        let invalid = |detail: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            detail,
+        };
+        let approval = raw
+            .approval
+            .as_deref()
+            .map(|a| {
+                parse_approval(a).ok_or_else(|| {
+                    invalid(format!(
+                        "approval = {a:?}; use \"permissive\" or \"strict\""
+                    ))
+                })
+            })
+            .transpose()?;
+        let lease_ttl = raw.lease_ttl_ms.map(Duration::from_millis);
+        if let Some(ttl) = lease_ttl
+            && ttl < MIN_LEASE_TTL
+        {
+            return Err(invalid(format!(
+                "lease_ttl_ms = {}; use at least {} (default {})",
+                ttl.as_millis(),
+                MIN_LEASE_TTL.as_millis(),
+                DEFAULT_LEASE_TTL.as_millis()
+            )));
+        }
+        if let Some(p) = &raw.provider {
+            if p.kind != "openai-compatible" {
+                return Err(invalid(format!(
+                    "provider.kind = {:?}; the only provider is \"openai-compatible\"",
+                    p.kind
+                )));
+            }
+            check_http_url(&p.base_url).map_err(|e| invalid(format!("provider.base_url: {e}")))?;
+            if p.model.trim().is_empty() {
+                return Err(invalid("provider.model is empty; name the model".into()));
+            }
+        }
+        if let Some(r) = &raw.reader {
+            check_http_url(&r.endpoint).map_err(|e| invalid(format!("reader.endpoint: {e}")))?;
+        }
+        let budget = raw
+            .budget
+            .as_ref()
+            .map(|b| budget_of(b).map_err(invalid))
+            .transpose()?;
+        for (handle, secret) in &raw.secrets {
+            if secret.env.is_empty() {
+                return Err(invalid(format!("secrets.{handle}.env is empty")));
+            }
+            check_http_url(&secret.origin)
+                .map_err(|e| invalid(format!("secrets.{handle}.origin: {e}")))?;
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for plugin in &raw.plugins {
+            if !ids.insert(plugin.id.clone()) {
+                return Err(invalid(format!(
+                    "plugin id {:?} appears twice; give each plugin its own id",
+                    plugin.id
+                )));
+            }
+            if let Some(auth) = &plugin.auth
+                && !raw.secrets.contains_key(&auth.secret.0)
+            {
+                return Err(invalid(format!(
+                    "plugin {:?} uses secret handle {:?}, which no [secrets.{}] section defines",
+                    plugin.id, auth.secret.0, auth.secret.0
+                )));
+            }
+        }
+        Ok(Config {
+            approval,
+            lease_ttl,
+            provider: raw.provider,
+            reader: raw.reader,
+            budget,
+            secrets: raw.secrets,
+            plugins: raw.plugins,
+        })
+    }
+
+    /// The secret resolver over this file's `[secrets]` and the environment.
+    pub fn secret_resolver(&self) -> Arc<EnvSecrets> {
+        Arc::new(EnvSecrets {
+            secrets: self.secrets.clone(),
+        })
+    }
+}
+
+fn check_http_url(text: &str) -> Result<(), String> {
+    let url = url::Url::parse(text).map_err(|e| format!("{text:?} is not a URL ({e})"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!("{text:?} must start with http:// or https://"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{text:?} carries credentials; put secrets in the environment instead"
+        ));
+    }
+    Ok(())
+}
+
+fn budget_of(b: &BudgetSection) -> Result<Budget, String> {
+    let custom: serde_json::Map<String, serde_json::Value> = [
+        ("max_tool_rounds", &b.max_tool_rounds),
+        ("max_tool_calls", &b.max_tool_calls),
+        ("max_tokens", &b.max_tokens),
+        ("max_duration_ms", &b.max_duration_ms),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_owned(), toml_to_json(v))))
+    .collect();
+    match (&b.preset, custom.is_empty()) {
+        (Some(_), false) => {
+            Err("budget has both a preset and custom limits; give one or the other".into())
+        }
+        (Some(name), true) => parse_preset(name)
+            .map(Budget::preset)
+            .ok_or_else(|| format!("budget.preset = {name:?}; use light, standard or extended")),
+        (None, true) => Err("the [budget] section is empty; give a preset or limits".into()),
+        (None, false) => Budget::from_json(&serde_json::Value::Object(custom))
+            .map_err(|e| format!("budget: {e}")),
+    }
+}
+
+/// Secret handles resolved from environment variables, each bound to one origin.
+#[derive(Debug, Clone, Default)]
+pub struct EnvSecrets {
+    secrets: BTreeMap<String, SecretConfig>,
+}
+
+#[async_trait::async_trait]
+impl SecretResolver for EnvSecrets {
+    fn bound_origin(&self, handle: &SecretHandle) -> Option<String> {
+        let origin = &self.secrets.get(&handle.0)?.origin;
+        url::Url::parse(origin)
+            .ok()
+            .map(|u| u.origin().ascii_serialization())
+    }
+
+    async fn resolve(&self, handle: &SecretHandle) -> Result<SecretValue, SecretError> {
+        let secret = self
+            .secrets
+            .get(&handle.0)
+            .ok_or_else(|| SecretError::Unknown(handle.0.clone()))?;
+        std::env::var(&secret.env)
+            .map(SecretValue::new)
+            .map_err(|_| {
+                SecretError::Unavailable(format!(
+                    "environment variable {} (for secret {:?}) is not set; export it and retry",
+                    secret.env, handle.0
+                ))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn example_file_parses() {
+        let text = include_str!("../agentrt.example.toml");
+        let config = parse(text).expect("the example config is valid");
+        assert_eq!(config.approval, Some(ApprovalMode::Permissive));
+        assert!(config.provider.is_some());
+        assert_eq!(config.plugins.len(), 1);
+        assert!(config.budget.is_some());
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let config = parse("").expect("empty");
+        assert!(config.approval.is_none() && config.budget.is_none());
+    }
+
+    /// S4.4: custom budgets are validated at, below and above the limits.
+    #[test]
+    fn s4_4_custom_budget_is_validated() {
+        let ok = parse("[budget]\nmax_tool_rounds = 1000\nmax_tool_calls = 5\n").expect("at limit");
+        assert_eq!(ok.budget.map(|b| b.max_tool_rounds), Some(1000));
+        for bad in [
+            "[budget]\nmax_tool_rounds = 1001\n",
+            "[budget]\nmax_tool_rounds = 0\n",
+            "[budget]\nmax_tool_calls = -1\n",
+            "[budget]\nmax_tool_rounds = \"ten\"\n",
+            "[budget]\npreset = \"huge\"\n",
+            "[budget]\npreset = \"light\"\nmax_tool_rounds = 3\n",
+            "[budget]\n",
+            "[budget]\nrounds = 3\n",
+        ] {
+            let err = parse(bad).expect_err(bad);
+            assert!(err.to_string().contains("test.toml"), "{err}");
+        }
+        let light = parse("[budget]\npreset = \"light\"\n").expect("preset");
+        assert_eq!(light.budget, Some(Budget::preset(BudgetPreset::Light)));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        for (bad, needle) in [
+            ("approval = \"yolo\"", "approval"),
+            ("lease_ttl_ms = 10", "lease_ttl_ms"),
+            ("unknown = 1", "unknown"),
+            (
+                "[provider]\nkind = \"other\"\nbase_url = \"http://x\"\nmodel = \"m\"",
+                "openai-compatible",
+            ),
+            (
+                "[provider]\nkind = \"openai-compatible\"\nbase_url = \"ftp://x\"\nmodel = \"m\"",
+                "base_url",
+            ),
+            (
+                "[provider]\nkind = \"openai-compatible\"\nbase_url = \"https://u:p@x\"\nmodel = \"m\"",
+                "credentials",
+            ),
+            (
+                "[secrets.k]\nenv = \"\"\norigin = \"http://x\"",
+                "secrets.k.env",
+            ),
+            ("this is not toml", "not valid"),
+        ] {
+            let err = parse(bad).expect_err(bad).to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn env_secrets_resolve_and_bind_to_origin() {
+        let config = parse(
+            "[secrets.tok]\nenv = \"AGENTRT_TEST_SECRET_XYZ\"\norigin = \"http://127.0.0.1:9/base\"",
+        )
+        .expect("parse");
+        let r = config.secret_resolver();
+        let h = SecretHandle("tok".into());
+        assert_eq!(r.bound_origin(&h).as_deref(), Some("http://127.0.0.1:9"));
+        assert!(r.bound_origin(&SecretHandle("nope".into())).is_none());
+        let err = r.resolve(&h).await.expect_err("unset");
+        assert!(err.to_string().contains("AGENTRT_TEST_SECRET_XYZ"), "{err}");
+    }
+}
