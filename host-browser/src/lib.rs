@@ -4,6 +4,7 @@
 //! - [`lease_rules`]: the lease rules shared with every backend, as pure functions;
 //! - [`locks`]: session leases across tabs (Web Locks or a localStorage
 //!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
+//! - [`page`]: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
 //! - [`platform`]: clock, entropy and executor from the browser;
 //!
 //! Everything that touches the browser compiles only for `wasm32`; natively
@@ -17,5 +18,7 @@ pub mod idb;
 mod js;
 #[cfg(target_arch = "wasm32")]
 pub mod locks;
+#[cfg(target_arch = "wasm32")]
+pub mod page;
 #[cfg(target_arch = "wasm32")]
 pub mod platform;
