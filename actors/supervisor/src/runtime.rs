@@ -426,7 +426,9 @@ impl Runtime {
                     Some(b) => verified_blob(&*storage, b).await?.is_some(),
                     None => false,
                 };
-                if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown {
+                if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown
+                    && !self.inner.ctx.sabotage.retry_unsafe_on_resume
+                {
                     mark_effect_unknown(&mut rec, now);
                     tx.put(&rec);
                     tx.activity(ActivityKind::ToolCall {

@@ -1,0 +1,638 @@
+//! The crash simulator (feature `sim`): a seeded harness that runs a scripted
+//! run with a read-only tool, an idempotent local write and a non-idempotent
+//! counting external write, kills the tab (drops every task, releases
+//! nothing) at journal/checkpoint boundaries and at random await points,
+//! recovers and resumes as a person would, and checks the invariants of
+//! issue 3 item 7. Generic over storage: pass any backend's factory.
+
+pub mod tools;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_capabilities::ApprovalMode;
+use agent_kernel::host::{
+    Batch, BlobRef, Clock, Executor, Host, LeaseError, LeaseRecord, Lifecycle, ManualClock, SeededEntropy, Storage,
+    StorageError, StorageExt, Table,
+};
+use agent_kernel::ids::{OwnerId, RunId, SessionId};
+use agent_kernel::journal::{CallState, JournalRecord};
+use agent_kernel::memory::{MEMORY_HOST_START_WALL_MS, SimExecutor};
+use agent_kernel::run::{Activity, ActivityKind, AgentRun, PendingKind, PendingRequest, RunStatus, Usage};
+
+use crate::config::{RunConfig, RuntimeOptions};
+use crate::provider::scripted::{Scenario, ScriptedProvider};
+use crate::runtime::Runtime;
+use crate::supervisor::{Choice, Sabotage};
+use tools::{SimToolsConfig, ToolLog, spawn_sim_tools};
+
+/// The simulator's scenario: one tool round with the three kinds of tool,
+/// a question for the person, then the final answer.
+pub const SCENARIO: &str = r#"{"turns": [
+  {"text": "Working.", "tool_calls": [
+     {"name": "read_note", "arguments": {"path": "notes/a.txt"}},
+     {"name": "write_note", "arguments": {"path": "notes/b.txt", "text": "hi"}},
+     {"name": "send_ticket", "arguments": {"title": "sim"}}]},
+  {"text": "One question.", "tool_calls": [{"name": "ask_user", "arguments": {"question": "go on?"}}]},
+  {"text": "Done."}
+]}"#;
+
+/// What one seed found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimReport {
+    pub seed: u64,
+    /// Kills that actually happened.
+    pub crash_points: u64,
+    pub violations: Vec<String>,
+    pub final_status: Option<RunStatus>,
+}
+
+/// What a range of seeds found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimSummary {
+    pub seeds: u64,
+    pub crash_points: u64,
+    /// `(seed, violation)`.
+    pub violations: Vec<(u64, String)>,
+}
+
+impl fmt::Display for SimSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "crash-sim: {} seeds, {} crash points, {} violations",
+            self.seeds,
+            self.crash_points,
+            self.violations.len()
+        )
+    }
+}
+
+/// Run every seed of `seeds`; print nothing (the caller prints the summary line).
+pub fn run_seeds<F>(seeds: Range<u64>, storage_factory: F, sabotage: Sabotage) -> SimSummary
+where
+    F: Fn() -> Arc<dyn Storage>,
+{
+    let mut summary = SimSummary::default();
+    for seed in seeds {
+        let report = run_seed(seed, &storage_factory, sabotage);
+        summary.seeds += 1;
+        summary.crash_points += report.crash_points;
+        summary
+            .violations
+            .extend(report.violations.into_iter().map(|v| (seed, v)));
+    }
+    summary
+}
+
+/// SplitMix64 for the simulator's own choices.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// When a tab dies.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// The n-th commit of this tab is refused and the tab dies there.
+    AtCommit(u64),
+    /// After n executor polls.
+    AfterPolls(u64),
+    Never,
+}
+
+/// Storage as one tab sees it: after its death nothing it writes lands.
+struct TabStorage {
+    inner: Arc<dyn Storage>,
+    commits: AtomicU64,
+    kill_at_commit: Option<u64>,
+    dead: AtomicBool,
+}
+
+impl TabStorage {
+    fn check_alive(&self) -> Result<(), StorageError> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(StorageError::Unavailable("the tab was killed".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Storage for TabStorage {
+    async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.get(table, key).await
+    }
+    async fn scan_prefix(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        self.inner.scan_prefix(table, prefix).await
+    }
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
+        self.check_alive()?;
+        let n = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.kill_at_commit == Some(n) {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(StorageError::Unavailable("the tab was killed".into()));
+        }
+        self.inner.commit(batch).await
+    }
+    async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
+        self.check_alive()?;
+        self.inner.put_blob(hash, bytes).await
+    }
+    async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.inner.get_blob(hash).await
+    }
+    async fn delete_blob(&self, hash: &str) -> Result<bool, StorageError> {
+        self.check_alive()?;
+        self.inner.delete_blob(hash).await
+    }
+    async fn list_blobs(&self) -> Result<Vec<String>, StorageError> {
+        self.inner.list_blobs().await
+    }
+    async fn try_acquire_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        self.check_alive()?;
+        self.inner.try_acquire_lease(session, owner, now_ms, ttl_ms).await
+    }
+    async fn renew_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        self.check_alive()?;
+        self.inner.renew_lease(session, owner, epoch, now_ms, ttl_ms).await
+    }
+    async fn release_lease(&self, session: &SessionId, owner: &OwnerId, epoch: u64) -> Result<(), LeaseError> {
+        self.check_alive()?;
+        self.inner.release_lease(session, owner, epoch).await
+    }
+    async fn current_lease(&self, session: &SessionId) -> Result<Option<LeaseRecord>, StorageError> {
+        self.inner.current_lease(session).await
+    }
+}
+
+/// What the checker remembers between tabs.
+#[derive(Default)]
+struct Snapshot {
+    keys: BTreeMap<Table, BTreeSet<String>>,
+    committed: BTreeMap<String, Option<BlobRef>>,
+    usage: Usage,
+}
+
+const PER_TABLE: [Table; 5] = [
+    Table::Runs,
+    Table::Journal,
+    Table::Checkpoints,
+    Table::Activities,
+    Table::Evidence,
+];
+
+fn read<T>(fut: impl Future<Output = T>) -> T {
+    futures::executor::block_on(fut)
+}
+
+/// Run one seed against storage from `storage_factory`.
+pub fn run_seed<F>(seed: u64, storage_factory: &F, sabotage: Sabotage) -> SimReport
+where
+    F: Fn() -> Arc<dyn Storage> + ?Sized,
+{
+    let mut rng = Rng(seed ^ 0x5151_5eed);
+    let storage = storage_factory();
+    let clock = ManualClock::new(MEMORY_HOST_START_WALL_MS);
+    let log = ToolLog::default();
+    let session = match SessionId::new("sim-session") {
+        Ok(s) => s,
+        Err(e) => return failed_report(seed, e.to_string()),
+    };
+    let scenario = match Scenario::from_json(SCENARIO) {
+        Ok(s) => s,
+        Err(e) => return failed_report(seed, e.to_string()),
+    };
+    let approval = if rng.below(2) == 0 {
+        ApprovalMode::Permissive
+    } else {
+        ApprovalMode::Strict
+    };
+    let config = RunConfig {
+        approval,
+        ..RunConfig::default()
+    };
+    let crashes = 1 + rng.below(3);
+    let mut report = SimReport {
+        seed,
+        ..SimReport::default()
+    };
+    let mut run_id: Option<RunId> = None;
+    let mut snapshot = Snapshot::default();
+    let options = RuntimeOptions::default();
+    let ttl = options.lease_ttl;
+
+    for tab in 0..(crashes + 2) {
+        let kill = if tab < crashes {
+            if rng.below(3) == 0 {
+                Kill::AfterPolls(1 + rng.below(60))
+            } else {
+                Kill::AtCommit(1 + rng.below(12))
+            }
+        } else {
+            Kill::Never
+        };
+        let tab_storage = Arc::new(TabStorage {
+            inner: storage.clone(),
+            commits: AtomicU64::new(0),
+            kill_at_commit: match kill {
+                Kill::AtCommit(n) => Some(n),
+                _ => None,
+            },
+            dead: AtomicBool::new(false),
+        });
+        let executor = SimExecutor::seeded(seed.wrapping_mul(31).wrapping_add(tab));
+        let host = Host {
+            storage: tab_storage.clone(),
+            clock: Arc::new(clock.clone()),
+            executor: Arc::new(executor.clone()),
+            entropy: Arc::new(SeededEntropy::new(seed.wrapping_mul(7919).wrapping_add(tab))),
+            lifecycle: Lifecycle::new(),
+            durable: false,
+        };
+        let tools = spawn_sim_tools(
+            &executor,
+            host.clock.clone(),
+            log.clone(),
+            SimToolsConfig {
+                storage: Some(storage.clone()),
+                ..SimToolsConfig::default()
+            },
+        );
+        let provider = Arc::new(ScriptedProvider::new(scenario.clone(), host.clock.clone()));
+        let owner = match OwnerId::new(format!("tab-{tab}")) {
+            Ok(o) => o,
+            Err(e) => return failed_report(seed, e.to_string()),
+        };
+        let runtime = Runtime::new(host, owner, tools, provider, options.clone()).with_sabotage(sabotage);
+        let mut tab_driver = Tab {
+            executor: &executor,
+            clock: &clock,
+            storage: &tab_storage,
+            kill,
+            polls: 0,
+        };
+
+        // Open the page: the first tab starts the run; later ones wait for
+        // the dead tab's lease to expire and recover.
+        if tab > 0 {
+            clock.advance(ttl + Duration::from_secs(1));
+        }
+        if run_id.is_none() {
+            // A person sees a run that was created before the tab died.
+            let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
+            run_id = runs.first().map(|r| r.id.clone());
+        }
+        let outcome: Slot<Result<(), String>> = Slot::default();
+        match &run_id {
+            None => {
+                let rt = runtime.clone();
+                let out = outcome.clone();
+                let cfg = config.clone();
+                let sess = session.clone();
+                let id_slot: Slot<RunId> = Slot::default();
+                let ids = id_slot.clone();
+                executor.spawn(Box::pin(async move {
+                    match rt.start(&sess, "simulated prompt", cfg).await {
+                        Ok(id) => {
+                            ids.set(id);
+                            out.set(Ok(()));
+                        }
+                        Err(e) => out.set(Err(e.to_string())),
+                    }
+                }));
+                let alive = tab_driver.drive();
+                run_id = id_slot.take().or_else(|| {
+                    let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
+                    runs.first().map(|r| r.id.clone())
+                });
+                if !alive {
+                    report.crash_points += 1;
+                    if run_id.is_none() {
+                        // Killed before the run existed: start again in the next tab.
+                        continue;
+                    }
+                }
+            }
+            Some(_) => {
+                let rt = runtime.clone();
+                let out = outcome.clone();
+                executor.spawn(Box::pin(async move {
+                    let r = rt.recover().await.map(|_| ()).map_err(|e| e.to_string());
+                    out.set(r);
+                }));
+                if !tab_driver.drive() {
+                    report.crash_points += 1;
+                    snapshot_check(&*storage, &mut snapshot, &mut report);
+                    continue;
+                }
+            }
+        }
+        let Some(id) = run_id.clone() else {
+            report.violations.push("the run was never created".into());
+            return report;
+        };
+        if let Some(Err(e)) = outcome.take() {
+            report.violations.push(format!("tab {tab}: opening failed: {e}"));
+        }
+
+        // Act as a person until the run is final, or the tab dies.
+        let mut died = false;
+        for _ in 0..12 {
+            let Ok((run, _)) = read(crate::store::load_run(&*storage, &id)) else {
+                report.violations.push("the run record disappeared".into());
+                return report;
+            };
+            if run.status.is_final() {
+                break;
+            }
+            let pending: Vec<PendingRequest> = read(crate::store::pending_of(&*storage, &id)).unwrap_or_default();
+            let rt = runtime.clone();
+            let run_key = id.clone();
+            let action: Option<futures::future::BoxFuture<'static, ()>> = match run.status {
+                RunStatus::AwaitingApproval => pending
+                    .iter()
+                    .find(|p| matches!(p.kind, PendingKind::Approval { .. }))
+                    .map(|p| {
+                        let req = p.id.clone();
+                        Box::pin(async move {
+                            let _ = rt.approve(&run_key, &req).await;
+                        }) as _
+                    }),
+                RunStatus::AwaitingInput => pending
+                    .iter()
+                    .find(|p| matches!(p.kind, PendingKind::Input { .. }))
+                    .map(|p| {
+                        let req = p.id.clone();
+                        Box::pin(async move {
+                            let _ = rt.respond(&run_key, &req, "yes").await;
+                        }) as _
+                    }),
+                RunStatus::Interrupted => {
+                    let decision = pending.iter().find_map(|p| match &p.kind {
+                        PendingKind::Decision { call_id, .. } => Some(call_id.clone()),
+                        _ => None,
+                    });
+                    Some(match decision {
+                        // A person checks the ticket system: if the ticket is there the
+                        // call is marked done, otherwise it is retried.
+                        Some(call) => {
+                            let choice = if log.executed(id.as_str(), call.as_str()) {
+                                Choice::MarkDone
+                            } else {
+                                Choice::RetryAnyway
+                            };
+                            Box::pin(async move {
+                                let _ = rt.decide(&run_key, &call, choice).await;
+                            }) as _
+                        }
+                        None => Box::pin(async move {
+                            let _ = rt.resume(&run_key).await;
+                        }) as _,
+                    })
+                }
+                // Running with nothing left to drive: the supervisor died (for
+                // example its lease was lost); recover it like a reload would.
+                RunStatus::Running => Some(Box::pin(async move {
+                    let _ = rt.recover().await;
+                }) as _),
+                _ => None,
+            };
+            let Some(action) = action else {
+                report
+                    .violations
+                    .push(format!("run is {} with no pending request to answer", run.status));
+                break;
+            };
+            executor.spawn(action);
+            if !tab_driver.drive() {
+                died = true;
+                break;
+            }
+        }
+        if died {
+            report.crash_points += 1;
+        }
+        snapshot_check(&*storage, &mut snapshot, &mut report);
+        if !died {
+            break;
+        }
+    }
+    final_check(&*storage, run_id.as_ref(), &log, &mut report);
+    report
+}
+
+fn failed_report(seed: u64, why: String) -> SimReport {
+    SimReport {
+        seed,
+        violations: vec![format!("setup failed: {why}")],
+        ..SimReport::default()
+    }
+}
+
+/// A value a spawned task hands back.
+struct Slot<T>(Arc<Mutex<Option<T>>>);
+impl<T> Clone for Slot<T> {
+    fn clone(&self) -> Self {
+        Slot(self.0.clone())
+    }
+}
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot(Arc::new(Mutex::new(None)))
+    }
+}
+impl<T> Slot<T> {
+    fn set(&self, v: T) {
+        if let Ok(mut s) = self.0.lock() {
+            *s = Some(v);
+        }
+    }
+    fn take(&self) -> Option<T> {
+        self.0.lock().ok().and_then(|mut s| s.take())
+    }
+}
+
+struct Tab<'a> {
+    executor: &'a SimExecutor,
+    clock: &'a ManualClock,
+    storage: &'a TabStorage,
+    kill: Kill,
+    polls: u64,
+}
+
+impl Tab<'_> {
+    /// Run the tab until nothing is ready and no sleep is pending (true), or
+    /// until it is killed (false: every task dropped, nothing released).
+    fn drive(&mut self) -> bool {
+        loop {
+            if self.storage.dead.load(Ordering::SeqCst) {
+                self.executor.kill();
+                return false;
+            }
+            if let Kill::AfterPolls(n) = self.kill
+                && self.polls >= n
+            {
+                self.storage.dead.store(true, Ordering::SeqCst);
+                self.executor.kill();
+                return false;
+            }
+            if self.executor.step() {
+                self.polls += 1;
+                continue;
+            }
+            match self.clock.next_deadline() {
+                Some(deadline) => self.clock.advance(deadline.saturating_sub(self.clock.monotonic())),
+                None => return true,
+            }
+        }
+    }
+}
+
+fn snapshot_check(storage: &dyn Storage, snap: &mut Snapshot, report: &mut SimReport) {
+    for table in PER_TABLE {
+        let now: BTreeSet<String> = read(storage.scan_prefix(table, ""))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        if let Some(before) = snap.keys.get(&table) {
+            for lost in before.difference(&now) {
+                report
+                    .violations
+                    .push(format!("record {lost} of table {} was lost", table.as_str()));
+            }
+        }
+        snap.keys.insert(table, now);
+    }
+    let journal: Vec<JournalRecord> = read(storage.scan_records("")).unwrap_or_default();
+    for rec in &journal {
+        let key = format!("{}/{}", rec.run, rec.call_id);
+        if let Some(result) = snap.committed.get(&key)
+            && (rec.state != CallState::Committed || &rec.result != result)
+        {
+            report
+                .violations
+                .push(format!("committed call {key} changed to {:?}", rec.state));
+        }
+        if rec.state == CallState::Committed {
+            snap.committed.insert(key, rec.result.clone());
+        }
+    }
+    let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
+    if let Some(run) = runs.first() {
+        if !run.usage.dominates(&snap.usage) {
+            report
+                .violations
+                .push(format!("usage decreased from {:?} to {:?}", snap.usage, run.usage));
+        }
+        snap.usage = run.usage;
+    }
+}
+
+fn final_check(storage: &dyn Storage, run_id: Option<&RunId>, log: &ToolLog, report: &mut SimReport) {
+    report.violations.extend(log.violations());
+    let Some(id) = run_id else {
+        report.violations.push("no run was started".into());
+        return;
+    };
+    let Ok((run, _)) = read(crate::store::load_run(storage, id)) else {
+        report.violations.push("the run record is missing".into());
+        return;
+    };
+    report.final_status = Some(run.status);
+    // The non-idempotent effect ran at most once per call.
+    let mut tickets: BTreeMap<String, u32> = BTreeMap::new();
+    for e in log.executions().iter().filter(|e| e.tool == "send_ticket") {
+        *tickets.entry(e.call.clone()).or_default() += 1;
+    }
+    for (call, n) in tickets {
+        if n > 1 {
+            report
+                .violations
+                .push(format!("non-idempotent call {call} ran {n} times"));
+        }
+    }
+    // Final, or clearly blocked on the person.
+    let pending: Vec<PendingRequest> = read(crate::store::pending_of(storage, id)).unwrap_or_default();
+    let blocked = match run.status {
+        RunStatus::AwaitingApproval | RunStatus::AwaitingInput => !pending.is_empty(),
+        RunStatus::Interrupted => pending.iter().any(|p| matches!(p.kind, PendingKind::Decision { .. })),
+        _ => false,
+    };
+    if !run.status.is_final() && !blocked {
+        report
+            .violations
+            .push(format!("run ended {} and is not clearly blocked", run.status));
+    }
+    // An uncertain effect is effect_unknown or decided by the person, never replayed.
+    let journal: Vec<JournalRecord> = read(crate::store::journal_of(storage, id)).unwrap_or_default();
+    for rec in &journal {
+        if rec.state == CallState::Running && run.status.is_final() {
+            report
+                .violations
+                .push(format!("call {} is still running in a final run", rec.call_id));
+        }
+    }
+    // Legal status history.
+    for pair in run.status_history.windows(2) {
+        if !pair[0].can_transition_to(pair[1]) {
+            report
+                .violations
+                .push(format!("illegal transition {} -> {}", pair[0], pair[1]));
+        }
+    }
+    // Activities gap-free, monotonic, and agreeing with the status history.
+    let activities: Vec<Activity> = read(storage.scan_records(&format!("{id}/"))).unwrap_or_default();
+    let mut last_at = 0;
+    let mut statuses = vec![RunStatus::Running];
+    for (i, a) in activities.iter().enumerate() {
+        if a.seq != i as u64 {
+            report.violations.push(format!("activity gap at {i} (found {})", a.seq));
+            break;
+        }
+        if a.at_ms < last_at {
+            report.violations.push(format!("activity {i} goes back in time"));
+        }
+        last_at = a.at_ms;
+        if let ActivityKind::StatusChanged { to, .. } = &a.kind {
+            statuses.push(*to);
+        }
+    }
+    if activities.len() as u64 != run.next_activity {
+        report.violations.push("next_activity does not match the activities".into());
+    }
+    if statuses != run.status_history {
+        report
+            .violations
+            .push("status history and status activities disagree".into());
+    }
+}

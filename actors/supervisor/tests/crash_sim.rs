@@ -1,0 +1,82 @@
+//! The crash simulator (issue 3 item 7) on the memory host: at least 1,000
+//! seeds with zero violations, and the sabotage switch proving that the
+//! simulator can fail. `CRASH_SIM_SEED=<n>` replays one seed alone.
+
+use std::sync::Arc;
+
+use agent_kernel::host::Storage;
+use agent_kernel::memory::MemoryStorage;
+use agent_supervisor::Sabotage;
+use agent_supervisor::sim::{run_seed, run_seeds};
+
+fn memory() -> Arc<dyn Storage> {
+    Arc::new(MemoryStorage::new())
+}
+
+#[test]
+fn crash_sim_thousand_seeds_no_violations() {
+    if let Ok(seed) = std::env::var("CRASH_SIM_SEED") {
+        let seed: u64 = seed.parse().expect("CRASH_SIM_SEED must be a number");
+        let report = run_seed(seed, &memory, Sabotage::default());
+        println!("{report:#?}");
+        assert!(report.violations.is_empty());
+        return;
+    }
+    let summary = run_seeds(0..1000, memory, Sabotage::default());
+    println!("{summary}");
+    for (seed, v) in summary.violations.iter().take(20) {
+        println!("seed {seed}: {v}");
+    }
+    assert_eq!(summary.seeds, 1000);
+    assert!(summary.crash_points >= 1000, "every seed kills at least one tab");
+    assert!(summary.violations.is_empty());
+}
+
+#[test]
+fn crash_sim_detects_dispatch_before_running_is_durable() {
+    let sabotage = Sabotage {
+        dispatch_before_running: true,
+        ..Sabotage::default()
+    };
+    let summary = run_seeds(0..200, memory, sabotage);
+    println!("sabotaged (dispatch before running): {summary}");
+    assert!(!summary.violations.is_empty(), "the simulator must catch the sabotage");
+}
+
+#[test]
+fn crash_sim_detects_unsafe_retry_on_resume() {
+    let sabotage = Sabotage {
+        retry_unsafe_on_resume: true,
+        ..Sabotage::default()
+    };
+    let summary = run_seeds(0..200, memory, sabotage);
+    println!("sabotaged (unsafe retry): {summary}");
+    assert!(!summary.violations.is_empty(), "the simulator must catch the sabotage");
+}
+
+#[test]
+#[ignore]
+fn crash_sim_violation_kinds() {
+    let summary = run_seeds(0..1000, memory, Sabotage::default());
+    let mut kinds = std::collections::BTreeMap::new();
+    for (seed, v) in &summary.violations {
+        let k: String = v.chars().filter(|c| !c.is_ascii_digit()).collect();
+        kinds.entry(k).or_insert((*seed, v.clone()));
+    }
+    for (k, (seed, v)) in kinds {
+        println!("{seed}: {v}   [{k}]");
+    }
+}
+
+#[test]
+#[ignore]
+fn crash_sim_final_statuses() {
+    let mut counts = std::collections::BTreeMap::new();
+    let mut points = 0;
+    for seed in 0..300 {
+        let r = run_seed(seed, &memory, Sabotage::default());
+        points += r.crash_points;
+        *counts.entry(format!("{:?}", r.final_status)).or_insert(0) += 1;
+    }
+    println!("{counts:?} points {points}");
+}
