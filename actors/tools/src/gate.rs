@@ -3,6 +3,10 @@
 //! arguments, schema, target), then the capability. Shared by the tools actor
 //! and by every actor made with `spawn_tool` or the plugin module.
 
+// Refusals are `ToolResult`s because the protocol answers `Prepare` with
+// `Result<PreparedCall, ToolResult>`: they go to the model as they are.
+#![allow(clippy::result_large_err)]
+
 use agent_capabilities::{Capability, CapabilityError, Caveat, EffectRequest, Fingerprint, Uses};
 use agent_kernel::protocol::{InvocationDraft, ToolDefinition, ToolInvocation, ToolResult};
 

@@ -4,6 +4,10 @@
 //! wrapping their results (S5.2–S5.4, S5.8). The registry changes only
 //! through this actor's control handle, so no lock guards its state.
 
+// Refusals are `ToolResult`s because the protocol answers `Prepare` with
+// `Result<PreparedCall, ToolResult>`: they go to the model as they are.
+#![allow(clippy::result_large_err)]
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 

@@ -234,7 +234,7 @@ async fn secret_marker_reaches_the_server_and_nothing_else() {
     let m = trusted(m);
     let storage = MemoryStorage::new();
     let (_tools, run) = setup(
-        &[m.clone()],
+        std::slice::from_ref(&m),
         secrets.clone(),
         ToolsOptions::default(),
         "run-secret",
@@ -307,7 +307,7 @@ async fn rug_pull_one_character_of_description_needs_approval_again() {
         )],
     ));
     let (tools, run) = setup(
-        &[original.clone()],
+        std::slice::from_ref(&original),
         no_secrets(),
         ToolsOptions::default(),
         "run-rug",
@@ -821,7 +821,7 @@ async fn a_secret_bound_elsewhere_is_credential_exposure() {
     });
     let m = trusted(m);
     let (_t, run) = setup(
-        &[m.clone()],
+        std::slice::from_ref(&m),
         secrets.clone(),
         ToolsOptions::default(),
         "run-exp",
@@ -963,7 +963,7 @@ async fn large_plugin_results_are_spilled_with_a_bounded_summary() {
         ..ToolsOptions::default()
     };
     let (_t, run) = setup(
-        &[m.clone()],
+        std::slice::from_ref(&m),
         no_secrets(),
         options,
         "run-big",
