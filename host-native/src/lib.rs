@@ -12,6 +12,7 @@
 //! SQLite binding with prepared-statement caching and `RETURNING` support;
 //! tokio because every other native crate here (axum, reqwest) runs on it.
 
+pub mod app;
 pub mod config;
 pub mod host;
 pub mod process;

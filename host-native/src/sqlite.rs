@@ -68,11 +68,20 @@ pub type CommitHook = Arc<dyn Fn(&Batch) -> Result<(), StorageError> + Send + Sy
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
+/// Where SQLite calls run.
+enum Backend {
+    /// On the store's own connection thread (the default).
+    Thread(Mutex<mpsc::Sender<Job>>),
+    /// On the calling thread: for the deterministic simulator, whose
+    /// single-threaded executor must not wait on another thread.
+    Inline(Mutex<Connection>),
+}
+
 /// Storage in one SQLite file. Cheap to share behind an `Arc`; dropping the
 /// last handle closes the connection thread.
 pub struct SqliteStorage {
     path: PathBuf,
-    jobs: Mutex<mpsc::Sender<Job>>,
+    backend: Backend,
     liveness: LivenessCheck,
     hook: Mutex<Option<CommitHook>>,
     commits: AtomicU64,
@@ -284,7 +293,22 @@ impl SqliteStorage {
         })??;
         Ok(Self {
             path,
-            jobs: Mutex::new(tx),
+            backend: Backend::Thread(Mutex::new(tx)),
+            liveness,
+            hook: Mutex::new(None),
+            commits: AtomicU64::new(0),
+        })
+    }
+
+    /// Open the database with SQLite calls made on the calling thread, for
+    /// the deterministic simulator only (its executor cannot wait for
+    /// another thread). Never use this under tokio: it blocks the executor.
+    pub fn open_inline(path: impl AsRef<Path>, liveness: LivenessCheck) -> Result<Self, OpenError> {
+        let path = path.as_ref().to_owned();
+        let conn = open_connection(&path)?;
+        Ok(Self {
+            path,
+            backend: Backend::Inline(Mutex::new(conn)),
             liveness,
             hook: Mutex::new(None),
             commits: AtomicU64::new(0),
@@ -313,19 +337,25 @@ impl SqliteStorage {
         &self,
         f: impl FnOnce(&mut Connection, &Path) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
+        let stopped = || {
+            StorageError::Unavailable(
+                "the SQLite storage thread has stopped; restart agentrt".to_owned(),
+            )
+        };
+        let jobs = match &self.backend {
+            Backend::Inline(conn) => {
+                let mut conn = conn.lock().map_err(|_| stopped())?;
+                return f(&mut conn, &self.path);
+            }
+            Backend::Thread(jobs) => jobs,
+        };
         let (tx, rx) = oneshot::channel();
         let path = self.path.clone();
         let job: Job = Box::new(move |conn| {
             // Ignored on purpose: a caller that stopped waiting needs no answer.
             let _ = tx.send(f(conn, &path));
         });
-        let stopped = || {
-            StorageError::Unavailable(
-                "the SQLite storage thread has stopped; restart agentrt".to_owned(),
-            )
-        };
-        self.jobs
-            .lock()
+        jobs.lock()
             .map_err(|_| stopped())?
             .send(job)
             .map_err(|_| stopped())?;

@@ -1,0 +1,354 @@
+//! The wired native runtime: a [`NativeHost`], the tools actor with every
+//! tool actor registered (JavaScript, document extraction, workspace and
+//! Artifacts, `fetch_url`, configured HTTP plugins), and the supervisor's
+//! [`Runtime`] whose leases the host's heartbeat renews.
+//!
+//! A run's model provider is recorded beside it ([`Launch`], `Table::Meta`
+//! key `agentrt/launch/<run>`), so that a later process (`approve`, `resume`)
+//! talks to the same model. The record holds no secret: an API key is named
+//! by its environment variable and read again by that process.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agent_fetch::{FetchActor, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader};
+use agent_kernel::host::{BlobRef, LeaseGuard, Record, Storage, StorageError, StorageExt, Table};
+use agent_kernel::{RunId, SessionId};
+use agent_supervisor::{
+    ModelProvider, OpenAiConfig, OpenAiProvider, RunError, Runtime, RuntimeOptions, Scenario,
+    ScriptedProvider,
+};
+use agent_tools::builtin::document::{
+    DocumentOrigin, DocumentSource, DocumentSourceError, DocumentTool, SourceDocument,
+};
+use agent_tools::builtin::javascript::JavascriptTool;
+use agent_tools::{Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools};
+use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspacePath, WorkspaceSpill};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::host::{HostError, NativeHost, NativeHostOptions};
+
+/// Building the runtime failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppError {
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error("cannot register the tools: {0}")]
+    Tools(String),
+    #[error("plugin {id}: {detail}")]
+    Plugin { id: String, detail: String },
+    #[error("model provider: {0}")]
+    Provider(String),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(
+        "run {0} has no launch record (it was not started by agentrt); it cannot be continued from the command line"
+    )]
+    NoLaunch(RunId),
+}
+
+/// Which model a run talks to, as recorded beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProviderSpec {
+    /// A scripted scenario, stored as a blob.
+    Scripted { scenario: BlobRef },
+    /// An OpenAI-compatible endpoint; the key is read from `api_key_env`.
+    OpenaiCompatible {
+        base_url: String,
+        model: String,
+        #[serde(default)]
+        api_key_env: Option<String>,
+    },
+}
+
+/// The launch record of a run started by agentrt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    pub run: RunId,
+    pub provider: ProviderSpec,
+    /// True for `agentrt demo` runs.
+    #[serde(default)]
+    pub demo: bool,
+}
+
+impl Record for Launch {
+    const TABLE: Table = Table::Meta;
+    fn key(&self) -> String {
+        Launch::key_of(&self.run)
+    }
+}
+
+impl Launch {
+    pub fn key_of(run: &RunId) -> String {
+        format!("agentrt/launch/{run}")
+    }
+
+    /// The launch record of `run`, if agentrt started it.
+    pub async fn load(storage: &dyn Storage, run: &RunId) -> Result<Option<Launch>, StorageError> {
+        storage.get_record(&Launch::key_of(run)).await
+    }
+}
+
+/// Build the model provider a spec names.
+pub async fn provider_for(
+    spec: &ProviderSpec,
+    storage: &dyn Storage,
+    clock: Arc<dyn agent_kernel::host::Clock>,
+) -> Result<Arc<dyn ModelProvider>, AppError> {
+    match spec {
+        ProviderSpec::Scripted { scenario } => {
+            let bytes = storage
+                .get_blob(&scenario.hash)
+                .await?
+                .ok_or_else(|| AppError::Provider(format!("scenario blob {} is missing", scenario.hash)))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| AppError::Provider("stored scenario is not UTF-8".into()))?;
+            let scenario = Scenario::from_json(&text).map_err(|e| AppError::Provider(e.to_string()))?;
+            Ok(Arc::new(ScriptedProvider::new(scenario, clock)))
+        }
+        ProviderSpec::OpenaiCompatible {
+            base_url,
+            api_key_env,
+            ..
+        } => {
+            let mut config = OpenAiConfig::new(base_url.clone());
+            if let Some(var) = api_key_env {
+                config.api_key = Some(std::env::var(var).map_err(|_| {
+                    AppError::Provider(format!(
+                        "environment variable {var} (the API key) is not set; export it and retry"
+                    ))
+                })?);
+            }
+            Ok(Arc::new(
+                OpenAiProvider::new(config, clock).map_err(|e| AppError::Provider(e.to_string()))?,
+            ))
+        }
+    }
+}
+
+/// Reads documents for `extract_document` from the session's workspace.
+struct WorkspaceDocuments {
+    directory: WorkspaceDirectory,
+}
+
+#[async_trait::async_trait]
+impl DocumentSource for WorkspaceDocuments {
+    async fn read(
+        &self,
+        session: &SessionId,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<SourceDocument, DocumentSourceError> {
+        let not_found = || DocumentSourceError::NotFound {
+            path: path.to_owned(),
+        };
+        let parsed = WorkspacePath::parse(path).map_err(|_| not_found())?;
+        let actors = self.directory.get(session).ok_or_else(|| {
+            DocumentSourceError::Unavailable(format!("the workspace of session {session} is not open"))
+        })?;
+        let entry = actors
+            .workspace
+            .stat(&parsed)
+            .await
+            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?
+            .ok_or_else(not_found)?;
+        if entry.size > max_bytes as u64 {
+            return Err(DocumentSourceError::TooLarge {
+                path: path.to_owned(),
+                size: entry.size,
+                limit: max_bytes,
+            });
+        }
+        let (entry, bytes) = actors
+            .workspace
+            .read(&parsed)
+            .await
+            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?;
+        let origin = match entry.source {
+            agent_workspace::Source::User => DocumentOrigin::User,
+            agent_workspace::Source::Tool { .. } => DocumentOrigin::Runtime,
+            _ => DocumentOrigin::External,
+        };
+        Ok(SourceDocument {
+            bytes,
+            mime: Some(entry.mime),
+            origin,
+        })
+    }
+}
+
+/// Options for [`App::open`].
+#[derive(Clone, Default)]
+pub struct AppOptions {
+    pub config: Config,
+    /// A URL policy replacing the public-web one (tests: loopback servers).
+    pub url_policy: Option<UrlPolicy>,
+}
+
+/// The native runtime, wired.
+pub struct App {
+    native: NativeHost,
+    runtime: Runtime,
+    tools: ToolsHandle,
+    workspaces: WorkspaceDirectory,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("native", &self.native).finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// Open the host over `data_dir`, spawn and register every tool actor,
+    /// and build the runtime talking to `provider`.
+    pub async fn open(
+        data_dir: &Path,
+        options: AppOptions,
+        provider: Arc<dyn ModelProvider>,
+    ) -> Result<App, AppError> {
+        let mut host_options = NativeHostOptions::default();
+        if let Some(ttl) = options.config.lease_ttl {
+            host_options.lease_ttl = ttl;
+        }
+        let native = NativeHost::open_with(data_dir, host_options).await?;
+        Self::on_host(native, options, provider).await
+    }
+
+    /// Like [`App::open`] over an already opened host.
+    pub async fn on_host(
+        native: NativeHost,
+        options: AppOptions,
+        provider: Arc<dyn ModelProvider>,
+    ) -> Result<App, AppError> {
+        let host = native.host().clone();
+        let workspaces = WorkspaceDirectory::new();
+        let mut tools: Vec<ToolRegistration> = Vec::new();
+
+        let js = JavascriptTool::native(host.executor.clone(), host.clock.clone())
+            .spawn(None)
+            .map_err(AppError::Tools)?;
+        tools.push(ToolRegistration::builtin(
+            agent_tools::builtin::javascript::definition(),
+            js,
+        ));
+        let documents = DocumentTool::new(
+            host.executor.clone(),
+            host.clock.clone(),
+            Arc::new(WorkspaceDocuments {
+                directory: workspaces.clone(),
+            }),
+        )
+        .spawn(None)
+        .map_err(AppError::Tools)?;
+        tools.push(ToolRegistration::builtin(
+            agent_tools::builtin::document::definition(),
+            documents,
+        ));
+        for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone()) {
+            tools.push(ToolRegistration::builtin(definition, addr));
+        }
+        let policy = options.url_policy.clone().unwrap_or_else(|| {
+            UrlPolicy::public_web(Arc::new(SystemResolver::new(host.executor.clone())))
+        });
+        let reader_config = match &options.config.reader {
+            Some(r) => FetchReaderConfig {
+                jina_base: Some(r.endpoint.trim_end_matches('/').to_owned()),
+                jina_key: r.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
+            },
+            None => FetchReaderConfig::direct_only(),
+        };
+        let reader = WebReader::new(policy, reader_config, Default::default(), host.clock.clone());
+        let (fetch, _canceller) = FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
+            .spawn(host.executor.as_ref(), None);
+        tools.push(ToolRegistration::builtin(agent_fetch::fetch_url_definition(), fetch));
+        let secrets = options.config.secret_resolver();
+        for manifest in &options.config.plugins {
+            let regs = agent_tools::spawn_plugin(
+                host.executor.clone(),
+                host.clock.clone(),
+                manifest,
+                secrets.clone(),
+            )
+            .map_err(|e| AppError::Plugin {
+                id: manifest.id.clone(),
+                detail: e.to_string(),
+            })?;
+            tools.extend(regs);
+        }
+        let mut registry = Registry::new();
+        registry
+            .register_all(tools)
+            .map_err(|e| AppError::Tools(e.to_string()))?;
+        let spill = WorkspaceSpill::new(workspaces.clone(), SpillTarget::Workspace);
+        let tools = spawn_tools(
+            host.executor.clone(),
+            host.clock.clone(),
+            registry,
+            ToolsOptions {
+                spill: Some(Arc::new(spill)),
+                ..ToolsOptions::default()
+            },
+        );
+        let runtime_options = RuntimeOptions {
+            lease_ttl: native.lease_ttl(),
+            ..RuntimeOptions::default()
+        };
+        let runtime = Runtime::new(
+            host,
+            native.owner().clone(),
+            tools.addr.clone(),
+            provider,
+            runtime_options,
+        );
+        native.keep_renewed(runtime.leases());
+        Ok(App {
+            native,
+            runtime,
+            tools,
+            workspaces,
+        })
+    }
+
+    pub fn native(&self) -> &NativeHost {
+        &self.native
+    }
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+    pub fn tools(&self) -> &ToolsHandle {
+        &self.tools
+    }
+    pub fn workspaces(&self) -> &WorkspaceDirectory {
+        &self.workspaces
+    }
+
+    /// Take the session's lease for this process (refused with
+    /// `LeaseError::Held` while another live process holds it) and open its
+    /// workspace with that lease's fence. Keep the guard while working.
+    pub async fn open_session(&self, session: &SessionId) -> Result<LeaseGuard, AppError> {
+        let guard = self
+            .runtime
+            .leases()
+            .acquire(session)
+            .await
+            .map_err(RunError::from)?;
+        if self.workspaces.get(session).is_none() {
+            self.workspaces
+                .open(self.native.host(), guard.fence(), Quotas::default());
+        }
+        Ok(guard)
+    }
+
+    /// Record how `run` talks to its model.
+    pub async fn record_launch(&self, launch: &Launch) -> Result<(), AppError> {
+        let batch = agent_kernel::host::Batch::new().put_record(launch)?;
+        self.native.host().storage.commit(batch).await?;
+        Ok(())
+    }
+}
