@@ -494,6 +494,19 @@ pub fn spawn_plugin(
         .collect())
 }
 
+/// True when the request certainly never left (no connection, bad request).
+fn failed_before_sending(e: &reqwest::Error) -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        e.is_connect() || e.is_builder()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        // The browser's fetch does not say whether the request was sent.
+        e.is_builder()
+    }
+}
+
 fn encode_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
@@ -711,7 +724,7 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
             );
         }
         Ok(Err(e)) => {
-            let before_send = e.is_connect() || e.is_builder();
+            let before_send = failed_before_sending(&e);
             return failure(
                 state,
                 tool,
