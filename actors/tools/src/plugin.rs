@@ -446,6 +446,8 @@ pub fn spawn_plugin(
     let trusted = manifest.trusted
         && manifest.expected_fingerprint.as_ref() == Some(&manifest.fingerprint()?);
     let defs: Vec<ToolDefinition> = functions.values().map(|f| f.def.clone()).collect();
+    // Natively every field is Send + Sync; on wasm32 nothing needs to be.
+    #[allow(clippy::arc_with_non_send_sync)]
     let state = Arc::new(PluginState {
         id: manifest.id.clone(),
         base_url: manifest.base_url.trim_end_matches('/').to_owned(),
