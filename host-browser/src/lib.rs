@@ -5,6 +5,7 @@
 //! - [`locks`]: session leases across tabs (Web Locks or a localStorage
 //!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
 //! - [`page`]: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
+//! - [`worker`]: the dedicated Worker that runs `run_javascript` (S5.7);
 //! - [`platform`]: clock, entropy and executor from the browser;
 //!
 //! Everything that touches the browser compiles only for `wasm32`; natively
@@ -22,3 +23,5 @@ pub mod locks;
 pub mod page;
 #[cfg(target_arch = "wasm32")]
 pub mod platform;
+#[cfg(target_arch = "wasm32")]
+pub mod worker;
