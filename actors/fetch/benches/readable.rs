@@ -1,2 +1,182 @@
-//! Placeholder replaced below.
-fn main() {}
+//! Readable-text extraction throughput (S8.2's HTML path: decode, dom_smoothie
+//! readability to Markdown, the 40,000-character cut) over a corpus of
+//! generated article pages of 50–300 KB each, with navigation, inline
+//! scripts and styles, comments, nested markup, sidebars and footers.
+//! Run: `cargo bench -p agent-fetch --bench readable`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+/// A small deterministic generator (SplitMix64), so every run sees the same corpus.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the", "runtime", "agent", "reads", "public", "pages", "through", "a", "policy", "that",
+    "checks", "every", "address", "before", "connecting", "and", "researchers", "found", "that",
+    "readability", "heuristics", "score", "paragraphs", "by", "their", "commas", "length",
+    "density", "of", "links", "within", "them", "while", "navigation", "menus", "sidebars",
+    "footers", "are", "discarded", "because", "they", "rarely", "carry", "the", "story", "itself",
+    "économie", "naïve", "Zürich", "données",
+];
+
+fn sentence(rng: &mut Rng) -> String {
+    let n = 8 + rng.below(18);
+    let mut s = String::new();
+    for i in 0..n {
+        if i > 0 {
+            s.push(if rng.below(9) == 0 { ',' } else { ' ' });
+            if s.ends_with(',') {
+                s.push(' ');
+            }
+        }
+        s.push_str(WORDS[rng.below(WORDS.len())]);
+    }
+    s.push('.');
+    s
+}
+
+fn paragraph(rng: &mut Rng) -> String {
+    let mut p = String::from("<p>");
+    for _ in 0..(2 + rng.below(5)) {
+        if rng.below(6) == 0 {
+            p.push_str(&format!("<a href=\"/wiki/{}\">{}</a> ", rng.next() % 10_000, sentence(rng)));
+        } else if rng.below(8) == 0 {
+            p.push_str(&format!("<em>{}</em> <strong>{}</strong> ", sentence(rng), sentence(rng)));
+        } else {
+            p.push_str(&sentence(rng));
+            p.push(' ');
+        }
+    }
+    p.push_str("</p>\n");
+    p
+}
+
+/// One article page of about `target` bytes.
+fn page(seed: u64, target: usize) -> String {
+    let mut rng = Rng(seed);
+    let mut html = String::with_capacity(target + 16 * 1024);
+    html.push_str("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">");
+    html.push_str(&format!("<title>Article {seed}: how public web reads stay bounded</title>"));
+    html.push_str("<meta name=\"description\" content=\"A long article.\">");
+    html.push_str("<style>body{font-family:sans-serif}.nav a{margin:0 4px}.ad{display:none}</style>");
+    // Analytics and hydration scripts: large and irrelevant.
+    html.push_str("<script>window.__STATE__ = {\"items\":[");
+    for i in 0..(200 + rng.below(400)) {
+        html.push_str(&format!("{{\"id\":{i},\"v\":\"{}\"}},", rng.next()));
+    }
+    html.push_str("]};</script><script async src=\"/analytics.js\"></script></head><body>");
+    // Header navigation with many links.
+    html.push_str("<header><div class=\"nav\"><ul>");
+    for i in 0..(60 + rng.below(60)) {
+        html.push_str(&format!("<li><a href=\"/section/{i}\">Section {i}</a></li>"));
+    }
+    html.push_str("</ul></div></header><!-- begin main content: rendered by template v2 -->");
+    html.push_str("<div id=\"page\"><div class=\"layout\"><aside class=\"sidebar\"><h3>Trending</h3><ul>");
+    for i in 0..(20 + rng.below(20)) {
+        html.push_str(&format!("<li><a href=\"/t/{i}\">{}</a></li>", sentence(&mut rng)));
+    }
+    html.push_str("</ul><div class=\"ad\">Advertisement</div></aside>");
+    html.push_str("<main><article class=\"post-content\"><h1>How public web reads stay bounded</h1>");
+    html.push_str("<p class=\"byline\">By A. Writer</p>");
+    let mut section = 0;
+    while html.len() < target {
+        if rng.below(7) == 0 {
+            section += 1;
+            html.push_str(&format!("<h2>Section {section}</h2>"));
+        }
+        match rng.below(12) {
+            0 => {
+                html.push_str("<ul>");
+                for _ in 0..(3 + rng.below(5)) {
+                    html.push_str(&format!("<li>{}</li>", sentence(&mut rng)));
+                }
+                html.push_str("</ul>");
+            }
+            1 => {
+                html.push_str("<table><tr><th>Limit</th><th>Value</th></tr>");
+                for _ in 0..(3 + rng.below(4)) {
+                    html.push_str(&format!("<tr><td>{}</td><td>{}</td></tr>", WORDS[rng.below(WORDS.len())], rng.next() % 1000));
+                }
+                html.push_str("</table>");
+            }
+            2 => html.push_str(&format!(
+                "<figure><img src=\"/img/{}.jpg\" alt=\"figure\"><figcaption>{}</figcaption></figure>",
+                rng.next() % 1000,
+                sentence(&mut rng)
+            )),
+            3 => html.push_str(&format!("<!-- {} -->", sentence(&mut rng))),
+            4 => html.push_str(&format!(
+                "<div class=\"inline-note\"><div><span>{}</span></div></div>",
+                sentence(&mut rng)
+            )),
+            _ => html.push_str(&paragraph(&mut rng)),
+        }
+    }
+    html.push_str("</article><section class=\"comments\"><h3>Comments</h3>");
+    for _ in 0..(5 + rng.below(10)) {
+        html.push_str(&format!("<div class=\"comment\"><p>{}</p></div>", sentence(&mut rng)));
+    }
+    html.push_str("</section></main></div></div><footer><ul>");
+    for i in 0..40 {
+        html.push_str(&format!("<li><a href=\"/about/{i}\">About {i}</a></li>"));
+    }
+    html.push_str("</ul><p>Copyright.</p></footer><script>trackPageView();</script></body></html>");
+    html
+}
+
+fn corpus() -> Vec<Vec<u8>> {
+    [50, 80, 120, 160, 200, 240, 280, 300]
+        .iter()
+        .enumerate()
+        .map(|(i, kb)| page(i as u64 + 1, kb * 1024).into_bytes())
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let pages = corpus();
+    let total: usize = pages.iter().map(Vec::len).sum();
+    for p in &pages {
+        let len = p.len();
+        assert!((50 * 1024..=310 * 1024).contains(&len), "page of {len} bytes");
+        let out = agent_fetch::content::extract(Some("text/html; charset=utf-8"), p, "https://news.example/a", 40_000)
+            .expect("an article page is readable");
+        assert!(out.text.len() > 1_000, "extraction found too little text");
+        assert!(!out.text.contains("__STATE__"), "a script leaked into the text");
+    }
+    let mut group = c.benchmark_group("readable");
+    group.throughput(Throughput::Bytes(total as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(8));
+    group.bench_function("article_corpus_50_300kb", |b| {
+        b.iter(|| {
+            for p in &pages {
+                let out = agent_fetch::content::extract(
+                    Some("text/html; charset=utf-8"),
+                    black_box(p),
+                    "https://news.example/a",
+                    40_000,
+                );
+                black_box(out.map(|o| o.text.len()).unwrap_or(0));
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
