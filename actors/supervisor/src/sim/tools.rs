@@ -2,7 +2,9 @@
 //! (the real registry lives in `agent-tools`). Tools: `read_note` (read-only),
 //! `write_note` (idempotent local write), `send_ticket` (non-idempotent
 //! external write that counts), `slow_op` (read-only, takes clock time),
-//! `flaky_send` (its effect may have happened), `fail_op` (always fails).
+//! `slow_ticket` (non-idempotent, takes clock time), `flaky_send` (on its
+//! first attempt its effect may have happened; later attempts succeed),
+//! `fail_op` (always fails), `destroy_note` (destructive).
 //! Executions go to a [`ToolLog`] that outlives killed tabs, like an external
 //! system would.
 
@@ -137,6 +139,15 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 origin: "https://tickets.example".into(),
             },
             obj(json!({"title": {"type": "string"}}), &[]),
+        ),
+        def(
+            "slow_ticket",
+            &[EffectClass::WriteExternal],
+            Idempotency::NonIdempotent,
+            TargetRule::Endpoint {
+                origin: "https://tickets.example".into(),
+            },
+            obj(json!({"ms": {"type": "integer"}}), &["ms"]),
         ),
         def(
             "fail_op",
@@ -416,6 +427,16 @@ async fn dispatch(
             clock.sleep(Duration::from_millis(ms)).await;
             log.record(execution, false);
             ok("slow_op", json!({"slept_ms": ms}), Vec::new())
+        }
+        "slow_ticket" => {
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            clock.sleep(Duration::from_millis(ms)).await;
+            log.record(execution, true);
+            ok("slow_ticket", json!({"ticket": log.tickets()}), Vec::new())
+        }
+        "flaky_send" if draft.attempt > 1 => {
+            log.record(execution, true);
+            ok("flaky_send", json!({"ticket": log.tickets()}), Vec::new())
         }
         "flaky_send" => {
             log.record(execution, true);
