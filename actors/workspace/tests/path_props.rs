@@ -91,12 +91,18 @@ fn check_accepted(input: &str, path: &WorkspacePath) {
     assert!(!s.starts_with('/'), "absolute accepted: {input:?}");
     assert!(!s.contains('\\'), "backslash accepted: {input:?}");
     assert!(!s.contains(':'), "drive or colon accepted: {input:?}");
-    assert!(!s.chars().any(char::is_control), "control accepted: {input:?}");
+    assert!(
+        !s.chars().any(char::is_control),
+        "control accepted: {input:?}"
+    );
     assert!(s.len() <= MAX_PATH_BYTES);
     let segments: Vec<&str> = s.split('/').collect();
     assert!(segments.len() <= MAX_DEPTH);
     for seg in &segments {
-        assert!(!seg.is_empty() && *seg != "." && *seg != "..", "segment {seg:?} from {input:?}");
+        assert!(
+            !seg.is_empty() && *seg != "." && *seg != "..",
+            "segment {seg:?} from {input:?}"
+        );
         assert!(seg.len() <= MAX_SEGMENT_BYTES);
         assert!(!seg.ends_with('.') && !seg.ends_with(' '));
     }

@@ -121,8 +121,8 @@ fn refused() -> Vec<(String, &'static str)> {
     let long = vec!["a".repeat(200); 6].join("/");
     t.push((long, "path_too_long"));
     t.push(("a".repeat(MAX_PATH_BYTES * 4 + 1), "path_too_long"));
-    t.push((vec!["d"; MAX_DEPTH + 1].join("/"), "too_deep"));
-    t.push((vec!["d"; 100].join("/"), "too_deep"));
+    t.push((["d"; MAX_DEPTH + 1].join("/"), "too_deep"));
+    t.push((["d"; 100].join("/"), "too_deep"));
     t
 }
 
@@ -215,10 +215,10 @@ pub fn s7_1_limits_at_below_and_above() {
     ok(&path_of(MAX_PATH_BYTES));
     assert_eq!(code(&path_of(MAX_PATH_BYTES + 1)), "path_too_long");
     // Depth.
-    ok(&vec!["d"; MAX_DEPTH - 1].join("/"));
-    assert_eq!(ok(&vec!["d"; MAX_DEPTH].join("/")).depth(), MAX_DEPTH);
-    assert_eq!(code(&vec!["d"; MAX_DEPTH + 1].join("/")), "too_deep");
-    let e = WorkspacePath::parse(&vec!["d"; MAX_DEPTH + 1].join("/")).unwrap_err();
+    ok(&["d"; MAX_DEPTH - 1].join("/"));
+    assert_eq!(ok(&["d"; MAX_DEPTH].join("/")).depth(), MAX_DEPTH);
+    assert_eq!(code(&["d"; MAX_DEPTH + 1].join("/")), "too_deep");
+    let e = WorkspacePath::parse(&["d"; MAX_DEPTH + 1].join("/")).unwrap_err();
     assert_eq!(
         e.kind(),
         &PathErrorKind::TooDeep {
