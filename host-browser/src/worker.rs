@@ -324,7 +324,8 @@ impl ScriptWorker {
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
         live.pending.borrow_mut().insert(id, tx);
-        let text = serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
+        let text =
+            serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
         let message = js_sys::Object::new();
         let _ = js_sys::Reflect::set(&message, &"kind".into(), &"run".into());
         let _ = js_sys::Reflect::set(&message, &"id".into(), &JsValue::from_f64(id as f64));

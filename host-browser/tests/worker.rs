@@ -1,0 +1,162 @@
+//! The `run_javascript` Worker (S5.7) in headless Chromium: scripts run in
+//! QuickJS inside a dedicated Worker; the soft deadline (interrupt handler)
+//! keeps the Worker, the hard deadline terminates and replaces it.
+#![cfg(all(target_arch = "wasm32", feature = "runtime"))]
+
+use std::time::Duration;
+
+use agent_host_browser::worker::{ScriptRequest, ScriptResponse, ScriptWorker, WorkerError};
+use agent_tools::builtin::javascript::JsLimits;
+use serde_json::json;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+/// The glue the test page itself imports (`./wasm-bindgen-test`).
+fn test_glue_url() -> String {
+    let href = web_sys::window()
+        .expect("window")
+        .location()
+        .href()
+        .expect("href");
+    web_sys::Url::new_with_base("wasm-bindgen-test", &href)
+        .expect("url")
+        .href()
+}
+
+fn request(code: &str, limits: JsLimits) -> ScriptRequest {
+    ScriptRequest {
+        code: code.to_owned(),
+        input: json!({ "values": [1, 2, 3] }),
+        limits: serde_json::to_value(limits).expect("limits"),
+    }
+}
+
+#[wasm_bindgen_test]
+async fn s5_7_worker_runs_scripts_and_has_no_network_apis() {
+    let worker = ScriptWorker::new(&test_glue_url());
+    let out = worker
+        .run(
+            &request("input.values.reduce((a, b) => a + b, 0)", JsLimits::DEFAULT),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("the worker answers");
+    match out {
+        ScriptResponse::Ok { value, .. } => assert_eq!(value, json!(6)),
+        other => panic!("expected a result, got {other:?}"),
+    }
+    let out = worker
+        .run(
+            &request(
+                "[typeof fetch, typeof XMLHttpRequest, typeof importScripts, typeof WebSocket, typeof self, typeof setTimeout]",
+                JsLimits::DEFAULT,
+            ),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("answers");
+    match out {
+        ScriptResponse::Ok { value, .. } => assert_eq!(
+            value,
+            json!([
+                "undefined",
+                "undefined",
+                "undefined",
+                "undefined",
+                "undefined",
+                "undefined"
+            ]),
+            "no network, module or timer API reaches a script"
+        ),
+        other => panic!("expected a result, got {other:?}"),
+    }
+    assert_eq!(worker.workers_started(), 1);
+}
+
+/// The soft deadline: QuickJS's interrupt handler stops a spinning script
+/// with `js_time_limit`; the Worker survives.
+#[wasm_bindgen_test]
+async fn s5_7_soft_deadline_stops_a_spin_and_keeps_the_worker() {
+    let worker = ScriptWorker::new(&test_glue_url());
+    let limits = JsLimits {
+        time_ms: 100,
+        ..JsLimits::DEFAULT
+    };
+    let out = worker
+        .run(&request("for (;;) {}", limits), Duration::from_secs(10))
+        .await
+        .expect("answers");
+    assert!(
+        matches!(&out, ScriptResponse::Err { code, .. } if code == "js_time_limit"),
+        "{out:?}"
+    );
+    let out = worker
+        .run(
+            &request("'still here'", JsLimits::DEFAULT),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("answers");
+    assert!(matches!(out, ScriptResponse::Ok { .. }), "{out:?}");
+    assert_eq!(worker.workers_started(), 1, "no replacement was needed");
+}
+
+/// The hard deadline: past it the Worker is terminated and replaced, and
+/// the next script runs in the new Worker.
+#[wasm_bindgen_test]
+async fn s5_7_hard_deadline_terminates_and_replaces_the_worker() {
+    let worker = ScriptWorker::new(&test_glue_url());
+    // Warm up, so the deadline measures the script alone.
+    worker
+        .run(&request("0", JsLimits::DEFAULT), Duration::from_secs(10))
+        .await
+        .expect("warm up");
+    let generous = JsLimits {
+        time_ms: 60_000,
+        ..JsLimits::DEFAULT
+    };
+    let err = worker
+        .run(
+            &request("for (;;) {}", generous),
+            Duration::from_millis(300),
+        )
+        .await
+        .expect_err("terminated");
+    assert_eq!(err, WorkerError::Terminated(Duration::from_millis(300)));
+    assert_eq!(worker.workers_started(), 2, "replaced at once");
+    let out = worker
+        .run(
+            &request("40 + 2", JsLimits::DEFAULT),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("the replacement answers");
+    assert_eq!(
+        match out {
+            ScriptResponse::Ok { value, .. } => value,
+            other => panic!("{other:?}"),
+        },
+        json!(42)
+    );
+}
+
+/// The stack bound (S5.7): deep recursion is a typed error, not a trap.
+#[wasm_bindgen_test]
+async fn s5_7_deep_recursion_is_a_stack_limit_error() {
+    let worker = ScriptWorker::new(&test_glue_url());
+    let out = worker
+        .run(
+            &request(
+                "function f(n) { return f(n + 1) + 1; } f(0)",
+                JsLimits::DEFAULT,
+            ),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("answers");
+    assert!(
+        matches!(&out, ScriptResponse::Err { code, .. } if code == "js_stack_limit"),
+        "{out:?}"
+    );
+}
