@@ -149,6 +149,7 @@ macro_rules! suite_cases {
             tools::s7_3_tool_write_needs_expected_revision_to_overwrite,
             tools::s5_8_spill_stores_large_results_and_summarises,
             tools::reserved_results_folder_is_read_only_for_the_model,
+            tools::read_window_and_list_size_at_below_and_above,
         );
     };
     (@each $attr:meta; $($module:ident :: $case:ident),* $(,)?) => {

@@ -685,3 +685,109 @@ pub fn reserved_results_folder_is_read_only_for_the_model() {
     ok(h.call("workspace_delete", "c5", json!({"path": r.id})));
     let _ = p("unused");
 }
+
+pub fn read_window_and_list_size_at_below_and_above() {
+    use agent_workspace::limits::MAX_READ_BYTES;
+    use agent_workspace::tools::MAX_LIST_ENTRIES;
+    let h = Harness::new();
+    let ws = h.dir.get(&h.env.session).unwrap().workspace;
+    let max = usize::try_from(MAX_READ_BYTES).unwrap();
+    for (name, len, truncated) in [
+        ("below", max - 1, false),
+        ("at", max, false),
+        ("above", max + 1, true),
+    ] {
+        h.env
+            .run(ws.create(&p(name), vec![b'a'; len], "text/plain", super::user()))
+            .unwrap();
+        let s = ok(h.call("workspace_read", "r", json!({"path": name})));
+        assert_eq!(s.content["truncated"], truncated, "{name}");
+        assert_eq!(
+            s.content["content"].as_str().unwrap().len(),
+            len.min(max),
+            "{name}"
+        );
+    }
+    let s = ok(h.call(
+        "workspace_read",
+        "r",
+        json!({"path": "above", "offset": max}),
+    ));
+    assert_eq!(
+        (
+            s.content["content"].as_str().unwrap(),
+            &s.content["truncated"]
+        ),
+        ("a", &json!(false))
+    );
+    // A window that would cut a character ends before it.
+    h.env
+        .run(ws.create(
+            &p("utf8.txt"),
+            "aé".as_bytes().to_vec(),
+            "text/plain",
+            super::user(),
+        ))
+        .unwrap();
+    let s = ok(h.call(
+        "workspace_read",
+        "r",
+        json!({"path": "utf8.txt", "length": 2}),
+    ));
+    assert_eq!(
+        (
+            s.content["content"].as_str().unwrap(),
+            &s.content["nextOffset"]
+        ),
+        ("a", &json!(1))
+    );
+    // Binary content is not shown.
+    h.env
+        .run(ws.create(
+            &p("img.png"),
+            vec![0x89, 0xff, 0x00],
+            "image/png",
+            super::user(),
+        ))
+        .unwrap();
+    let s = ok(h.call("workspace_read", "r", json!({"path": "img.png"})));
+    assert_eq!(
+        (s.content["binary"].clone(), s.content["content"].clone()),
+        (json!(true), Value::Null)
+    );
+
+    // Listing: at most MAX_LIST_ENTRIES entries reach the model.
+    for i in 0..MAX_LIST_ENTRIES - 1 {
+        h.env
+            .run(ws.create(
+                &p(&format!("many/{i:04}")),
+                vec![],
+                "text/plain",
+                super::user(),
+            ))
+            .unwrap();
+    }
+    let list = |h: &Harness| ok(h.call("workspace_list", "l", json!({"folder": "many"}))).content;
+    let c = list(&h);
+    assert_eq!(
+        (c["files"].as_array().unwrap().len(), &c["truncated"]),
+        (MAX_LIST_ENTRIES - 1, &json!(false))
+    );
+    h.env
+        .run(ws.create(&p("many/at"), vec![], "text/plain", super::user()))
+        .unwrap();
+    let c = list(&h);
+    assert_eq!(
+        (c["files"].as_array().unwrap().len(), &c["truncated"]),
+        (MAX_LIST_ENTRIES, &json!(false))
+    );
+    h.env
+        .run(ws.create(&p("many/above"), vec![], "text/plain", super::user()))
+        .unwrap();
+    let c = list(&h);
+    assert_eq!(
+        (c["files"].as_array().unwrap().len(), &c["truncated"]),
+        (MAX_LIST_ENTRIES, &json!(true))
+    );
+    assert_eq!(c["total"], MAX_LIST_ENTRIES + 1);
+}
