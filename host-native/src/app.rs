@@ -11,7 +11,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_fetch::{FetchActor, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader};
+use agent_fetch::{
+    FetchActor, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader,
+};
 use agent_kernel::host::{BlobRef, LeaseGuard, Record, Storage, StorageError, StorageExt, Table};
 use agent_kernel::{RunId, SessionId};
 use agent_supervisor::{
@@ -102,13 +104,13 @@ pub async fn provider_for(
 ) -> Result<Arc<dyn ModelProvider>, AppError> {
     match spec {
         ProviderSpec::Scripted { scenario } => {
-            let bytes = storage
-                .get_blob(&scenario.hash)
-                .await?
-                .ok_or_else(|| AppError::Provider(format!("scenario blob {} is missing", scenario.hash)))?;
+            let bytes = storage.get_blob(&scenario.hash).await?.ok_or_else(|| {
+                AppError::Provider(format!("scenario blob {} is missing", scenario.hash))
+            })?;
             let text = String::from_utf8(bytes)
                 .map_err(|_| AppError::Provider("stored scenario is not UTF-8".into()))?;
-            let scenario = Scenario::from_json(&text).map_err(|e| AppError::Provider(e.to_string()))?;
+            let scenario =
+                Scenario::from_json(&text).map_err(|e| AppError::Provider(e.to_string()))?;
             Ok(Arc::new(ScriptedProvider::new(scenario, clock)))
         }
         ProviderSpec::OpenaiCompatible {
@@ -125,7 +127,8 @@ pub async fn provider_for(
                 })?);
             }
             Ok(Arc::new(
-                OpenAiProvider::new(config, clock).map_err(|e| AppError::Provider(e.to_string()))?,
+                OpenAiProvider::new(config, clock)
+                    .map_err(|e| AppError::Provider(e.to_string()))?,
             ))
         }
     }
@@ -149,7 +152,9 @@ impl DocumentSource for WorkspaceDocuments {
         };
         let parsed = WorkspacePath::parse(path).map_err(|_| not_found())?;
         let actors = self.directory.get(session).ok_or_else(|| {
-            DocumentSourceError::Unavailable(format!("the workspace of session {session} is not open"))
+            DocumentSourceError::Unavailable(format!(
+                "the workspace of session {session} is not open"
+            ))
         })?;
         let entry = actors
             .workspace
@@ -200,7 +205,9 @@ pub struct App {
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("App").field("native", &self.native).finish_non_exhaustive()
+        f.debug_struct("App")
+            .field("native", &self.native)
+            .finish_non_exhaustive()
     }
 }
 
@@ -263,10 +270,19 @@ impl App {
             },
             None => FetchReaderConfig::direct_only(),
         };
-        let reader = WebReader::new(policy, reader_config, Default::default(), host.clock.clone());
-        let (fetch, _canceller) = FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
-            .spawn(host.executor.as_ref(), None);
-        tools.push(ToolRegistration::builtin(agent_fetch::fetch_url_definition(), fetch));
+        let reader = WebReader::new(
+            policy,
+            reader_config,
+            Default::default(),
+            host.clock.clone(),
+        );
+        let (fetch, _canceller) =
+            FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
+                .spawn(host.executor.as_ref(), None);
+        tools.push(ToolRegistration::builtin(
+            agent_fetch::fetch_url_definition(),
+            fetch,
+        ));
         let secrets = options.config.secret_resolver();
         for manifest in &options.config.plugins {
             let regs = agent_tools::spawn_plugin(

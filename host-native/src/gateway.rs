@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use agent_fetch::{CancelToken, FetchBackend, GATEWAY_FETCH_PATH, GatewayReply, GatewayRequest};
 use agent_kernel::host::Entropy;
+use axum::Json;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -22,7 +23,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Json;
 
 /// The gateway's default port on 127.0.0.1.
 pub const DEFAULT_PORT: u16 = 8787;
@@ -128,7 +128,12 @@ async fn guard(State(state): State<GatewayState>, request: Request, next: Next) 
     let host_ok = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .is_some_and(|h| state.allowed_hosts.iter().any(|a| a.eq_ignore_ascii_case(h)));
+        .is_some_and(|h| {
+            state
+                .allowed_hosts
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(h))
+        });
     if !host_ok {
         return refuse(
             StatusCode::FORBIDDEN,
@@ -138,9 +143,12 @@ async fn guard(State(state): State<GatewayState>, request: Request, next: Next) 
     }
     let origin = headers.get(header::ORIGIN).cloned();
     if let Some(o) = &origin {
-        let allowed = o
-            .to_str()
-            .is_ok_and(|o| state.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+        let allowed = o.to_str().is_ok_and(|o| {
+            state
+                .allowed_origins
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(o))
+        });
         if !allowed {
             return refuse(
                 StatusCode::FORBIDDEN,
@@ -180,12 +188,18 @@ fn with_cors(resp: &mut Response, origin: Option<&HeaderValue>) {
 async fn preflight() -> Response {
     let mut resp = StatusCode::NO_CONTENT.into_response();
     let h = resp.headers_mut();
-    h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST"));
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST"),
+    );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static("authorization, content-type"),
     );
-    h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
     resp
 }
 
@@ -204,6 +218,10 @@ async fn fetch(
         }
     };
     // A client that goes away drops this future, which ends the read.
-    let reply: GatewayReply = state.backend.fetch(&request.url, CancelToken::never()).await.into();
+    let reply: GatewayReply = state
+        .backend
+        .fetch(&request.url, CancelToken::never())
+        .await
+        .into();
     Json(reply).into_response()
 }

@@ -6,7 +6,12 @@
 //!   liveness check so that a dead process's lease is taken over at once;
 //! - [`host`]: the tokio executor, the system clock, OS entropy, and
 //!   [`host::NativeHost`], which bundles them into the kernel's `Host`, with
-//!   process leases renewed by a heartbeat.
+//!   process leases renewed by a heartbeat;
+//! - [`config`]: the `agentrt` TOML configuration file;
+//! - [`app`]: the wired runtime (every tool actor registered, the
+//!   supervisor's `Runtime`, launch records);
+//! - [`demo`]: the embedded demo scenario;
+//! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests).
 //!
 //! rusqlite (with its bundled SQLite) was chosen because it is the maintained
 //! SQLite binding with prepared-statement caching and `RETURNING` support;
@@ -14,6 +19,8 @@
 
 pub mod app;
 pub mod config;
+pub mod demo;
 pub mod host;
+pub mod pause;
 pub mod process;
 pub mod sqlite;

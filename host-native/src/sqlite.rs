@@ -84,6 +84,7 @@ pub struct SqliteStorage {
     backend: Backend,
     liveness: LivenessCheck,
     hook: Mutex<Option<CommitHook>>,
+    after_hook: Mutex<Option<CommitHook>>,
     commits: AtomicU64,
 }
 
@@ -296,6 +297,7 @@ impl SqliteStorage {
             backend: Backend::Thread(Mutex::new(tx)),
             liveness,
             hook: Mutex::new(None),
+            after_hook: Mutex::new(None),
             commits: AtomicU64::new(0),
         })
     }
@@ -311,6 +313,7 @@ impl SqliteStorage {
             backend: Backend::Inline(Mutex::new(conn)),
             liveness,
             hook: Mutex::new(None),
+            after_hook: Mutex::new(None),
             commits: AtomicU64::new(0),
         })
     }
@@ -328,6 +331,14 @@ impl SqliteStorage {
     /// Install (or with `None` remove) a hook run before every commit.
     pub fn set_commit_hook(&self, hook: Option<CommitHook>) {
         if let Ok(mut h) = self.hook.lock() {
+            *h = hook;
+        }
+    }
+
+    /// Install (or remove) a hook run after every successful commit; its
+    /// result is ignored (the batch is durable already).
+    pub fn set_after_commit_hook(&self, hook: Option<CommitHook>) {
+        if let Ok(mut h) = self.after_hook.lock() {
             *h = hook;
         }
     }
@@ -589,6 +600,8 @@ impl Storage for SqliteStorage {
         if let Some(hook) = hook {
             hook(&batch)?;
         }
+        let after = self.after_hook.lock().ok().and_then(|h| h.clone());
+        let kept = after.as_ref().map(|_| batch.clone());
         self.call(move |conn, path| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -599,6 +612,10 @@ impl Storage for SqliteStorage {
         })
         .await?;
         self.commits.fetch_add(1, Ordering::SeqCst);
+        if let (Some(after), Some(batch)) = (after, kept) {
+            // Ignored on purpose: the batch is already durable.
+            let _ = after(&batch);
+        }
         Ok(())
     }
 

@@ -50,10 +50,14 @@ async fn start() -> Gateway {
     let (jina_addr, jina_hits) = jina().await;
     // site.example is scripted public; Jina answers for it, so nothing
     // off this machine is ever contacted.
-    let resolver = ScriptedResolver::new().answer("site.example", ["93.184.216.34".parse().unwrap()]);
+    let resolver =
+        ScriptedResolver::new().answer("site.example", ["93.184.216.34".parse().unwrap()]);
     let reader = WebReader::new(
         UrlPolicy::public_web(Arc::new(resolver)),
-        ReaderConfig { jina_base: Some(format!("http://{jina_addr}")), jina_key: None },
+        ReaderConfig {
+            jina_base: Some(format!("http://{jina_addr}")),
+            jina_key: None,
+        },
         Limits::spec(),
         Arc::new(ManualClock::new(0)),
     );
@@ -62,7 +66,11 @@ async fn start() -> Gateway {
     let origin = gateway::page_origin(addr);
     let state = gateway::GatewayState::new(Arc::new(reader), TOKEN, [origin.clone()]);
     tokio::spawn(async move { gateway::serve(listener, state).await.unwrap() });
-    Gateway { addr, origin, jina_hits }
+    Gateway {
+        addr,
+        origin,
+        jina_hits,
+    }
 }
 
 struct RawResponse {
@@ -84,9 +92,17 @@ impl RawResponse {
 }
 
 /// One HTTP/1.1 request over a fresh connection, with exactly these headers.
-async fn raw(addr: SocketAddr, method: &str, headers: &[(&str, String)], body: &str) -> RawResponse {
+async fn raw(
+    addr: SocketAddr,
+    method: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> RawResponse {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut req = format!("{method} /v1/fetch HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut req = format!(
+        "{method} /v1/fetch HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -98,12 +114,23 @@ async fn raw(addr: SocketAddr, method: &str, headers: &[(&str, String)], body: &
     let text = String::from_utf8_lossy(&buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .collect();
-    RawResponse { status, headers, body: body.to_owned() }
+    RawResponse {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
 }
 
 fn json_body(url: &str) -> String {
@@ -141,8 +168,16 @@ async fn gateway_refuses_requests_without_its_token() {
     let cases: Vec<Vec<(&str, String)>> = vec![
         vec![g.host(), g.json()],
         vec![g.host(), g.json(), ("Authorization", "Bearer wrong".into())],
-        vec![g.host(), g.json(), ("Authorization", format!("Bearer {TOKEN}x"))],
-        vec![g.host(), g.json(), ("Authorization", format!("Basic {TOKEN}"))],
+        vec![
+            g.host(),
+            g.json(),
+            ("Authorization", format!("Bearer {TOKEN}x")),
+        ],
+        vec![
+            g.host(),
+            g.json(),
+            ("Authorization", format!("Basic {TOKEN}")),
+        ],
         vec![g.host(), g.json(), ("Authorization", TOKEN.into())],
     ];
     for headers in cases {
@@ -151,12 +186,18 @@ async fn gateway_refuses_requests_without_its_token() {
         assert_eq!(resp.json()["error"], "token_required");
         assert_eq!(resp.header("www-authenticate"), Some("Bearer"));
     }
-    assert_eq!(g.jina_hits.load(Ordering::SeqCst), 0, "nothing was read without the token");
+    assert_eq!(
+        g.jina_hits.load(Ordering::SeqCst),
+        0,
+        "nothing was read without the token"
+    );
     // With the token the same request is served.
     let resp = raw(g.addr, "POST", &[g.host(), g.json(), g.auth()], &body).await;
     assert_eq!(resp.status, 200, "{}", resp.body);
     let reply: GatewayReply = serde_json::from_str(&resp.body).unwrap();
-    let GatewayReply::Page(page) = reply else { panic!("{reply:?}") };
+    let GatewayReply::Page(page) = reply else {
+        panic!("{reply:?}")
+    };
     assert_eq!(page.reader, ReaderUsed::Jina);
     assert_eq!(g.jina_hits.load(Ordering::SeqCst), 1);
 }
@@ -165,15 +206,30 @@ async fn gateway_refuses_requests_without_its_token() {
 async fn gateway_refuses_other_origins() {
     let g = start().await;
     let body = json_body("https://site.example/");
-    for evil in ["http://evil.example", "null", "http://127.0.0.1:1", "https://127.0.0.1"] {
-        let resp = raw(g.addr, "POST", &[g.host(), g.json(), g.auth(), ("Origin", evil.into())], &body).await;
+    for evil in [
+        "http://evil.example",
+        "null",
+        "http://127.0.0.1:1",
+        "https://127.0.0.1",
+    ] {
+        let resp = raw(
+            g.addr,
+            "POST",
+            &[g.host(), g.json(), g.auth(), ("Origin", evil.into())],
+            &body,
+        )
+        .await;
         assert_eq!(resp.status, 403, "{evil}");
         assert_eq!(resp.json()["error"], "origin_refused");
         assert_eq!(resp.header("access-control-allow-origin"), None);
         let pre = raw(
             g.addr,
             "OPTIONS",
-            &[g.host(), ("Origin", evil.into()), ("Access-Control-Request-Method", "POST".into())],
+            &[
+                g.host(),
+                ("Origin", evil.into()),
+                ("Access-Control-Request-Method", "POST".into()),
+            ],
             "",
         )
         .await;
@@ -185,16 +241,36 @@ async fn gateway_refuses_other_origins() {
     let pre = raw(
         g.addr,
         "OPTIONS",
-        &[g.host(), ("Origin", g.origin.clone()), ("Access-Control-Request-Method", "POST".into())],
+        &[
+            g.host(),
+            ("Origin", g.origin.clone()),
+            ("Access-Control-Request-Method", "POST".into()),
+        ],
         "",
     )
     .await;
     assert_eq!(pre.status, 204);
-    assert_eq!(pre.header("access-control-allow-origin"), Some(g.origin.as_str()));
-    assert!(pre.header("access-control-allow-headers").unwrap().contains("authorization"));
-    let resp = raw(g.addr, "POST", &[g.host(), g.json(), g.auth(), ("Origin", g.origin.clone())], &body).await;
+    assert_eq!(
+        pre.header("access-control-allow-origin"),
+        Some(g.origin.as_str())
+    );
+    assert!(
+        pre.header("access-control-allow-headers")
+            .unwrap()
+            .contains("authorization")
+    );
+    let resp = raw(
+        g.addr,
+        "POST",
+        &[g.host(), g.json(), g.auth(), ("Origin", g.origin.clone())],
+        &body,
+    )
+    .await;
     assert_eq!(resp.status, 200);
-    assert_eq!(resp.header("access-control-allow-origin"), Some(g.origin.as_str()));
+    assert_eq!(
+        resp.header("access-control-allow-origin"),
+        Some(g.origin.as_str())
+    );
 }
 
 #[tokio::test]
@@ -215,11 +291,24 @@ async fn gateway_refuses_foreign_host_headers() {
 #[tokio::test]
 async fn gateway_applies_the_url_policy() {
     let g = start().await;
-    for url in ["http://169.254.169.254/latest/meta-data/", "http://127.0.0.1/", "http://[::1]/", "file:///etc/passwd"] {
-        let resp = raw(g.addr, "POST", &[g.host(), g.json(), g.auth()], &json_body(url)).await;
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://127.0.0.1/",
+        "http://[::1]/",
+        "file:///etc/passwd",
+    ] {
+        let resp = raw(
+            g.addr,
+            "POST",
+            &[g.host(), g.json(), g.auth()],
+            &json_body(url),
+        )
+        .await;
         assert_eq!(resp.status, 200);
         let reply: GatewayReply = serde_json::from_str(&resp.body).unwrap();
-        let GatewayReply::Failure(f) = reply else { panic!("{url} was read") };
+        let GatewayReply::Failure(f) = reply else {
+            panic!("{url} was read")
+        };
         assert_eq!(f.stage, Stage::Policy, "{url}");
         assert!(matches!(f.reason, FetchError::Policy { .. }));
     }
@@ -236,14 +325,37 @@ async fn gateway_client_is_the_browser_backend() {
     let base = format!("http://{}", g.addr);
     let client = GatewayClient::new(&base, TOKEN, &Limits::spec(), clock.clone()).unwrap();
     assert_eq!(client.name(), "gateway");
-    let page = client.fetch("https://site.example/", CancelToken::never()).await.unwrap();
+    let page = client
+        .fetch("https://site.example/", CancelToken::never())
+        .await
+        .unwrap();
     assert_eq!(page.reader, ReaderUsed::Jina);
     assert_eq!(page.title.as_deref(), Some("Example Domain"));
-    let refused = client.fetch("http://10.0.0.1/", CancelToken::never()).await.unwrap_err();
+    let refused = client
+        .fetch("http://10.0.0.1/", CancelToken::never())
+        .await
+        .unwrap_err();
     assert_eq!(refused.stage, Stage::Policy);
     let wrong = GatewayClient::new(&base, "nope", &Limits::spec(), clock).unwrap();
-    let failure = wrong.fetch("https://site.example/", CancelToken::never()).await.unwrap_err();
+    let failure = wrong
+        .fetch("https://site.example/", CancelToken::never())
+        .await
+        .unwrap_err();
     assert_eq!(failure.stage, Stage::Gateway);
-    assert!(matches!(failure.reason, FetchError::Gateway { status: Some(401), .. }));
-    assert!(GatewayClient::new("ftp://x", TOKEN, &Limits::spec(), Arc::new(ManualClock::new(0))).is_err());
+    assert!(matches!(
+        failure.reason,
+        FetchError::Gateway {
+            status: Some(401),
+            ..
+        }
+    ));
+    assert!(
+        GatewayClient::new(
+            "ftp://x",
+            TOKEN,
+            &Limits::spec(),
+            Arc::new(ManualClock::new(0))
+        )
+        .is_err()
+    );
 }
