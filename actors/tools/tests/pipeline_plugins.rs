@@ -113,6 +113,24 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
+/// Every log line of this test process, at TRACE. A global subscriber (not
+/// a thread-local one): other tests in this binary log into it as well,
+/// which only widens what the secret test searches.
+fn captured_logs() -> Captured {
+    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(captured.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("only this test sets it");
+        captured
+    })
+    .clone()
+}
+
 /// Store what the supervisor would store for a call: the arguments blob, the
 /// result blob and the journal record, in the kernel's memory storage.
 async fn journal(
@@ -188,14 +206,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 #[tokio::test(flavor = "current_thread")]
 async fn secret_marker_reaches_the_server_and_nothing_else() {
     const MARKER: &str = "MARKER-5ecret-9c1f7a";
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
+    let captured = captured_logs();
     // The server echoes every header it received, the secret included.
     let server = counting_server(Arc::new(|req: &Seen, n| {
         let echo = json!({ "headers": req.headers, "n": n }).to_string();
@@ -996,4 +1007,254 @@ async fn large_plugin_results_are_spilled_with_a_bounded_summary() {
     let r = run.call("c1", "docs_get", "{}").await;
     assert!(text(&r).len() <= agent_tools::envelope::MAX_MODEL_CONTENT_BYTES);
     assert!(text(&r).contains("truncated"));
+}
+
+// ----------------------------------------------------------------------------
+// Requests, redirects, limits, manifests
+// ----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn requests_are_built_from_the_manifest_with_encoded_paths() {
+    let server = ok_server(r#"{"ok":true}"#);
+    let get = function(
+        "crm_get_contact",
+        "Get a contact",
+        HttpMethod::Get,
+        "/contacts/{id}",
+        json!({"type": "object", "properties": {"id": {"type": "string"}, "fields": {"type": "string"}},
+               "required": ["id"], "additionalProperties": false}),
+        effects(&[ReadNetwork]),
+        Idempotency::Idempotent,
+    );
+    let put = function(
+        "crm_rename",
+        "Rename a contact",
+        HttpMethod::Put,
+        "/contacts/{id}",
+        json!({"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+               "required": ["id", "name"], "additionalProperties": false}),
+        effects(&[WriteExternal]),
+        Idempotency::Idempotent,
+    );
+    let m = trusted(manifest("crm", &server.base_url, vec![get, put]));
+    let (_t, run) = setup(
+        &[m],
+        no_secrets(),
+        ToolsOptions::default(),
+        "run-req",
+        ApprovalMode::Permissive,
+    )
+    .await;
+    let r = run
+        .call(
+            "g",
+            "crm_get_contact",
+            r#"{"id":"../../admin?x=1","fields":"name email"}"#,
+        )
+        .await;
+    assert!(r.is_success(), "{}", text(&r));
+    let r = run
+        .call("p", "crm_rename", r#"{"id":7,"name":"Ada"}"#)
+        .await;
+    let ToolResult::Success(s) = &r else {
+        panic!("{}", text(&r))
+    };
+    assert_eq!(s.receipts.len(), 1, "a write carries a receipt");
+    assert_eq!(s.receipts[0].effect, WriteExternal);
+    let seen = server.requests();
+    assert_eq!(seen[0].method, "GET");
+    assert_eq!(
+        seen[0].path, "/api/contacts/..%2F..%2Fadmin%3Fx%3D1",
+        "stays below the base path"
+    );
+    assert_eq!(seen[0].query.as_deref(), Some("fields=name+email"));
+    assert_eq!(seen[1].method, "PUT");
+    assert_eq!(seen[1].path, "/api/contacts/7");
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen[1].body).unwrap(),
+        json!({"name": "Ada"})
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_never_followed_so_the_secret_stays_home() {
+    let elsewhere = ok_server("{}");
+    let target = format!("{}/steal", elsewhere.origin);
+    let server = counting_server(Arc::new(move |_, _| (302, String::new(), None)));
+    let _ = target;
+    let secrets = TestSecrets::with("k", "MARKER-redirect", &server.origin);
+    let mut m = manifest("r", &server.base_url, vec![read_fn("r_read", "Read")]);
+    m.auth = Some(PluginAuth {
+        header: "X-Key".into(),
+        secret: SecretHandle("k".into()),
+        prefix: String::new(),
+    });
+    let (_t, run) = setup(
+        &[trusted(m)],
+        secrets,
+        ToolsOptions::default(),
+        "run-redirect",
+        ApprovalMode::Permissive,
+    )
+    .await;
+    let r = run.call("c", "r_read", "{}").await;
+    assert_eq!(code(&r), codes::PLUGIN_REDIRECT);
+    assert_eq!(server.count(), 1);
+    assert_eq!(elsewhere.count(), 0);
+}
+
+#[tokio::test]
+async fn response_size_limit_at_and_above() {
+    use agent_tools::plugin::MAX_PLUGIN_RESPONSE_BYTES;
+    // Bodies of exactly the limit and one byte more.
+    let server = counting_server(Arc::new(|req: &Seen, _| {
+        let n = if req.query.as_deref() == Some("q=over") {
+            MAX_PLUGIN_RESPONSE_BYTES + 1
+        } else {
+            MAX_PLUGIN_RESPONSE_BYTES
+        };
+        (200, "a".repeat(n), None)
+    }));
+    let m = trusted(manifest(
+        "big",
+        &server.base_url,
+        vec![read_fn("big_get", "Get")],
+    ));
+    let (_t, run) = setup(
+        &[m],
+        no_secrets(),
+        ToolsOptions::default(),
+        "run-size",
+        ApprovalMode::Permissive,
+    )
+    .await;
+    let r = run.call("at", "big_get", r#"{"q":"at"}"#).await;
+    assert!(r.is_success(), "{}", text(&r));
+    let r = run.call("over", "big_get", r#"{"q":"over"}"#).await;
+    assert_eq!(code(&r), codes::PLUGIN_RESPONSE_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn unreachable_plugins_fail_with_a_clear_code() {
+    // A port nothing listens on: bind, note the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let m = trusted(manifest(
+        "gone",
+        &format!("http://127.0.0.1:{port}"),
+        vec![write_fn("gone_write", "Write", Idempotency::NonIdempotent)],
+    ));
+    let (_t, run) = setup(
+        &[m],
+        no_secrets(),
+        ToolsOptions::default(),
+        "run-gone",
+        ApprovalMode::Permissive,
+    )
+    .await;
+    let p = run
+        .prepare("c", "gone_write", r#"{"name":"x"}"#)
+        .await
+        .unwrap();
+    let r = run.dispatch(&p, run.mint(&p, Uses::Once)).await;
+    let ToolResult::Error(e) = &r else { panic!() };
+    assert_eq!(e.code, codes::PLUGIN_UNREACHABLE);
+    assert!(
+        !e.effect_may_have_happened,
+        "a refused connection sent nothing"
+    );
+}
+
+#[test]
+fn manifests_are_checked_with_clear_errors() {
+    use agent_tools::plugin::{PluginError, plugin_definitions};
+    let secrets = TestSecrets::with("k", "v", "https://api.example");
+    let ok = manifest(
+        "ok",
+        "https://api.example/v1",
+        vec![read_fn("ok_read", "Read")],
+    );
+    assert!(plugin_definitions(&ok, &*secrets).is_ok());
+    let bad = |f: &dyn Fn(&mut PluginManifest)| {
+        let mut m = ok.clone();
+        f(&mut m);
+        plugin_definitions(&m, &*secrets).unwrap_err()
+    };
+    let cases: Vec<(&str, PluginError)> = vec![
+        (
+            "credentials",
+            bad(&|m| m.base_url = "https://user:pw@api.example".into()),
+        ),
+        (
+            "query",
+            bad(&|m| m.base_url = "https://api.example/?a=1".into()),
+        ),
+        ("scheme", bad(&|m| m.base_url = "ftp://api.example".into())),
+        ("id", bad(&|m| m.id = "has space".into())),
+        ("timeout 0", bad(&|m| m.timeout_ms = 0)),
+        ("timeout above", bad(&|m| m.timeout_ms = 300_001)),
+        ("no functions", bad(&|m| m.functions.clear())),
+        (
+            "path",
+            bad(&|m| m.functions[0].path = "//evil.example/x".into()),
+        ),
+        (
+            "absolute path",
+            bad(&|m| m.functions[0].path = "https://evil.example/x".into()),
+        ),
+        (
+            "placeholder",
+            bad(&|m| m.functions[0].path = "/x/{missing}".into()),
+        ),
+        ("no effects", bad(&|m| m.functions[0].effects.clear())),
+        (
+            "schema",
+            bad(&|m| m.functions[0].parameters = json!({"type": "array"})),
+        ),
+        (
+            "secret",
+            bad(&|m| {
+                m.auth = Some(PluginAuth {
+                    header: "X-Key".into(),
+                    secret: SecretHandle("nope".into()),
+                    prefix: String::new(),
+                })
+            }),
+        ),
+        (
+            "header",
+            bad(&|m| {
+                m.auth = Some(PluginAuth {
+                    header: "Idempotency-Key".into(),
+                    secret: SecretHandle("k".into()),
+                    prefix: String::new(),
+                })
+            }),
+        ),
+    ];
+    for (what, err) in cases {
+        assert!(!err.to_string().is_empty(), "{what}");
+    }
+    let mut edge = ok.clone();
+    edge.timeout_ms = 300_000;
+    assert!(
+        plugin_definitions(&edge, &*secrets).is_ok(),
+        "the largest timeout is accepted"
+    );
+    edge.timeout_ms = 1;
+    assert!(plugin_definitions(&edge, &*secrets).is_ok());
+    // A manifest is plain configuration: it parses from JSON and refuses unknown fields.
+    let text = serde_json::to_string(&ok).unwrap();
+    let back: PluginManifest = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, ok);
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["surprise"] = json!(1);
+    assert!(serde_json::from_value::<PluginManifest>(v).is_err());
+    // The manifest fingerprint changes with one character of a description.
+    let mut changed = ok.clone();
+    changed.functions[0].description.push('.');
+    assert_ne!(changed.fingerprint().unwrap(), ok.fingerprint().unwrap());
 }

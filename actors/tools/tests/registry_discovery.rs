@@ -1200,3 +1200,172 @@ fn catalogue_definitions_are_valid_and_names_unique() {
     }
     assert_eq!(names.len(), 200);
 }
+
+#[tokio::test]
+async fn search_limit_and_query_length_at_and_above_their_bounds() {
+    use agent_tools::discovery::{MAX_QUERY_BYTES, MAX_SEARCH_LIMIT};
+    let mut registry = Registry::new();
+    let m = manifest(
+        "many",
+        "http://127.0.0.1:9/",
+        (0..25)
+            .map(|i| read_fn(&format!("widget_{i:02}"), "Make a widget"))
+            .collect(),
+    );
+    registry.register_all(plugin_regs(&m)).unwrap();
+    let run = Run::new(
+        spawn_tools(executor(), clock(), registry, tools_options()),
+        "run-limits",
+    );
+    let search = |limit: usize, query: String| json!({"query": query, "limit": limit}).to_string();
+    let r = run
+        .call(
+            "a",
+            "search_tools",
+            &search(MAX_SEARCH_LIMIT, "widget".into()),
+        )
+        .await;
+    let data: Value = serde_json::from_str(&unfence(&text(&r))).unwrap();
+    assert_eq!(data["results"].as_array().unwrap().len(), MAX_SEARCH_LIMIT);
+    let r = run
+        .call(
+            "b",
+            "search_tools",
+            &search(MAX_SEARCH_LIMIT + 1, "widget".into()),
+        )
+        .await;
+    assert_eq!(code(&r), codes::INVALID_ARGUMENTS);
+    let r = run
+        .call("c", "search_tools", &search(0, "widget".into()))
+        .await;
+    assert_eq!(code(&r), codes::INVALID_ARGUMENTS);
+    let r = run
+        .call("d", "search_tools", &search(1, "w".repeat(MAX_QUERY_BYTES)))
+        .await;
+    assert!(r.is_success(), "{}", text(&r));
+    let r = run
+        .call(
+            "e",
+            "search_tools",
+            &search(1, "w".repeat(MAX_QUERY_BYTES + 1)),
+        )
+        .await;
+    assert_eq!(code(&r), codes::INVALID_ARGUMENTS);
+}
+
+#[tokio::test]
+async fn mode_and_allowlist_decide_what_a_run_sees() {
+    // S5.1: tools per mode and allowlist; research has no dynamic discovery (S9.1).
+    let mut registry = Registry::new();
+    registry
+        .register(ToolRegistration::builtin(builtin_def("notes"), idle_addr()))
+        .unwrap();
+    registry
+        .register(
+            ToolRegistration::builtin(builtin_def("read_source"), idle_addr()).in_modes(&[
+                agent_kernel::run::RunMode::Agent,
+                agent_kernel::run::RunMode::Research,
+            ]),
+        )
+        .unwrap();
+    let m = manifest(
+        "crm",
+        "http://127.0.0.1:9/",
+        vec![
+            read_fn("crm_find", "Find a contact"),
+            read_fn("crm_list", "List contacts"),
+        ],
+    );
+    registry.register_all(plugin_regs(&m)).unwrap();
+    let tools = spawn_tools(executor(), clock(), registry, tools_options());
+
+    let names = |s: Vec<agent_kernel::protocol::ModelToolSchema>| {
+        s.into_iter().map(|s| s.name).collect::<Vec<_>>()
+    };
+    let agent = Run::new(tools.clone(), "run-agent");
+    assert_eq!(
+        names(agent.schemas().await),
+        ["notes", "read_source", "load_tools", "search_tools"]
+    );
+
+    let mut research = Run::new(tools.clone(), "run-research");
+    research.config.mode = agent_kernel::run::RunMode::Research;
+    assert_eq!(names(research.schemas().await), ["read_source"]);
+    assert_eq!(
+        code(&research.prepare("r1", "notes", "{}").await.unwrap_err()),
+        codes::TOOL_NOT_ALLOWED
+    );
+    assert_eq!(
+        code(
+            &research
+                .prepare("r2", "search_tools", r#"{"query":"x"}"#)
+                .await
+                .unwrap_err()
+        ),
+        codes::TOOL_NOT_ALLOWED
+    );
+
+    let mut narrow = Run::new(tools.clone(), "run-narrow");
+    narrow.config.allowlist = Some(["notes".to_owned(), "crm_find".to_owned()].into());
+    assert_eq!(
+        names(narrow.schemas().await),
+        ["notes", "load_tools", "search_tools"]
+    );
+    let r = narrow
+        .call("s", "search_tools", r#"{"query":"contact"}"#)
+        .await;
+    let data: Value = serde_json::from_str(&unfence(&text(&r))).unwrap();
+    let hits: Vec<&str> = data["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(hits, ["crm_find"], "search shows only allowlisted tools");
+    let r = narrow
+        .call("l", "load_tools", r#"{"names":["crm_list"]}"#)
+        .await;
+    assert_eq!(code(&r), codes::UNKNOWN_TOOL);
+    assert_eq!(
+        code(&narrow.prepare("n", "read_source", "{}").await.unwrap_err()),
+        codes::TOOL_NOT_ALLOWED
+    );
+}
+
+#[tokio::test]
+async fn loaded_tools_are_remembered_for_the_most_recent_runs_only() {
+    use agent_tools::pipeline::MAX_TRACKED_RUNS;
+    let mut registry = Registry::new();
+    registry
+        .register_all(plugin_regs(&manifest(
+            "crm",
+            "http://127.0.0.1:9/",
+            vec![read_fn("crm_find", "Find")],
+        )))
+        .unwrap();
+    let tools = spawn_tools(executor(), clock(), registry, tools_options());
+    for i in 0..=MAX_TRACKED_RUNS {
+        let run = Run::new(tools.clone(), &format!("run-{i:04}"));
+        assert!(
+            run.call("l", "load_tools", r#"{"names":["crm_find"]}"#)
+                .await
+                .is_success()
+        );
+    }
+    // 1025 runs: the first is forgotten, the second and the last are kept.
+    let loaded =
+        |i: usize| tools.loaded(agent_kernel::ids::RunId::new(format!("run-{i:04}")).unwrap());
+    assert!(loaded(0).await.unwrap().is_empty());
+    assert_eq!(loaded(1).await.unwrap().len(), 1);
+    assert_eq!(loaded(MAX_TRACKED_RUNS).await.unwrap().len(), 1);
+}
+
+#[test]
+fn every_builtin_tool_name_is_reserved() {
+    for name in agent_tools::builtin::BUILTIN_TOOL_NAMES {
+        assert!(
+            agent_tools::registry::RESERVED_TOOL_NAMES.contains(&name),
+            "{name}"
+        );
+    }
+}
