@@ -1080,8 +1080,7 @@ async fn requests_are_built_from_the_manifest_with_encoded_paths() {
 async fn redirects_are_never_followed_so_the_secret_stays_home() {
     let elsewhere = ok_server("{}");
     let target = format!("{}/steal", elsewhere.origin);
-    let server = counting_server(Arc::new(move |_, _| (302, String::new(), None)));
-    let _ = target;
+    let server = counting_server(Arc::new(move |_, _| (302, target.clone(), None)));
     let secrets = TestSecrets::with("k", "MARKER-redirect", &server.origin);
     let mut m = manifest("r", &server.base_url, vec![read_fn("r_read", "Read")]);
     m.auth = Some(PluginAuth {

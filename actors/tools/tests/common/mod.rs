@@ -239,7 +239,8 @@ impl Seen {
     }
 }
 
-/// What the server answers: status, body, and an optional delay before it.
+/// What the server answers: status, body (for a 3xx: the Location), and an
+/// optional delay before it.
 pub type Behaviour = Arc<dyn Fn(&Seen, usize) -> (u16, String, Option<Duration>) + Send + Sync>;
 
 pub struct CountingServer {
@@ -278,7 +279,7 @@ pub fn counting_server(behaviour: Behaviour) -> CountingServer {
                 uri: Uri,
                 headers: HeaderMap,
                 body: Bytes,
-            ) -> (StatusCode, String) {
+            ) -> (StatusCode, HeaderMap, String) {
                 let req = Seen {
                     method: method.to_string(),
                     path: uri.path().to_owned(),
@@ -298,7 +299,12 @@ pub fn counting_server(behaviour: Behaviour) -> CountingServer {
                 if let Some(d) = delay {
                     tokio::time::sleep(d).await;
                 }
-                (StatusCode::from_u16(status).unwrap(), body)
+                // A 3xx answer redirects to the URL given as its body.
+                let mut out = HeaderMap::new();
+                if (300..400).contains(&status) {
+                    out.insert(axum::http::header::LOCATION, body.parse().unwrap());
+                }
+                (StatusCode::from_u16(status).unwrap(), out, body)
             }
             let app = axum::Router::new().fallback(handler).with_state(state);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
