@@ -828,8 +828,8 @@ fn pending_text(run: &RunId, p: &PendingRequest) -> String {
             reason,
             ..
         } => format!(
-            "approval {} for {tool} on {target_summary} ({reason}); run `agentrt approve {run} {}` or `agentrt deny {run} {}`",
-            p.id, p.id, p.id
+            "approval {} for {tool} on {target_summary} ({reason})",
+            p.id
         ),
         PendingKind::Input { .. } => format!(
             "question {}; answer with `agentrt respond {run} TEXT`",
