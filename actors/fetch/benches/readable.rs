@@ -26,12 +26,56 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "runtime", "agent", "reads", "public", "pages", "through", "a", "policy", "that",
-    "checks", "every", "address", "before", "connecting", "and", "researchers", "found", "that",
-    "readability", "heuristics", "score", "paragraphs", "by", "their", "commas", "length",
-    "density", "of", "links", "within", "them", "while", "navigation", "menus", "sidebars",
-    "footers", "are", "discarded", "because", "they", "rarely", "carry", "the", "story", "itself",
-    "économie", "naïve", "Zürich", "données",
+    "the",
+    "runtime",
+    "agent",
+    "reads",
+    "public",
+    "pages",
+    "through",
+    "a",
+    "policy",
+    "that",
+    "checks",
+    "every",
+    "address",
+    "before",
+    "connecting",
+    "and",
+    "researchers",
+    "found",
+    "that",
+    "readability",
+    "heuristics",
+    "score",
+    "paragraphs",
+    "by",
+    "their",
+    "commas",
+    "length",
+    "density",
+    "of",
+    "links",
+    "within",
+    "them",
+    "while",
+    "navigation",
+    "menus",
+    "sidebars",
+    "footers",
+    "are",
+    "discarded",
+    "because",
+    "they",
+    "rarely",
+    "carry",
+    "the",
+    "story",
+    "itself",
+    "économie",
+    "naïve",
+    "Zürich",
+    "données",
 ];
 
 fn sentence(rng: &mut Rng) -> String {
@@ -54,9 +98,17 @@ fn paragraph(rng: &mut Rng) -> String {
     let mut p = String::from("<p>");
     for _ in 0..(2 + rng.below(5)) {
         if rng.below(6) == 0 {
-            p.push_str(&format!("<a href=\"/wiki/{}\">{}</a> ", rng.next() % 10_000, sentence(rng)));
+            p.push_str(&format!(
+                "<a href=\"/wiki/{}\">{}</a> ",
+                rng.next() % 10_000,
+                sentence(rng)
+            ));
         } else if rng.below(8) == 0 {
-            p.push_str(&format!("<em>{}</em> <strong>{}</strong> ", sentence(rng), sentence(rng)));
+            p.push_str(&format!(
+                "<em>{}</em> <strong>{}</strong> ",
+                sentence(rng),
+                sentence(rng)
+            ));
         } else {
             p.push_str(&sentence(rng));
             p.push(' ');
@@ -71,9 +123,13 @@ fn page(seed: u64, target: usize) -> String {
     let mut rng = Rng(seed);
     let mut html = String::with_capacity(target + 16 * 1024);
     html.push_str("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">");
-    html.push_str(&format!("<title>Article {seed}: how public web reads stay bounded</title>"));
+    html.push_str(&format!(
+        "<title>Article {seed}: how public web reads stay bounded</title>"
+    ));
     html.push_str("<meta name=\"description\" content=\"A long article.\">");
-    html.push_str("<style>body{font-family:sans-serif}.nav a{margin:0 4px}.ad{display:none}</style>");
+    html.push_str(
+        "<style>body{font-family:sans-serif}.nav a{margin:0 4px}.ad{display:none}</style>",
+    );
     // Analytics and hydration scripts: large and irrelevant.
     html.push_str("<script>window.__STATE__ = {\"items\":[");
     for i in 0..(200 + rng.below(400)) {
@@ -83,15 +139,24 @@ fn page(seed: u64, target: usize) -> String {
     // Header navigation with many links.
     html.push_str("<header><div class=\"nav\"><ul>");
     for i in 0..(60 + rng.below(60)) {
-        html.push_str(&format!("<li><a href=\"/section/{i}\">Section {i}</a></li>"));
+        html.push_str(&format!(
+            "<li><a href=\"/section/{i}\">Section {i}</a></li>"
+        ));
     }
     html.push_str("</ul></div></header><!-- begin main content: rendered by template v2 -->");
-    html.push_str("<div id=\"page\"><div class=\"layout\"><aside class=\"sidebar\"><h3>Trending</h3><ul>");
+    html.push_str(
+        "<div id=\"page\"><div class=\"layout\"><aside class=\"sidebar\"><h3>Trending</h3><ul>",
+    );
     for i in 0..(20 + rng.below(20)) {
-        html.push_str(&format!("<li><a href=\"/t/{i}\">{}</a></li>", sentence(&mut rng)));
+        html.push_str(&format!(
+            "<li><a href=\"/t/{i}\">{}</a></li>",
+            sentence(&mut rng)
+        ));
     }
     html.push_str("</ul><div class=\"ad\">Advertisement</div></aside>");
-    html.push_str("<main><article class=\"post-content\"><h1>How public web reads stay bounded</h1>");
+    html.push_str(
+        "<main><article class=\"post-content\"><h1>How public web reads stay bounded</h1>",
+    );
     html.push_str("<p class=\"byline\">By A. Writer</p>");
     let mut section = 0;
     while html.len() < target {
@@ -129,7 +194,10 @@ fn page(seed: u64, target: usize) -> String {
     }
     html.push_str("</article><section class=\"comments\"><h3>Comments</h3>");
     for _ in 0..(5 + rng.below(10)) {
-        html.push_str(&format!("<div class=\"comment\"><p>{}</p></div>", sentence(&mut rng)));
+        html.push_str(&format!(
+            "<div class=\"comment\"><p>{}</p></div>",
+            sentence(&mut rng)
+        ));
     }
     html.push_str("</section></main></div></div><footer><ul>");
     for i in 0..40 {
@@ -152,11 +220,22 @@ fn bench(c: &mut Criterion) {
     let total: usize = pages.iter().map(Vec::len).sum();
     for p in &pages {
         let len = p.len();
-        assert!((50 * 1024..=310 * 1024).contains(&len), "page of {len} bytes");
-        let out = agent_fetch::content::extract(Some("text/html; charset=utf-8"), p, "https://news.example/a", 40_000)
-            .expect("an article page is readable");
+        assert!(
+            (50 * 1024..=310 * 1024).contains(&len),
+            "page of {len} bytes"
+        );
+        let out = agent_fetch::content::extract(
+            Some("text/html; charset=utf-8"),
+            p,
+            "https://news.example/a",
+            40_000,
+        )
+        .expect("an article page is readable");
         assert!(out.text.len() > 1_000, "extraction found too little text");
-        assert!(!out.text.contains("__STATE__"), "a script leaked into the text");
+        assert!(
+            !out.text.contains("__STATE__"),
+            "a script leaked into the text"
+        );
     }
     let mut group = c.benchmark_group("readable");
     group.throughput(Throughput::Bytes(total as u64));

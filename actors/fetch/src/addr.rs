@@ -147,7 +147,11 @@ pub fn is_public(ip: IpAddr) -> bool {
 }
 
 fn in_v4(ip: Ipv4Addr, net: [u8; 4], bits: u32) -> bool {
-    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
     (u32::from(ip) & mask) == (u32::from(Ipv4Addr::from(net)) & mask)
 }
 
@@ -284,19 +288,34 @@ mod tests {
     fn range_edges_v4() {
         // One past each end of 172.16/12 is public; the ends are not.
         assert_eq!(refusal_v4(v4("172.16.0.0")), Some(RefusedRange::Private));
-        assert_eq!(refusal_v4(v4("172.31.255.255")), Some(RefusedRange::Private));
+        assert_eq!(
+            refusal_v4(v4("172.31.255.255")),
+            Some(RefusedRange::Private)
+        );
         assert_eq!(refusal_v4(v4("172.15.255.255")), None);
         assert_eq!(refusal_v4(v4("172.32.0.0")), None);
         assert_eq!(refusal_v4(v4("100.63.255.255")), None);
         assert_eq!(refusal_v4(v4("100.64.0.0")), Some(RefusedRange::Shared));
-        assert_eq!(refusal_v4(v4("100.127.255.255")), Some(RefusedRange::Shared));
+        assert_eq!(
+            refusal_v4(v4("100.127.255.255")),
+            Some(RefusedRange::Shared)
+        );
         assert_eq!(refusal_v4(v4("100.128.0.0")), None);
         assert_eq!(refusal_v4(v4("198.17.255.255")), None);
-        assert_eq!(refusal_v4(v4("198.19.255.255")), Some(RefusedRange::Benchmarking));
+        assert_eq!(
+            refusal_v4(v4("198.19.255.255")),
+            Some(RefusedRange::Benchmarking)
+        );
         assert_eq!(refusal_v4(v4("198.20.0.0")), None);
         assert_eq!(refusal_v4(v4("223.255.255.255")), None);
-        assert_eq!(refusal_v4(v4("255.255.255.255")), Some(RefusedRange::Broadcast));
-        assert_eq!(refusal_v4(v4("255.255.255.254")), Some(RefusedRange::Reserved));
+        assert_eq!(
+            refusal_v4(v4("255.255.255.255")),
+            Some(RefusedRange::Broadcast)
+        );
+        assert_eq!(
+            refusal_v4(v4("255.255.255.254")),
+            Some(RefusedRange::Reserved)
+        );
     }
 
     #[test]

@@ -143,7 +143,10 @@ impl GatewayClient {
             .await
             .map_err(|e| gateway(None, e.to_string()))?;
         let status = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(|e| gateway(Some(status), e.to_string()))?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| gateway(Some(status), e.to_string()))?;
         if status != 200 {
             let detail = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
             return Err(gateway(Some(status), detail));

@@ -36,11 +36,11 @@ impl CancelHandle {
 
     /// Cancel; calling it again does nothing.
     pub fn cancel(&self) {
-        if let Ok(mut tx) = self.tx.lock() {
-            if let Some(tx) = tx.take() {
-                // Every token may be gone already: then nobody needs the signal.
-                let _ = tx.send(());
-            }
+        if let Ok(mut tx) = self.tx.lock()
+            && let Some(tx) = tx.take()
+        {
+            // Every token may be gone already: then nobody needs the signal.
+            let _ = tx.send(());
         }
     }
 }

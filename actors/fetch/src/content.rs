@@ -53,7 +53,10 @@ pub fn charset_param(content_type: &str) -> Option<String> {
 
 /// Decide what a body is from its declared type, sniffing when none is given.
 /// Binary media types are [`FetchError::Unsupported`].
-pub fn classify(content_type: Option<&str>, body: &[u8]) -> Result<(ContentKind, String), FetchError> {
+pub fn classify(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<(ContentKind, String), FetchError> {
     let declared = content_type.map(media_type).filter(|m| !m.is_empty());
     let Some(mime) = declared else {
         return sniff(body);
@@ -111,7 +114,11 @@ pub fn decode(body: &[u8], content_type: Option<&str>, kind: ContentKind) -> Str
         .and_then(charset_param)
         .and_then(|l| Encoding::for_label(l.as_bytes()));
     let encoding = declared
-        .or_else(|| (kind == ContentKind::Html).then(|| meta_charset(body)).flatten())
+        .or_else(|| {
+            (kind == ContentKind::Html)
+                .then(|| meta_charset(body))
+                .flatten()
+        })
         .unwrap_or_else(|| {
             if std::str::from_utf8(body).is_ok() || kind != ContentKind::Html {
                 UTF_8
@@ -148,7 +155,8 @@ pub fn readable_html(html: &str, url: Option<&str>) -> (Option<String>, String) 
             (title, article.text_content.trim().to_owned())
         }
         Err(_) => {
-            let title = Some(reader.get_article_title().trim().to_owned()).filter(|t| !t.is_empty());
+            let title =
+                Some(reader.get_article_title().trim().to_owned()).filter(|t| !t.is_empty());
             (title, String::new())
         }
     }
@@ -210,15 +218,17 @@ const BODY_MARKERS: &[&str] = &[
 /// Evidence that a response is a challenge page rather than content: the
 /// `cf-mitigated: challenge` header, an AWS WAF challenge action, or a body marker.
 pub fn challenge_evidence(headers: &HeaderMap, body: &[u8]) -> Option<String> {
-    if let Some(v) = headers.get("cf-mitigated").and_then(|v| v.to_str().ok()) {
-        if v.eq_ignore_ascii_case("challenge") {
-            return Some("header cf-mitigated: challenge".into());
-        }
+    if let Some(v) = headers.get("cf-mitigated").and_then(|v| v.to_str().ok())
+        && v.eq_ignore_ascii_case("challenge")
+    {
+        return Some("header cf-mitigated: challenge".into());
     }
-    if let Some(v) = headers.get("x-amzn-waf-action").and_then(|v| v.to_str().ok()) {
-        if v.eq_ignore_ascii_case("challenge") || v.eq_ignore_ascii_case("captcha") {
-            return Some(format!("header x-amzn-waf-action: {v}"));
-        }
+    if let Some(v) = headers
+        .get("x-amzn-waf-action")
+        .and_then(|v| v.to_str().ok())
+        && (v.eq_ignore_ascii_case("challenge") || v.eq_ignore_ascii_case("captcha"))
+    {
+        return Some(format!("header x-amzn-waf-action: {v}"));
     }
     challenge_marker(&String::from_utf8_lossy(&body[..body.len().min(64 * 1024)]))
 }
@@ -238,7 +248,12 @@ mod tests {
 
     #[test]
     fn binary_types_are_typed_errors() {
-        for ct in ["image/png", "application/pdf", "application/octet-stream", "video/mp4"] {
+        for ct in [
+            "image/png",
+            "application/pdf",
+            "application/octet-stream",
+            "video/mp4",
+        ] {
             assert!(matches!(
                 classify(Some(ct), b"x"),
                 Err(FetchError::Unsupported { .. })
@@ -253,13 +268,33 @@ mod tests {
     #[test]
     fn charsets_decode() {
         // "café" in windows-1252 and in UTF-8, declared and undeclared.
-        assert_eq!(decode(b"caf\xe9", Some("text/plain; charset=windows-1252"), ContentKind::Text), "café");
-        assert_eq!(decode(b"caf\xe9", Some("text/html"), ContentKind::Html), "café");
-        assert_eq!(decode("café".as_bytes(), Some("text/html"), ContentKind::Html), "café");
+        assert_eq!(
+            decode(
+                b"caf\xe9",
+                Some("text/plain; charset=windows-1252"),
+                ContentKind::Text
+            ),
+            "café"
+        );
+        assert_eq!(
+            decode(b"caf\xe9", Some("text/html"), ContentKind::Html),
+            "café"
+        );
+        assert_eq!(
+            decode("café".as_bytes(), Some("text/html"), ContentKind::Html),
+            "café"
+        );
         let sjis = b"<meta charset=\"shift_jis\">\x93\xfa\x96\x7b";
         assert!(decode(sjis, Some("text/html"), ContentKind::Html).ends_with("日本"));
         // A BOM beats the header.
-        assert_eq!(decode(b"\xef\xbb\xbfcaf\xc3\xa9", Some("text/plain; charset=latin1"), ContentKind::Text), "café");
+        assert_eq!(
+            decode(
+                b"\xef\xbb\xbfcaf\xc3\xa9",
+                Some("text/plain; charset=latin1"),
+                ContentKind::Text
+            ),
+            "café"
+        );
     }
 
     #[test]

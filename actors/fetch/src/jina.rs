@@ -159,7 +159,10 @@ mod tests {
 
     #[test]
     fn warnings_name_the_target_status() {
-        assert_eq!(warned_status("Target URL returned error 403: Forbidden"), Some(403));
+        assert_eq!(
+            warned_status("Target URL returned error 403: Forbidden"),
+            Some(403)
+        );
         assert_eq!(warned_status("nothing"), None);
     }
 

@@ -45,6 +45,11 @@
 //! # }
 //! ```
 
+// A failed read carries its typed reason (with the refused address, the
+// Jina message, ...) across the gateway as JSON; failures are rare, so the
+// size of the `Err` variant is not worth boxing every reason.
+#![allow(clippy::result_large_err)]
+
 pub mod addr;
 pub mod backend;
 pub mod cancel;
@@ -60,10 +65,14 @@ pub mod tool;
 
 pub use backend::{FetchBackend, GATEWAY_FETCH_PATH, GatewayClient, GatewayReply, GatewayRequest};
 pub use cancel::{CancelHandle, CancelToken};
-pub use model::{FallbackReason, FetchError, FlowFailure, Limits, Page, ReaderConfig, ReaderUsed, Stage};
+pub use model::{
+    FallbackReason, FetchError, FlowFailure, Limits, Page, ReaderConfig, ReaderUsed, Stage,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use policy::SystemResolver;
-pub use policy::{CheckedUrl, PolicyViolation, ResolveError, Resolver, ScriptedResolver, UrlPolicy};
+pub use policy::{
+    CheckedUrl, PolicyViolation, ResolveError, Resolver, ScriptedResolver, UrlPolicy,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use reader::{DirectReader, RawResponse, WebReader};
 pub use tool::{FETCH_URL, FetchActor, FetchCanceller, SUMMARY_CHARS, fetch_url_definition};

@@ -196,11 +196,15 @@ pub enum FetchError {
     Challenge { evidence: String },
     #[error("Jina Reader reported an application error (code {code}{}); no direct read follows", message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
     JinaApplication { code: i64, message: Option<String> },
-    #[error("Jina Reader's answer could not be understood (HTTP {status}: {detail}); no direct read follows")]
+    #[error(
+        "Jina Reader's answer could not be understood (HTTP {status}: {detail}); no direct read follows"
+    )]
     JinaMalformed { status: u16, detail: String },
     #[error("the site answered HTTP {status}")]
     HttpStatus { status: u16 },
-    #[error("content type {content_type:?} is binary; only HTML, text, Markdown and JSON can be read")]
+    #[error(
+        "content type {content_type:?} is binary; only HTML, text, Markdown and JSON can be read"
+    )]
     Unsupported { content_type: String },
     #[error("the native gateway failed: {detail}")]
     Gateway { status: Option<u16>, detail: String },

@@ -16,7 +16,14 @@ pub const MAX_URL_LEN: usize = 8 * 1024;
 
 /// Names that never denote a public host, whatever DNS says (RFC 6761, 6762,
 /// 8375, 7686, and the common internal suffix).
-const FORBIDDEN_SUFFIXES: &[&str] = &["localhost", "local", "home.arpa", "internal", "onion", "invalid"];
+const FORBIDDEN_SUFFIXES: &[&str] = &[
+    "localhost",
+    "local",
+    "home.arpa",
+    "internal",
+    "onion",
+    "invalid",
+];
 
 /// Why a URL may not be read. Messages say what was wrong and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -35,7 +42,9 @@ pub enum PolicyViolation {
     NoHost,
     #[error("host {host:?} is {why}; only public host names can be read")]
     ForbiddenName { host: String, why: String },
-    #[error("host {host:?} resolves to {addr}, which is {range}; only public addresses can be read")]
+    #[error(
+        "host {host:?} resolves to {addr}, which is {range}; only public addresses can be read"
+    )]
     RefusedAddress {
         host: String,
         addr: IpAddr,
@@ -299,10 +308,10 @@ impl UrlPolicy {
         let mut addrs = Vec::with_capacity(ips.len());
         for ip in ips {
             let sa = SocketAddr::new(ip, port);
-            if !self.test_servers.contains(&sa) {
-                if let Some(refusal) = addr::refusal(ip) {
-                    return Err(refused(&host, ip, refusal));
-                }
+            if !self.test_servers.contains(&sa)
+                && let Some(refusal) = addr::refusal(ip)
+            {
+                return Err(refused(&host, ip, refusal));
             }
             if !addrs.contains(&sa) {
                 addrs.push(sa);

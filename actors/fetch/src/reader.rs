@@ -175,7 +175,10 @@ impl DirectReader {
         headers
             .entry(header::ACCEPT)
             .or_insert(HeaderValue::from_static(ACCEPT));
-        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
         let mut redirects = Vec::new();
         let mut retries = 0u32;
         loop {
@@ -228,7 +231,8 @@ impl DirectReader {
                 checked = next;
                 continue;
             }
-            let (body, body_truncated) = read_limited(&mut resp, self.limits.max_body_bytes).await?;
+            let (body, body_truncated) =
+                read_limited(&mut resp, self.limits.max_body_bytes).await?;
             let resp_headers = resp.headers().clone();
             if let Some(evidence) = content::challenge_evidence(&resp_headers, &body) {
                 return Err(FetchError::Challenge { evidence });
@@ -255,7 +259,9 @@ impl DirectReader {
                 403 | 451 => return Err(FetchError::RefusedByTarget { status }),
                 429 => {
                     let wait = retry_after(&resp_headers).unwrap_or(Duration::from_secs(1));
-                    if retries < self.limits.retries_after_429 && wait <= self.limits.max_retry_after {
+                    if retries < self.limits.retries_after_429
+                        && wait <= self.limits.max_retry_after
+                    {
                         retries += 1;
                         self.clock.sleep(wait).await;
                         continue;
@@ -345,7 +351,12 @@ enum JinaStage {
 }
 
 impl WebReader {
-    pub fn new(policy: UrlPolicy, config: ReaderConfig, limits: Limits, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        policy: UrlPolicy,
+        config: ReaderConfig,
+        limits: Limits,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             direct: DirectReader::new(policy, limits, clock.clone()),
             config,
@@ -379,12 +390,9 @@ impl WebReader {
 
     async fn flow(&self, url: &str) -> Result<Page, FlowFailure> {
         let start = self.clock.monotonic();
-        let checked = self
-            .direct
-            .policy
-            .check(url)
-            .await
-            .map_err(|violation| FlowFailure::new(Stage::Policy, FetchError::Policy { violation }))?;
+        let checked = self.direct.policy.check(url).await.map_err(|violation| {
+            FlowFailure::new(Stage::Policy, FetchError::Policy { violation })
+        })?;
         let mut fallback = None;
         if let Some(base) = &self.config.jina_base {
             let stage = self.limits.request_timeout.min(self.limits.total_timeout);
@@ -454,7 +462,13 @@ impl WebReader {
                 }
                 Err(other) => return fail(other),
             };
-        match jina::interpret(status, resp.headers(), &body, truncated, self.limits.max_text_chars) {
+        match jina::interpret(
+            status,
+            resp.headers(),
+            &body,
+            truncated,
+            self.limits.max_text_chars,
+        ) {
             JinaVerdict::Fallback(reason) => JinaStage::Fallback(reason),
             JinaVerdict::Stop(reason) => fail(reason),
             JinaVerdict::Content(c) => JinaStage::Done(Ok(Page {

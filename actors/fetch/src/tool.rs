@@ -96,7 +96,11 @@ pub struct FetchActor {
 type Done = (RunId, CallId, Reply<ToolResult>, ToolResult);
 
 impl FetchActor {
-    pub fn new(backend: Arc<dyn FetchBackend>, storage: Arc<dyn Storage>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        backend: Arc<dyn FetchBackend>,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             backend,
             storage,
@@ -106,13 +110,23 @@ impl FetchActor {
 
     /// Spawn the actor on `executor`; its address goes to the registry as
     /// the handler of [`fetch_url_definition`].
-    pub fn spawn(self, executor: &dyn Executor, parent: Option<ParentLink>) -> (ToolAddr, FetchCanceller) {
+    pub fn spawn(
+        self,
+        executor: &dyn Executor,
+        parent: Option<ParentLink>,
+    ) -> (ToolAddr, FetchCanceller) {
         let (tx, rx) = mpsc::unbounded();
-        let addr = spawn_actor(executor, FETCH_URL, MAILBOX, parent, move |inbox| self.run(inbox, rx));
+        let addr = spawn_actor(executor, FETCH_URL, MAILBOX, parent, move |inbox| {
+            self.run(inbox, rx)
+        });
         (addr, FetchCanceller { tx })
     }
 
-    async fn run(self, inbox: Inbox<ToolMsg>, mut cancels: mpsc::UnboundedReceiver<RunId>) -> Result<(), String> {
+    async fn run(
+        self,
+        inbox: Inbox<ToolMsg>,
+        mut cancels: mpsc::UnboundedReceiver<RunId>,
+    ) -> Result<(), String> {
         let mut in_flight: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
         let mut handles: Vec<(RunId, CallId, CancelHandle)> = Vec::new();
         let mut open = true;
@@ -170,7 +184,10 @@ pub async fn invoke(
 ) -> ToolResult {
     let draft = &invocation.draft;
     if draft.tool != FETCH_URL {
-        return refuse("wrong_tool", format!("the fetch actor serves {FETCH_URL}, not {:?}", draft.tool));
+        return refuse(
+            "wrong_tool",
+            format!("the fetch actor serves {FETCH_URL}, not {:?}", draft.tool),
+        );
     }
     let expected: Option<Fingerprint> = fetch_url_definition().fingerprint().ok();
     if expected.as_ref() != Some(&draft.fingerprint) {
@@ -193,16 +210,26 @@ pub async fn invoke(
         return refuse("capability_refused", e.to_string());
     }
     let Some(url) = draft.arguments.get("url").and_then(Value::as_str) else {
-        return refuse("invalid_arguments", "fetch_url needs a string argument \"url\"");
+        return refuse(
+            "invalid_arguments",
+            "fetch_url needs a string argument \"url\"",
+        );
     };
     // The capability covers the draft's target; the URL must be that target.
     let parsed = match UrlPolicy::parse(url) {
         Ok(u) => u,
-        Err(violation) => return failure(url, FlowFailure::new(crate::Stage::Policy, FetchError::Policy { violation })),
+        Err(violation) => {
+            return failure(
+                url,
+                FlowFailure::new(crate::Stage::Policy, FetchError::Policy { violation }),
+            );
+        }
     };
     let origin = parsed.origin().ascii_serialization();
     match &draft.target {
-        Target::Url { origin: granted, .. } if *granted == origin => {}
+        Target::Url {
+            origin: granted, ..
+        } if *granted == origin => {}
         other => {
             return refuse(
                 "target_mismatch",
@@ -302,7 +329,9 @@ fn failure(url: &str, f: FlowFailure) -> ToolResult {
     }
     // Refusals decided here are internal; anything a server said is not.
     let trust = match f.reason {
-        FetchError::Policy { .. } | FetchError::Cancelled | FetchError::TotalDeadline { .. } => Trust::Internal,
+        FetchError::Policy { .. } | FetchError::Cancelled | FetchError::TotalDeadline { .. } => {
+            Trust::Internal
+        }
         _ => Trust::ExternalUntrusted,
     };
     ToolResult::Error(ToolFailure {

@@ -30,11 +30,18 @@ fn s8_1_no_proxy_even_when_the_environment_names_one() {
         // Control: a default client obeys the environment and goes to the proxy.
         let control = reqwest::Client::new().get(format!("http://{site}/")).send();
         let _ = tokio::time::timeout(Duration::from_millis(300), control).await;
-        assert_eq!(proxy.count(), 1, "control: the environment's proxy should be used by a default client");
+        assert_eq!(
+            proxy.count(),
+            1,
+            "control: the environment's proxy should be used by a default client"
+        );
 
         let clock = ManualClock::new(0);
         let r = reader(test_policy(ScriptedResolver::new(), &[site]), None, &clock);
-        let page = r.read(&format!("http://{site}/"), CancelToken::never()).await.unwrap();
+        let page = r
+            .read(&format!("http://{site}/"), CancelToken::never())
+            .await
+            .unwrap();
         assert_eq!(page.text, "direct");
         assert_eq!(proxy.count(), 1, "the reader connected to the proxy");
     });

@@ -48,7 +48,13 @@ fn scripted() -> ScriptedResolver {
         .fail("nxdomain.example", "NXDOMAIN")
         // Accepted names.
         .answer("example.com", [ip("93.184.216.34")])
-        .answer("multi.example", [ip("93.184.216.34"), ip("2606:2800:220:1:248:1893:25c8:1946")])
+        .answer(
+            "multi.example",
+            [
+                ip("93.184.216.34"),
+                ip("2606:2800:220:1:248:1893:25c8:1946"),
+            ],
+        )
         .answer("xn--bcher-kva.example", [ip("151.101.1.1")])
 }
 
@@ -102,7 +108,10 @@ fn refused_table() -> Vec<(String, Want)> {
         ("http://100.64.0.1/", Range(R::Shared)),
         ("http://100.127.255.254/", Range(R::Shared)),
         // Link-local and cloud metadata.
-        ("http://169.254.169.254/latest/meta-data/", Range(R::LinkLocal)),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            Range(R::LinkLocal),
+        ),
         ("http://169.254.0.1/", Range(R::LinkLocal)),
         ("http://0xa9fea9fe/", Range(R::LinkLocal)),
         ("http://2852039166/", Range(R::LinkLocal)),
@@ -146,7 +155,10 @@ fn refused_table() -> Vec<(String, Want)> {
         ("http://[2002:a9fe:a9fe::1]/", Range(R::LinkLocal)),
         ("http://[2002:c0a8:101::1]/", Range(R::Private)),
         // Teredo: client 127.0.0.1 (inverted), then server 127.0.0.1.
-        ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", Range(R::Loopback)),
+        (
+            "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+            Range(R::Loopback),
+        ),
         ("http://[2001:0:7f00:1::1]/", Range(R::Loopback)),
         ("http://[2001:0:0a00:1::1]/", Range(R::Private)),
         // Other IPv6 ranges.
@@ -186,13 +198,18 @@ fn refused_table() -> Vec<(String, Want)> {
         ("http://unscripted.example/", ResolveFailed),
     ];
     let mut rows: Vec<(String, Want)> = rows.into_iter().map(|(u, w)| (u.to_owned(), w)).collect();
-    rows.push((format!("https://example.com/{}", "a".repeat(9000)), Want::TooLong));
+    rows.push((
+        format!("https://example.com/{}", "a".repeat(9000)),
+        Want::TooLong,
+    ));
     rows
 }
 
 fn matches(v: &PolicyViolation, want: Want) -> bool {
     match (v, want) {
-        (PolicyViolation::RefusedAddress { range, .. }, Want::Range(r)) => range.contains(r.describe()),
+        (PolicyViolation::RefusedAddress { range, .. }, Want::Range(r)) => {
+            range.contains(r.describe())
+        }
         (PolicyViolation::Scheme { .. }, Want::Scheme)
         | (PolicyViolation::UserInfo, Want::UserInfo)
         | (PolicyViolation::Unparsable { .. }, Want::Unparsable)
@@ -218,15 +235,26 @@ async fn s8_1_refuses_every_range_and_spelling() {
             Err(v) => wrong.push(format!("{url}: wanted {want:?}, got {v}")),
         }
     }
-    assert!(wrong.is_empty(), "{} rows wrong:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} rows wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }
 
 #[tokio::test]
 async fn s8_1_refusal_messages_name_the_range_and_embedded_address() {
     let policy = UrlPolicy::public_web(Arc::new(scripted()));
-    let err = policy.check("http://[64:ff9b::a9fe:a9fe]/").await.unwrap_err();
+    let err = policy
+        .check("http://[64:ff9b::a9fe:a9fe]/")
+        .await
+        .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("NAT64") && msg.contains("169.254.169.254") && msg.contains("link-local"), "{msg}");
+    assert!(
+        msg.contains("NAT64") && msg.contains("169.254.169.254") && msg.contains("link-local"),
+        "{msg}"
+    );
     let err = policy.check("http://0x7f.1/").await.unwrap_err();
     assert!(err.to_string().contains("127.0.0.1"), "{err}");
 }
@@ -241,22 +269,34 @@ async fn s8_1_accepts_public_addresses_without_connecting() {
         ("http://1.1.1.1:8080/path?q=1", vec!["1.1.1.1:8080"]),
         ("http://172.32.0.1/", vec!["172.32.0.1:80"]),
         ("http://100.128.0.1/", vec!["100.128.0.1:80"]),
-        ("http://[2606:4700:4700::1111]/", vec!["[2606:4700:4700::1111]:80"]),
+        (
+            "http://[2606:4700:4700::1111]/",
+            vec!["[2606:4700:4700::1111]:80"],
+        ),
         ("http://[::ffff:8.8.8.8]/", vec!["[::ffff:8.8.8.8]:80"]),
         ("http://[64:ff9b::8.8.8.8]/", vec!["[64:ff9b::808:808]:80"]),
         ("http://[2002:808:808::1]/", vec!["[2002:808:808::1]:80"]),
-        ("http://[2001:0:808:808::f7f7:f7f7]/", vec!["[2001:0:808:808::f7f7:f7f7]:80"]),
+        (
+            "http://[2001:0:808:808::f7f7:f7f7]/",
+            vec!["[2001:0:808:808::f7f7:f7f7]:80"],
+        ),
         ("http://example.com/", vec!["93.184.216.34:80"]),
         ("https://EXAMPLE.com./a#frag", vec!["93.184.216.34:443"]),
         (
             "https://multi.example/",
-            vec!["93.184.216.34:443", "[2606:2800:220:1:248:1893:25c8:1946]:443"],
+            vec![
+                "93.184.216.34:443",
+                "[2606:2800:220:1:248:1893:25c8:1946]:443",
+            ],
         ),
         ("http://bücher.example/", vec!["151.101.1.1:80"]),
     ];
     assert!(rows.len() >= 10);
     for (url, want) in rows {
-        let checked = policy.check(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let checked = policy
+            .check(url)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
         let want: Vec<SocketAddr> = want.iter().map(|s| s.parse().unwrap()).collect();
         assert_eq!(checked.addrs(), want.as_slice(), "{url}");
         assert!(checked.url().fragment().is_none());
@@ -278,24 +318,57 @@ async fn s8_1_redirect_chains_ending_at_refused_addresses() {
     let vport = victim.addr.port();
     let app = Router::new()
         .route("/a", get(|| redirect_to("/b".into())))
-        .route("/b", get(move || redirect_to(format!("http://127.0.0.1:{vport}/secret"))))
+        .route(
+            "/b",
+            get(move || redirect_to(format!("http://127.0.0.1:{vport}/secret"))),
+        )
         .route("/meta1", get(|| redirect_to("/meta2".into())))
-        .route("/meta2", get(|| redirect_to("http://169.254.169.254/latest/meta-data/".into())))
-        .route("/v6", get(move || redirect_to(format!("http://[::1]:{vport}/"))))
-        .route("/decimal", get(move || redirect_to(format!("http://2130706433:{vport}/"))))
-        .route("/name", get(move || redirect_to(format!("http://localhost:{vport}/"))))
+        .route(
+            "/meta2",
+            get(|| redirect_to("http://169.254.169.254/latest/meta-data/".into())),
+        )
+        .route(
+            "/v6",
+            get(move || redirect_to(format!("http://[::1]:{vport}/"))),
+        )
+        .route(
+            "/decimal",
+            get(move || redirect_to(format!("http://2130706433:{vport}/"))),
+        )
+        .route(
+            "/name",
+            get(move || redirect_to(format!("http://localhost:{vport}/"))),
+        )
         .route("/scheme", get(|| redirect_to("file:///etc/passwd".into())))
-        .route("/userinfo", get(|| redirect_to("http://u:p@example.com/".into())));
+        .route(
+            "/userinfo",
+            get(|| redirect_to("http://u:p@example.com/".into())),
+        );
     let server = serve(app).await;
     let policy = test_policy(ScriptedResolver::new(), &[server]);
     let clock = ManualClock::new(0);
     let reader = reader(policy, None, &clock);
-    let cases: Vec<(&str, fn(&PolicyViolation) -> bool)> = vec![
-        ("/a", |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("127.0.0.1"))),
-        ("/meta1", |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("169.254.169.254"))),
-        ("/v6", |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("::1"))),
-        ("/decimal", |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("127.0.0.1"))),
-        ("/name", |v| matches!(v, PolicyViolation::ForbiddenName { .. })),
+    type Check = fn(&PolicyViolation) -> bool;
+    let cases: Vec<(&str, Check)> = vec![
+        (
+            "/a",
+            |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("127.0.0.1")),
+        ),
+        (
+            "/meta1",
+            |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("169.254.169.254")),
+        ),
+        (
+            "/v6",
+            |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("::1")),
+        ),
+        (
+            "/decimal",
+            |v| matches!(v, PolicyViolation::RefusedAddress { addr, .. } if *addr == ip("127.0.0.1")),
+        ),
+        ("/name", |v| {
+            matches!(v, PolicyViolation::ForbiddenName { .. })
+        }),
         ("/scheme", |v| matches!(v, PolicyViolation::Scheme { .. })),
         ("/userinfo", |v| matches!(v, PolicyViolation::UserInfo)),
     ];
@@ -309,7 +382,11 @@ async fn s8_1_redirect_chains_ending_at_refused_addresses() {
             other => panic!("{path}: unexpected {other:?}"),
         }
     }
-    assert_eq!(victim.count(), 0, "a refused redirect target was connected to");
+    assert_eq!(
+        victim.count(),
+        0,
+        "a refused redirect target was connected to"
+    );
 }
 
 // ---- DNS rebinding ----
@@ -333,7 +410,9 @@ async fn s8_1_rebinding_cannot_redirect_the_connection() {
 
     // Control: a client that asks DNS at connect time lands on the private
     // address once DNS changes its answer — the attack this test guards against.
-    let naive = ScriptedResolver::new().answer(host, [LOCALHOST]).answer(host, [ip("127.0.0.2")]);
+    let naive = ScriptedResolver::new()
+        .answer(host, [LOCALHOST])
+        .answer(host, [ip("127.0.0.2")]);
     {
         use agent_fetch::Resolver;
         let _checked_answer = naive.resolve(host).await.unwrap();
@@ -343,12 +422,22 @@ async fn s8_1_rebinding_cannot_redirect_the_connection() {
             .resolve_to_addrs(host, &[SocketAddr::new(connect_answer[0], public.port())])
             .build()
             .unwrap();
-        let _ = tokio::time::timeout(std::time::Duration::from_millis(300), client.get(&url).send()).await;
-        assert_eq!(private.count(), 1, "control: the naive client should reach the private address");
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            client.get(&url).send(),
+        )
+        .await;
+        assert_eq!(
+            private.count(),
+            1,
+            "control: the naive client should reach the private address"
+        );
     }
 
     // The policy's reader: the check answers public, every later lookup private.
-    let resolver = ScriptedResolver::new().answer(host, [LOCALHOST]).answer(host, [ip("127.0.0.2")]);
+    let resolver = ScriptedResolver::new()
+        .answer(host, [LOCALHOST])
+        .answer(host, [ip("127.0.0.2")]);
     let policy = test_policy(resolver.clone(), &[public]);
     let clock = ManualClock::new(0);
     let page = reader(policy.clone(), None, &clock)
@@ -357,9 +446,20 @@ async fn s8_1_rebinding_cannot_redirect_the_connection() {
         .expect("the vetted address serves the page");
     assert_eq!(page.text, "public content");
     assert_eq!(hits.get(), 1);
-    assert_eq!(resolver.lookups(), 1, "the read asked DNS exactly once, at the check");
-    assert_eq!(private.count(), 1, "no new connection reached the private address");
+    assert_eq!(
+        resolver.lookups(),
+        1,
+        "the read asked DNS exactly once, at the check"
+    );
+    assert_eq!(
+        private.count(),
+        1,
+        "no new connection reached the private address"
+    );
     // A second check of the same name now sees the private answer and refuses it.
     let err = policy.check(&url).await.unwrap_err();
-    assert!(matches!(err, PolicyViolation::RefusedAddress { .. }), "{err}");
+    assert!(
+        matches!(err, PolicyViolation::RefusedAddress { .. }),
+        "{err}"
+    );
 }

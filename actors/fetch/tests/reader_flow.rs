@@ -78,7 +78,11 @@ async fn fixture(site: Option<Handler>, jina: Option<Option<Handler>>) -> Fixtur
     fixture_with(site, jina, Limits::spec()).await
 }
 
-async fn fixture_with(site: Option<Handler>, jina: Option<Option<Handler>>, limits: Limits) -> Fixture {
+async fn fixture_with(
+    site: Option<Handler>,
+    jina: Option<Option<Handler>>,
+    limits: Limits,
+) -> Fixture {
     let (site_addr, site_hits) = scripted_server(site).await;
     let (jina_addr, jina_hits) = match jina {
         Some(h) => {
@@ -89,7 +93,12 @@ async fn fixture_with(site: Option<Handler>, jina: Option<Option<Handler>>, limi
     };
     let resolver = ScriptedResolver::new().answer("site.example", [LOCALHOST]);
     let clock = ManualClock::new(1_000);
-    let reader = reader_with(test_policy(resolver, &[site_addr]), jina_addr, &clock, limits);
+    let reader = reader_with(
+        test_policy(resolver, &[site_addr]),
+        jina_addr,
+        &clock,
+        limits,
+    );
     Fixture {
         clock,
         reader,
@@ -103,7 +112,10 @@ impl Fixture {
     async fn read(&self) -> Result<Page, agent_fetch::FlowFailure> {
         self.reader.read(&self.url, CancelToken::never()).await
     }
-    fn spawn(&self, cancel: CancelToken) -> tokio::task::JoinHandle<Result<Page, agent_fetch::FlowFailure>> {
+    fn spawn(
+        &self,
+        cancel: CancelToken,
+    ) -> tokio::task::JoinHandle<Result<Page, agent_fetch::FlowFailure>> {
         let reader = self.reader.clone();
         let url = self.url.clone();
         tokio::spawn(async move { reader.read(&url, cancel).await })
@@ -115,10 +127,16 @@ impl Fixture {
 
 fn text(body: &str) -> Option<Handler> {
     let body = body.to_owned();
-    Some(Arc::new(move || respond(200, &[("content-type", "text/plain")], body.clone())))
+    Some(Arc::new(move || {
+        respond(200, &[("content-type", "text/plain")], body.clone())
+    }))
 }
 
-fn status(code: u16, headers: &'static [(&'static str, &'static str)], body: &'static str) -> Option<Handler> {
+fn status(
+    code: u16,
+    headers: &'static [(&'static str, &'static str)],
+    body: &'static str,
+) -> Option<Handler> {
     Some(Arc::new(move || respond(code, headers, body)))
 }
 
@@ -169,7 +187,11 @@ async fn s8_2_endless_body_is_streamed_and_truncated() {
     let endless: Handler = Arc::new(|| {
         let chunk = bytes::Bytes::from(vec![b'x'; 64 * 1024]);
         let stream = futures::stream::repeat(Ok::<_, Infallible>(chunk));
-        respond(200, &[("content-type", "text/plain")], Body::from_stream(stream))
+        respond(
+            200,
+            &[("content-type", "text/plain")],
+            Body::from_stream(stream),
+        )
     });
     let f = fixture(Some(endless), None).await;
     let page = f.read().await.unwrap();
@@ -208,7 +230,13 @@ fn article(paragraphs: usize) -> String {
 #[tokio::test]
 async fn s8_2_long_page_is_cut_at_40000_chars_and_reported() {
     let html = article(600);
-    let f = fixture(Some(Arc::new(move || respond(200, &[("content-type", "text/html")], html.clone()))), None).await;
+    let f = fixture(
+        Some(Arc::new(move || {
+            respond(200, &[("content-type", "text/html")], html.clone())
+        })),
+        None,
+    )
+    .await;
     let page = f.read().await.unwrap();
     assert!(page.text_truncated);
     assert_eq!(page.text.chars().count(), 40_000);
@@ -218,12 +246,30 @@ async fn s8_2_long_page_is_cut_at_40000_chars_and_reported() {
 #[tokio::test]
 async fn s8_5_html_becomes_readable_text_without_scripts() {
     let html = article(12);
-    let f = fixture(Some(Arc::new(move || respond(200, &[("content-type", "text/html; charset=utf-8")], html.clone()))), None).await;
+    let f = fixture(
+        Some(Arc::new(move || {
+            respond(
+                200,
+                &[("content-type", "text/html; charset=utf-8")],
+                html.clone(),
+            )
+        })),
+        None,
+    )
+    .await;
     let page = f.read().await.unwrap();
     assert_eq!(page.title.as_deref(), Some("Long Read"));
-    assert!(page.text.contains("Paragraph 3 of the article"), "{}", page.text);
+    assert!(
+        page.text.contains("Paragraph 3 of the article"),
+        "{}",
+        page.text
+    );
     for absent in ["SECRET_SCRIPT", "COMMENT_MARKER"] {
-        assert!(!page.text.contains(absent), "{absent} leaked into {}", page.text);
+        assert!(
+            !page.text.contains(absent),
+            "{absent} leaked into {}",
+            page.text
+        );
     }
     assert_eq!(page.content_type, "text/html");
     assert_eq!(page.reader, ReaderUsed::Direct);
@@ -238,7 +284,13 @@ async fn s8_2_charsets_are_decoded() {
     }
     body.extend_from_slice(b"</p></article></body></html>");
     let f = fixture(
-        Some(Arc::new(move || respond(200, &[("content-type", "text/html; charset=windows-1252")], body.clone()))),
+        Some(Arc::new(move || {
+            respond(
+                200,
+                &[("content-type", "text/html; charset=windows-1252")],
+                body.clone(),
+            )
+        })),
         None,
     )
     .await;
@@ -254,7 +306,13 @@ async fn s8_2_text_markdown_and_json_pass_through() {
         ("text/markdown", "# Title\n\n- item"),
         ("application/json", r#"{"a": [1, 2, {"b": "<p>x</p>"}]}"#),
     ] {
-        let f = fixture(Some(Arc::new(move || respond(200, &[("content-type", ct)], body))), None).await;
+        let f = fixture(
+            Some(Arc::new(move || {
+                respond(200, &[("content-type", ct)], body)
+            })),
+            None,
+        )
+        .await;
         let page = f.read().await.unwrap();
         assert_eq!(page.text, body, "{ct}");
         assert_eq!(page.content_type, ct);
@@ -264,10 +322,20 @@ async fn s8_2_text_markdown_and_json_pass_through() {
 #[tokio::test]
 async fn s8_2_binary_types_are_a_typed_error() {
     for ct in ["image/png", "application/pdf", "application/octet-stream"] {
-        let f = fixture(Some(Arc::new(move || respond(200, &[("content-type", ct)], "\u{0}\u{1}binary"))), None).await;
+        let f = fixture(
+            Some(Arc::new(move || {
+                respond(200, &[("content-type", ct)], "\u{0}\u{1}binary")
+            })),
+            None,
+        )
+        .await;
         let failure = f.read().await.unwrap_err();
         assert_eq!(failure.stage, Stage::Direct);
-        assert!(matches!(failure.reason, FetchError::Unsupported { .. }), "{ct}: {:?}", failure.reason);
+        assert!(
+            matches!(failure.reason, FetchError::Unsupported { .. }),
+            "{ct}: {:?}",
+            failure.reason
+        );
     }
 }
 
@@ -276,13 +344,19 @@ async fn s8_2_binary_types_are_a_typed_error() {
 async fn chain_server() -> SocketAddr {
     let app = Router::new().route(
         "/r/{n}",
-        get(|axum::extract::Path(n): axum::extract::Path<u32>| async move {
-            if n == 0 {
-                ([(header::CONTENT_TYPE, "text/plain")], "end of chain").into_response()
-            } else {
-                (StatusCode::FOUND, [(header::LOCATION, format!("/r/{}", n - 1))]).into_response()
-            }
-        }),
+        get(
+            |axum::extract::Path(n): axum::extract::Path<u32>| async move {
+                if n == 0 {
+                    ([(header::CONTENT_TYPE, "text/plain")], "end of chain").into_response()
+                } else {
+                    (
+                        StatusCode::FOUND,
+                        [(header::LOCATION, format!("/r/{}", n - 1))],
+                    )
+                        .into_response()
+                }
+            },
+        ),
     );
     serve(app).await
 }
@@ -291,14 +365,28 @@ async fn chain_server() -> SocketAddr {
 async fn s8_1_redirect_limit_at_below_and_above_5_hops() {
     let server = chain_server().await;
     let clock = ManualClock::new(0);
-    let r = reader(test_policy(ScriptedResolver::new(), &[server]), None, &clock);
+    let r = reader(
+        test_policy(ScriptedResolver::new(), &[server]),
+        None,
+        &clock,
+    );
     for hops in [4usize, 5] {
-        let page = r.read(&format!("http://{server}/r/{hops}"), CancelToken::never()).await.unwrap();
+        let page = r
+            .read(&format!("http://{server}/r/{hops}"), CancelToken::never())
+            .await
+            .unwrap();
         assert_eq!(page.redirects.len(), hops);
-        assert_eq!(page.final_url, format!("http://{server}/r/0"), "the final URL is reported");
+        assert_eq!(
+            page.final_url,
+            format!("http://{server}/r/0"),
+            "the final URL is reported"
+        );
         assert_eq!(page.text, "end of chain");
     }
-    let failure = r.read(&format!("http://{server}/r/6"), CancelToken::never()).await.unwrap_err();
+    let failure = r
+        .read(&format!("http://{server}/r/6"), CancelToken::never())
+        .await
+        .unwrap_err();
     assert_eq!(failure.reason, FetchError::TooManyRedirects { max: 5 });
 }
 
@@ -311,34 +399,65 @@ async fn s8_1_credentials_and_cookies_are_dropped_across_origins() {
             get(move || async move {
                 (
                     StatusCode::FOUND,
-                    [(header::LOCATION, format!("http://{b_addr}/landing")), (header::SET_COOKIE, "sid=abc".into())],
+                    [
+                        (header::LOCATION, format!("http://{b_addr}/landing")),
+                        (header::SET_COOKIE, "sid=abc".into()),
+                    ],
                 )
             }),
         )
-        .route("/same", get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/echo")]) }))
+        .route(
+            "/same",
+            get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/echo")]) }),
+        )
         .route(
             "/echo",
             get(|headers: HeaderMap| async move {
-                let auth = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+                let auth = headers
+                    .get(header::AUTHORIZATION)
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default();
                 ([(header::CONTENT_TYPE, "text/plain")], auth)
             }),
         );
     let a_addr = serve(app).await;
     let clock = ManualClock::new(0);
-    let r = reader(test_policy(ScriptedResolver::new(), &[a_addr, b_addr]), None, &clock);
+    let r = reader(
+        test_policy(ScriptedResolver::new(), &[a_addr, b_addr]),
+        None,
+        &clock,
+    );
     let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret"));
+    headers.insert(
+        header::AUTHORIZATION,
+        HeaderValue::from_static("Bearer secret"),
+    );
     headers.insert(header::COOKIE, HeaderValue::from_static("session=1"));
-    headers.insert(header::PROXY_AUTHORIZATION, HeaderValue::from_static("Basic eA=="));
+    headers.insert(
+        header::PROXY_AUTHORIZATION,
+        HeaderValue::from_static("Basic eA=="),
+    );
 
-    let raw = r.direct().fetch(&format!("http://{a_addr}/cross"), headers.clone()).await.unwrap();
+    let raw = r
+        .direct()
+        .fetch(&format!("http://{a_addr}/cross"), headers.clone())
+        .await
+        .unwrap();
     assert_eq!(raw.final_url, format!("http://{b_addr}/landing"));
     let seen = b_hits.last_headers();
-    for h in [header::AUTHORIZATION, header::COOKIE, header::PROXY_AUTHORIZATION] {
+    for h in [
+        header::AUTHORIZATION,
+        header::COOKIE,
+        header::PROXY_AUTHORIZATION,
+    ] {
         assert!(!seen.contains_key(&h), "{h} crossed origins");
     }
     // Same origin: the caller's Authorization stays.
-    let raw = r.direct().fetch(&format!("http://{a_addr}/same"), headers).await.unwrap();
+    let raw = r
+        .direct()
+        .fetch(&format!("http://{a_addr}/same"), headers)
+        .await
+        .unwrap();
     assert_eq!(raw.body, b"Bearer secret");
 }
 
@@ -347,7 +466,16 @@ async fn s8_1_credentials_and_cookies_are_dropped_across_origins() {
 #[tokio::test]
 async fn s8_3_jina_success_is_used_without_a_direct_read() {
     let jina: Handler = Arc::new(|| {
-        respond(200, &[("content-type", "application/json")], jina_json(200, "Example", "https://site.example/final", "# Example\n\nBody text."))
+        respond(
+            200,
+            &[("content-type", "application/json")],
+            jina_json(
+                200,
+                "Example",
+                "https://site.example/final",
+                "# Example\n\nBody text.",
+            ),
+        )
     });
     let f = fixture(text("direct"), Some(Some(jina))).await;
     let page = f.read().await.unwrap();
@@ -368,11 +496,18 @@ async fn s8_3_jina_network_failure_permits_one_direct_read() {
     let resolver = ScriptedResolver::new().answer("site.example", [LOCALHOST]);
     let r = reader(test_policy(resolver, &[site_addr]), Some(dead), &clock);
     let page = r
-        .read(&format!("http://site.example:{}/", site_addr.port()), CancelToken::never())
+        .read(
+            &format!("http://site.example:{}/", site_addr.port()),
+            CancelToken::never(),
+        )
         .await
         .unwrap();
     assert_eq!(page.reader, ReaderUsed::Direct);
-    assert!(matches!(page.fallback, Some(FallbackReason::JinaNetwork { .. })), "{:?}", page.fallback);
+    assert!(
+        matches!(page.fallback, Some(FallbackReason::JinaNetwork { .. })),
+        "{:?}",
+        page.fallback
+    );
     assert_eq!(site_hits.get(), 1);
 }
 
@@ -388,16 +523,26 @@ async fn s8_3_jina_stage_timeout_at_15s_then_direct() {
     f.clock.advance(Duration::from_millis(1));
     let page = task.await.unwrap().unwrap();
     assert_eq!(page.reader, ReaderUsed::Direct);
-    assert_eq!(page.fallback, Some(FallbackReason::JinaTimeout { ms: 15_000 }));
+    assert_eq!(
+        page.fallback,
+        Some(FallbackReason::JinaTimeout { ms: 15_000 })
+    );
     assert_eq!(f.site.get(), 1);
 }
 
 #[tokio::test]
 async fn s8_3_jina_5xx_permits_one_direct_read() {
     for code in [500u16, 502, 503] {
-        let f = fixture(text("direct body"), Some(Some(Arc::new(move || respond(code, &[], "oops"))))).await;
+        let f = fixture(
+            text("direct body"),
+            Some(Some(Arc::new(move || respond(code, &[], "oops")))),
+        )
+        .await;
         let page = f.read().await.unwrap();
-        assert_eq!(page.fallback, Some(FallbackReason::JinaServerError { status: code }));
+        assert_eq!(
+            page.fallback,
+            Some(FallbackReason::JinaServerError { status: code })
+        );
         assert_eq!(page.text, "direct body");
         assert_eq!((f.jina_hits(), f.site.get()), (1, 1));
     }
@@ -412,49 +557,122 @@ async fn s8_3_jina_service_challenge_permits_one_direct_read() {
     );
     let f = fixture(text("direct body"), Some(challenge)).await;
     let page = f.read().await.unwrap();
-    assert!(matches!(page.fallback, Some(FallbackReason::JinaChallenge { .. })), "{:?}", page.fallback);
+    assert!(
+        matches!(page.fallback, Some(FallbackReason::JinaChallenge { .. })),
+        "{:?}",
+        page.fallback
+    );
     assert_eq!(f.site.get(), 1);
     // Also an HTML challenge body without the header, with HTTP 200.
-    let body = status(200, &[("content-type", "text/html")], "<div id=cf-browser-verification></div>");
+    let body = status(
+        200,
+        &[("content-type", "text/html")],
+        "<div id=cf-browser-verification></div>",
+    );
     let f = fixture(text("direct body"), Some(body)).await;
     let page = f.read().await.unwrap();
-    assert!(matches!(page.fallback, Some(FallbackReason::JinaChallenge { .. })));
+    assert!(matches!(
+        page.fallback,
+        Some(FallbackReason::JinaChallenge { .. })
+    ));
 }
 
 #[tokio::test]
 async fn s8_5_jina_application_error_refused_without_direct_read() {
     for http in [200u16, 422] {
         let body = r#"{"code":422,"status":42206,"name":"AssertionFailureError","message":"Failed to goto"}"#;
-        let f = fixture(text("direct"), Some(Some(Arc::new(move || respond(http, &[("content-type", "application/json")], body))))).await;
+        let f = fixture(
+            text("direct"),
+            Some(Some(Arc::new(move || {
+                respond(http, &[("content-type", "application/json")], body)
+            }))),
+        )
+        .await;
         let failure = f.read().await.unwrap_err();
         assert_eq!(failure.stage, Stage::Jina);
-        assert!(matches!(failure.reason, FetchError::JinaApplication { code: 422, .. }), "{:?}", failure.reason);
-        assert_eq!(f.site.get(), 0, "an application error permits no direct read");
+        assert!(
+            matches!(
+                failure.reason,
+                FetchError::JinaApplication { code: 422, .. }
+            ),
+            "{:?}",
+            failure.reason
+        );
+        assert_eq!(
+            f.site.get(),
+            0,
+            "an application error permits no direct read"
+        );
     }
 }
 
 #[tokio::test]
 async fn s8_5_unreadable_jina_answer_permits_no_direct_read() {
-    let f = fixture(text("direct"), Some(status(200, &[("content-type", "text/plain")], "hello"))).await;
+    let f = fixture(
+        text("direct"),
+        Some(status(200, &[("content-type", "text/plain")], "hello")),
+    )
+    .await;
     let failure = f.read().await.unwrap_err();
-    assert!(matches!(failure.reason, FetchError::JinaMalformed { status: 200, .. }));
+    assert!(matches!(
+        failure.reason,
+        FetchError::JinaMalformed { status: 200, .. }
+    ));
     assert_eq!(f.site.get(), 0);
 }
 
 #[tokio::test]
 async fn s8_5_target_challenge_page_refused_even_with_200() {
     // Direct: body markers, and the header alone.
-    let f = fixture(status(200, &[("content-type", "text/html")], "<html><head><title>Just a moment...</title></head><body>cf_chl_opt</body></html>"), None).await;
+    let f = fixture(
+        status(
+            200,
+            &[("content-type", "text/html")],
+            "<html><head><title>Just a moment...</title></head><body>cf_chl_opt</body></html>",
+        ),
+        None,
+    )
+    .await;
     let failure = f.read().await.unwrap_err();
-    assert!(matches!(failure.reason, FetchError::Challenge { .. }), "{:?}", failure.reason);
-    let f = fixture(status(200, &[("content-type", "text/plain"), ("cf-mitigated", "challenge")], "fine words"), None).await;
-    assert!(matches!(f.read().await.unwrap_err().reason, FetchError::Challenge { .. }));
+    assert!(
+        matches!(failure.reason, FetchError::Challenge { .. }),
+        "{:?}",
+        failure.reason
+    );
+    let f = fixture(
+        status(
+            200,
+            &[
+                ("content-type", "text/plain"),
+                ("cf-mitigated", "challenge"),
+            ],
+            "fine words",
+        ),
+        None,
+    )
+    .await;
+    assert!(matches!(
+        f.read().await.unwrap_err().reason,
+        FetchError::Challenge { .. }
+    ));
     // A 403 challenge is a challenge, not a refusal.
     let f = fixture(status(403, &[("cf-mitigated", "challenge")], ""), None).await;
-    assert!(matches!(f.read().await.unwrap_err().reason, FetchError::Challenge { .. }));
+    assert!(matches!(
+        f.read().await.unwrap_err().reason,
+        FetchError::Challenge { .. }
+    ));
     // Through Jina: the target's challenge page as content, HTTP 200.
     let jina: Handler = Arc::new(|| {
-        respond(200, &[], jina_json(200, "Just a moment...", "https://site.example/", "Verify you are human by completing the action below."))
+        respond(
+            200,
+            &[],
+            jina_json(
+                200,
+                "Just a moment...",
+                "https://site.example/",
+                "Verify you are human by completing the action below.",
+            ),
+        )
     });
     let f = fixture(text("direct"), Some(Some(jina))).await;
     let failure = f.read().await.unwrap_err();
@@ -466,14 +684,32 @@ async fn s8_5_target_challenge_page_refused_even_with_200() {
 #[tokio::test]
 async fn s8_4_authentication_required_stops() {
     let cases: Vec<(Option<Handler>, u16, Option<&str>)> = vec![
-        (status(401, &[("www-authenticate", "Basic realm=\"x\"")], ""), 401, Some("Basic")),
-        (status(407, &[("proxy-authenticate", "Negotiate")], ""), 407, Some("Negotiate")),
-        (status(403, &[("www-authenticate", "Bearer realm=\"api\"")], ""), 403, Some("Bearer")),
+        (
+            status(401, &[("www-authenticate", "Basic realm=\"x\"")], ""),
+            401,
+            Some("Basic"),
+        ),
+        (
+            status(407, &[("proxy-authenticate", "Negotiate")], ""),
+            407,
+            Some("Negotiate"),
+        ),
+        (
+            status(403, &[("www-authenticate", "Bearer realm=\"api\"")], ""),
+            403,
+            Some("Bearer"),
+        ),
     ];
     for (handler, code, scheme) in cases {
         let f = fixture(handler, None).await;
         let failure = f.read().await.unwrap_err();
-        assert_eq!(failure.reason, FetchError::AuthRequired { status: code, scheme: scheme.map(str::to_owned) });
+        assert_eq!(
+            failure.reason,
+            FetchError::AuthRequired {
+                status: code,
+                scheme: scheme.map(str::to_owned)
+            }
+        );
     }
     // Through Jina: the target answered 401; no direct read follows.
     let jina: Handler = Arc::new(|| {
@@ -482,7 +718,13 @@ async fn s8_4_authentication_required_stops() {
     });
     let f = fixture(text("direct"), Some(Some(jina))).await;
     let failure = f.read().await.unwrap_err();
-    assert_eq!(failure.reason, FetchError::AuthRequired { status: 401, scheme: None });
+    assert_eq!(
+        failure.reason,
+        FetchError::AuthRequired {
+            status: 401,
+            scheme: None
+        }
+    );
     assert_eq!(f.site.get(), 0);
 }
 
@@ -490,14 +732,20 @@ async fn s8_4_authentication_required_stops() {
 async fn s8_4_refusal_by_target_stops() {
     for code in [403u16, 451] {
         let f = fixture(status(code, &[], "no"), None).await;
-        assert_eq!(f.read().await.unwrap_err().reason, FetchError::RefusedByTarget { status: code });
+        assert_eq!(
+            f.read().await.unwrap_err().reason,
+            FetchError::RefusedByTarget { status: code }
+        );
     }
     let jina: Handler = Arc::new(|| {
         let body = serde_json::json!({"code": 200, "data": {"content": "", "warning": "Target URL returned error 451: Unavailable For Legal Reasons"}});
         respond(200, &[], body.to_string())
     });
     let f = fixture(text("direct"), Some(Some(jina))).await;
-    assert_eq!(f.read().await.unwrap_err().reason, FetchError::RefusedByTarget { status: 451 });
+    assert_eq!(
+        f.read().await.unwrap_err().reason,
+        FetchError::RefusedByTarget { status: 451 }
+    );
     assert_eq!(f.site.get(), 0);
 }
 
@@ -505,11 +753,17 @@ async fn s8_4_refusal_by_target_stops() {
 async fn s8_4_429_is_a_refusal_after_its_retry_budget() {
     // Always 429: one retry (the budget), then a refusal.
     let f = fixture(status(429, &[("retry-after", "0")], ""), None).await;
-    assert_eq!(f.read().await.unwrap_err().reason, FetchError::RefusedByTarget { status: 429 });
+    assert_eq!(
+        f.read().await.unwrap_err().reason,
+        FetchError::RefusedByTarget { status: 429 }
+    );
     assert_eq!(f.site.get(), 2);
     // A Retry-After longer than the budget allows: refused at once.
     let f = fixture(status(429, &[("retry-after", "60")], ""), None).await;
-    assert_eq!(f.read().await.unwrap_err().reason, FetchError::RefusedByTarget { status: 429 });
+    assert_eq!(
+        f.read().await.unwrap_err().reason,
+        FetchError::RefusedByTarget { status: 429 }
+    );
     assert_eq!(f.site.get(), 1);
     // 429 then 200: the retry waits Retry-After on the host clock, then succeeds.
     let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -537,7 +791,10 @@ async fn s8_4_user_cancellation_stops() {
     wait_count(&f.jina.as_ref().unwrap().count, 1).await;
     handle.cancel();
     let failure = task.await.unwrap().unwrap_err();
-    assert_eq!((failure.stage, failure.reason), (Stage::Flow, FetchError::Cancelled));
+    assert_eq!(
+        (failure.stage, failure.reason),
+        (Stage::Flow, FetchError::Cancelled)
+    );
     assert_eq!(f.site.get(), 0);
 }
 
@@ -554,13 +811,19 @@ async fn s8_4_total_deadline_of_30s_stops() {
     assert!(still_running(&task).await);
     f.clock.advance(Duration::from_millis(1));
     let failure = task.await.unwrap().unwrap_err();
-    assert_eq!((failure.stage, failure.reason), (Stage::Flow, FetchError::TotalDeadline { ms: 30_000 }));
+    assert_eq!(
+        (failure.stage, failure.reason),
+        (Stage::Flow, FetchError::TotalDeadline { ms: 30_000 })
+    );
 }
 
 #[tokio::test]
 async fn s8_3_direct_read_gets_the_time_left() {
     // With a 20 s total, a Jina stage that used 15 s leaves the direct read 5 s.
-    let limits = Limits { total_timeout: Duration::from_secs(20), ..Limits::spec() };
+    let limits = Limits {
+        total_timeout: Duration::from_secs(20),
+        ..Limits::spec()
+    };
     let f = fixture_with(None, Some(None), limits).await;
     let task = f.spawn(CancelToken::never());
     wait_sleepers(&f.clock, 2).await;
@@ -579,7 +842,10 @@ async fn s8_3_direct_failure_ends_the_flow_without_a_third_attempt() {
     let failure = f.read().await.unwrap_err();
     assert_eq!(failure.stage, Stage::Direct);
     assert_eq!(failure.reason, FetchError::HttpStatus { status: 404 });
-    assert_eq!(failure.fallback, Some(FallbackReason::JinaServerError { status: 503 }));
+    assert_eq!(
+        failure.fallback,
+        Some(FallbackReason::JinaServerError { status: 503 })
+    );
     assert_eq!((f.jina_hits(), f.site.get()), (1, 1));
     // A hanging direct read after a fast Jina 5xx: its own 15 s deadline.
     let f = fixture(None, Some(status(502, &[], ""))).await;
@@ -588,7 +854,10 @@ async fn s8_3_direct_failure_ends_the_flow_without_a_third_attempt() {
     wait_sleepers(&f.clock, 3).await; // total + Jina stage (done, not yet due) + direct stage
     f.clock.advance(Duration::from_secs(15));
     let failure = task.await.unwrap().unwrap_err();
-    assert_eq!((failure.stage, failure.reason), (Stage::Direct, FetchError::Timeout { ms: 15_000 }));
+    assert_eq!(
+        (failure.stage, failure.reason),
+        (Stage::Direct, FetchError::Timeout { ms: 15_000 })
+    );
     assert_eq!(f.jina_hits(), 1);
 }
 
@@ -598,17 +867,42 @@ async fn s8_3_direct_read_carries_no_jina_credentials() {
     let (jina_addr, jina_hits) = scripted_server(status(503, &[], "")).await;
     let clock = ManualClock::new(0);
     let resolver = ScriptedResolver::new().answer("site.example", [LOCALHOST]);
-    let config = ReaderConfig { jina_base: Some(format!("http://{jina_addr}/jina")), jina_key: Some("jina-secret".into()) };
-    let r = WebReader::new(test_policy(resolver, &[site_addr]), config, Limits::spec(), Arc::new(clock));
-    r.read(&format!("http://site.example:{}/", site_addr.port()), CancelToken::never()).await.unwrap();
-    assert_eq!(jina_hits.last_headers().get(header::AUTHORIZATION).unwrap(), "Bearer jina-secret");
-    assert!(site_hits.last_headers().get(header::AUTHORIZATION).is_none());
+    let config = ReaderConfig {
+        jina_base: Some(format!("http://{jina_addr}/jina")),
+        jina_key: Some("jina-secret".into()),
+    };
+    let r = WebReader::new(
+        test_policy(resolver, &[site_addr]),
+        config,
+        Limits::spec(),
+        Arc::new(clock),
+    );
+    r.read(
+        &format!("http://site.example:{}/", site_addr.port()),
+        CancelToken::never(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        jina_hits.last_headers().get(header::AUTHORIZATION).unwrap(),
+        "Bearer jina-secret"
+    );
+    assert!(
+        site_hits
+            .last_headers()
+            .get(header::AUTHORIZATION)
+            .is_none()
+    );
 }
 
 #[tokio::test]
 async fn s8_1_target_is_checked_before_jina_is_asked() {
     let f = fixture(text("direct"), Some(text("jina"))).await;
-    let failure = f.reader.read("http://127.0.0.1:9/", CancelToken::never()).await.unwrap_err();
+    let failure = f
+        .reader
+        .read("http://127.0.0.1:9/", CancelToken::never())
+        .await
+        .unwrap_err();
     assert_eq!(failure.stage, Stage::Policy);
     assert!(matches!(failure.reason, FetchError::Policy { .. }));
     assert_eq!(f.jina_hits(), 0);

@@ -12,7 +12,9 @@ use agent_capabilities::{
     Authority, Capability, EffectClass, EffectSet, Grant, Idempotency, Origin, Sensitivity, Target,
     TargetScope, Trust, Uses, sha256_hex,
 };
-use agent_fetch::{FETCH_URL, FetchActor, FetchCanceller, SUMMARY_CHARS, ScriptedResolver, fetch_url_definition};
+use agent_fetch::{
+    FETCH_URL, FetchActor, FetchCanceller, SUMMARY_CHARS, ScriptedResolver, fetch_url_definition,
+};
 use agent_kernel::host::{Executor, ManualClock, Storage};
 use agent_kernel::memory::MemoryStorage;
 use agent_kernel::protocol::{
@@ -64,15 +66,24 @@ async fn setup() -> Setup {
                 }
             }),
         )
-        .route("/private", get(|| async { (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Basic")]) }))
-        .route("/slow", get(|| std::future::pending::<String>()));
+        .route(
+            "/private",
+            get(|| async {
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Basic")],
+                )
+            }),
+        )
+        .route("/slow", get(std::future::pending::<String>));
     let server = serve(app).await;
     let resolver = ScriptedResolver::new().answer("site.example", [LOCALHOST]);
     let clock = ManualClock::new(1_700_000_000_000);
     let reader = reader(test_policy(resolver, &[server]), None, &clock);
     let storage = Arc::new(MemoryStorage::new());
-    let (addr, canceller) = FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
-        .spawn(&TokioExecutor, None);
+    let (addr, canceller) =
+        FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
+            .spawn(&TokioExecutor, None);
     Setup {
         addr,
         canceller,
@@ -90,13 +101,21 @@ impl Setup {
             fingerprint: fetch_url_definition().fingerprint().unwrap(),
             origin: Origin::Builtin,
             effects: EffectSet::from([EffectClass::ReadNetwork]),
-            scope: TargetScope::Origins { origins: BTreeSet::from([origin.to_owned()]) },
+            scope: TargetScope::Origins {
+                origins: BTreeSet::from([origin.to_owned()]),
+            },
             uses,
             expires_at_ms: u64::MAX,
         })
     }
 
-    fn invocation(&self, call: &str, url: &str, target_origin: &str, capability: Capability) -> ToolInvocation {
+    fn invocation(
+        &self,
+        call: &str,
+        url: &str,
+        target_origin: &str,
+        capability: Capability,
+    ) -> ToolInvocation {
         let def = fetch_url_definition();
         let arguments = json!({ "url": url });
         ToolInvocation {
@@ -117,7 +136,9 @@ impl Setup {
                     origin: target_origin.to_owned(),
                     host: "site.example".into(),
                 },
-                scope: TargetScope::Origins { origins: BTreeSet::from([target_origin.to_owned()]) },
+                scope: TargetScope::Origins {
+                    origins: BTreeSet::from([target_origin.to_owned()]),
+                },
                 attempt: 1,
                 idempotency_key: format!("{RUN}/{call}"),
             },
@@ -146,12 +167,20 @@ fn definition_is_a_read_network_tool_scoped_to_the_url() {
     let def = fetch_url_definition();
     assert_eq!(def.name, "fetch_url");
     assert_eq!(def.effects, EffectSet::from([EffectClass::ReadNetwork]));
-    assert_eq!(def.target, TargetRule::UrlArg { field: "url".into() });
+    assert_eq!(
+        def.target,
+        TargetRule::UrlArg {
+            field: "url".into()
+        }
+    );
     assert_eq!(def.idempotency, Idempotency::Idempotent);
     assert_eq!(def.sensitivity, Sensitivity::Public);
     assert_eq!(def.origin, Origin::Builtin);
     assert_eq!(def.parameters["required"], json!(["url"]));
-    assert_eq!(def.fingerprint().unwrap(), fetch_url_definition().fingerprint().unwrap());
+    assert_eq!(
+        def.fingerprint().unwrap(),
+        fetch_url_definition().fingerprint().unwrap()
+    );
 }
 
 #[tokio::test]
@@ -160,7 +189,9 @@ async fn s5_4_success_is_external_untrusted_with_provenance_blob_and_bounded_sum
     let url = format!("{}/page", s.origin);
     let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
     let result = s.invoke(s.invocation("call-1", &url, &s.origin, cap)).await;
-    let ToolResult::Success(ok) = result else { panic!("{result:?}") };
+    let ToolResult::Success(ok) = result else {
+        panic!("{result:?}")
+    };
     assert_eq!(ok.trust, Trust::ExternalUntrusted);
     let p = &ok.provenance;
     assert_eq!(p.tool, "fetch_url");
@@ -172,7 +203,10 @@ async fn s5_4_success_is_external_untrusted_with_provenance_blob_and_bounded_sum
     assert_eq!(p.detail["text_truncated"], json!(false));
     // S5.8: the body is a blob; only a bounded summary enters the context.
     let text = "word ".repeat(2_000);
-    assert_eq!(p.content_hash.as_deref(), Some(sha256_hex(text.as_bytes()).as_str()));
+    assert_eq!(
+        p.content_hash.as_deref(),
+        Some(sha256_hex(text.as_bytes()).as_str())
+    );
     assert_eq!(ok.references.len(), 1);
     let reference = &ok.references[0];
     assert_eq!(reference.kind, ReferenceKind::Blob);
@@ -204,16 +238,28 @@ async fn s5_3_capability_is_verified_before_any_network_work() {
         fingerprint: fetch_url_definition().fingerprint().unwrap(),
         origin: Origin::Builtin,
         effects: EffectSet::from([EffectClass::ReadNetwork]),
-        scope: TargetScope::Origins { origins: BTreeSet::from([s.origin.clone()]) },
+        scope: TargetScope::Origins {
+            origins: BTreeSet::from([s.origin.clone()]),
+        },
         uses: Uses::Once,
         expires_at_ms: u64::MAX,
     });
-    let result = s.invoke(s.invocation("call-3", &url, &s.origin, forged)).await;
+    let result = s
+        .invoke(s.invocation("call-3", &url, &s.origin, forged))
+        .await;
     assert_eq!(error_code(&result), "capability_refused");
-    assert_eq!(s.site.get(), 0, "nothing was fetched without a valid capability");
+    assert_eq!(
+        s.site.get(),
+        0,
+        "nothing was fetched without a valid capability"
+    );
     // A one-time capability works once.
     let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
-    assert!(s.invoke(s.invocation("call-4", &url, &s.origin, cap.clone())).await.is_success());
+    assert!(
+        s.invoke(s.invocation("call-4", &url, &s.origin, cap.clone()))
+            .await
+            .is_success()
+    );
     let again = s.invoke(s.invocation("call-5", &url, &s.origin, cap)).await;
     assert_eq!(error_code(&again), "capability_refused");
     assert_eq!(s.site.get(), 1);
@@ -224,7 +270,9 @@ async fn s5_3_url_must_be_the_authorised_target() {
     let s = setup().await;
     let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
     // The draft's target is the granted origin, but the URL points elsewhere.
-    let result = s.invoke(s.invocation("call-1", "http://other.example/page", &s.origin, cap)).await;
+    let result = s
+        .invoke(s.invocation("call-1", "http://other.example/page", &s.origin, cap))
+        .await;
     assert_eq!(error_code(&result), "target_mismatch");
     assert_eq!(s.site.get(), 0);
 }
@@ -235,7 +283,9 @@ async fn s8_failures_are_envelopes_with_typed_codes() {
     let url = format!("{}/private", s.origin);
     let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
     let result = s.invoke(s.invocation("call-1", &url, &s.origin, cap)).await;
-    let ToolResult::Error(e) = result else { panic!() };
+    let ToolResult::Error(e) = result else {
+        panic!()
+    };
     assert_eq!(e.code, "auth_required");
     assert_eq!(e.trust, Trust::ExternalUntrusted);
     assert!(!e.retryable && !e.effect_may_have_happened);
@@ -243,8 +293,12 @@ async fn s8_failures_are_envelopes_with_typed_codes() {
     // A refused URL (the policy) is an internal refusal, nothing fetched.
     let origin = "http://127.0.0.1:1";
     let cap = s.grant(FETCH_URL, origin, Uses::Once);
-    let result = s.invoke(s.invocation("call-2", "http://127.0.0.1:1/", origin, cap)).await;
-    let ToolResult::Error(e) = result else { panic!() };
+    let result = s
+        .invoke(s.invocation("call-2", "http://127.0.0.1:1/", origin, cap))
+        .await;
+    let ToolResult::Error(e) = result else {
+        panic!()
+    };
     assert_eq!((e.code.as_str(), e.trust), ("url_refused", Trust::Internal));
 }
 
@@ -255,11 +309,17 @@ async fn s8_4_cancelling_a_run_stops_its_reads() {
     let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
     let invocation = s.invocation("call-1", &url, &s.origin, cap);
     let addr = s.addr.clone();
-    let pending = tokio::spawn(async move { addr.ask(|reply| ToolMsg::Invoke { invocation, reply }).await });
+    let pending = tokio::spawn(async move {
+        addr.ask(|reply| ToolMsg::Invoke { invocation, reply })
+            .await
+    });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     s.canceller.cancel_run(&RunId::new("another-run").unwrap());
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert!(!pending.is_finished(), "another run's cancellation stopped this read");
+    assert!(
+        !pending.is_finished(),
+        "another run's cancellation stopped this read"
+    );
     s.canceller.cancel_run(&RunId::new(RUN).unwrap());
     let result = pending.await.unwrap().unwrap();
     assert_eq!(error_code(&result), "cancelled");

@@ -105,7 +105,10 @@ pub async fn wait_count(counter: &AtomicUsize, n: usize) {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    panic!("expected {n} hits, found {}", counter.load(Ordering::SeqCst));
+    panic!(
+        "expected {n} hits, found {}",
+        counter.load(Ordering::SeqCst)
+    );
 }
 
 /// Hit counter plus the request headers each hit carried.
@@ -124,6 +127,11 @@ impl Hits {
         self.count.load(Ordering::SeqCst)
     }
     pub fn last_headers(&self) -> axum::http::HeaderMap {
-        self.headers.lock().unwrap().last().cloned().unwrap_or_default()
+        self.headers
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .unwrap_or_default()
     }
 }
