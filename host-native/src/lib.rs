@@ -11,6 +11,7 @@
 //! - [`app`]: the wired runtime (every tool actor registered, the
 //!   supervisor's `Runtime`, launch records);
 //! - [`demo`]: the embedded demo scenario;
+//! - [`gateway`]: the local gateway served by `agentrt serve`;
 //! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests).
 //!
 //! rusqlite (with its bundled SQLite) was chosen because it is the maintained
@@ -20,6 +21,7 @@
 pub mod app;
 pub mod config;
 pub mod demo;
+pub mod gateway;
 pub mod host;
 pub mod pause;
 pub mod process;

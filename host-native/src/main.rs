@@ -547,13 +547,45 @@ async fn check(cli: &Cli, what: &CheckWhat) -> anyhow::Result<u8> {
 // serve
 // ---------------------------------------------------------------------------
 
-async fn serve(_cli: &Cli, port: u16) -> anyhow::Result<u8> {
-    Err(anyhow::Error::new(Exit {
-        code: code::FAILED,
-        message: format!(
-            "the gateway is not built into this agentrt yet; cannot serve on port {port}"
-        ),
-    }))
+async fn serve(cli: &Cli, port: u16) -> anyhow::Result<u8> {
+    use agent_host_native::gateway;
+    let config = load_config(cli)?;
+    let executor: Arc<dyn agent_kernel::host::Executor> =
+        Arc::new(TokioExecutor::current().ok_or_else(|| anyhow!("no async runtime"))?);
+    let clock = Arc::new(agent_host_native::host::SystemClock::new(
+        tokio::runtime::Handle::current(),
+    ));
+    let policy =
+        agent_fetch::UrlPolicy::public_web(Arc::new(agent_fetch::SystemResolver::new(executor)));
+    let reader_config = match &config.reader {
+        Some(r) => agent_fetch::ReaderConfig {
+            jina_base: Some(r.endpoint.trim_end_matches('/').to_owned()),
+            jina_key: r.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
+        },
+        None => agent_fetch::ReaderConfig::direct_only(),
+    };
+    let reader = agent_fetch::WebReader::new(policy, reader_config, Default::default(), clock);
+    let listener = gateway::bind(port).await.map_err(|e| {
+        usage(format!(
+            "cannot listen on 127.0.0.1:{port}: {e}; choose another --port"
+        ))
+    })?;
+    let addr = listener.local_addr()?;
+    let entropy = agent_host_native::host::OsEntropy::probe()?;
+    let token = gateway::random_token(&entropy);
+    let origin = gateway::page_origin(addr);
+    let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()]);
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "listening", "url": origin, "token": token})
+        );
+    } else {
+        println!("gateway listening on {origin}");
+        println!("token: {token}");
+    }
+    gateway::serve(listener, state).await?;
+    Ok(code::OK)
 }
 
 // ---------------------------------------------------------------------------
