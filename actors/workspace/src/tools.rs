@@ -7,7 +7,7 @@
 //!
 //! | tool | effects | idempotency | target |
 //! | --- | --- | --- | --- |
-//! | `workspace_list` | read_local | idempotent | `folder` |
+//! | `workspace_list` | read_local | idempotent | the whole workspace (the root is `""`) |
 //! | `workspace_read` | read_local | idempotent | `path` |
 //! | `workspace_write` | write_local | idempotent (a replay of the same call is recognised) | `path` |
 //! | `workspace_move` | write_local | idempotent (likewise) | the whole workspace (two paths) |
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
+use unicode_normalization::UnicodeNormalization;
 
 use agent_capabilities::{
     EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Target,
@@ -109,7 +110,8 @@ pub fn all_tool_definitions() -> Vec<ToolDefinition> {
             }}),
             &[ReadLocal],
             Idempotent,
-            path_arg("folder"),
+            // "" (the root) is not a path the pipeline's path rule accepts.
+            whole_workspace(),
         ),
         def(
             READ,
@@ -306,6 +308,21 @@ impl Call {
             Call::Publish(Some(p), _) => target_of(p),
             Call::Publish(None, _) => Target::Nothing,
         }
+    }
+}
+
+/// The target to verify: ours (the NFC path the effect touches), or the
+/// pipeline's spelling of the same path when it differs only by Unicode
+/// normalisation, so that a scope derived from an NFD argument still covers
+/// it. Any other difference keeps ours, which the scope must then cover.
+fn verified_target(ours: Target, drafted: &Target) -> Target {
+    match (&ours, drafted) {
+        (Target::WorkspacePath { path }, Target::WorkspacePath { path: raw })
+            if raw != path && raw.nfc().eq(path.chars()) =>
+        {
+            drafted.clone()
+        }
+        _ => ours,
     }
 }
 
@@ -534,7 +551,7 @@ impl WorkspaceTools {
             tool: definition.name.clone(),
             fingerprint: fingerprint.clone(),
             effects: definition.effects.clone(),
-            target: call.target(),
+            target: verified_target(call.target(), &draft.target),
         };
         if let Err(e) =
             invocation

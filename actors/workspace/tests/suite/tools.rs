@@ -181,12 +181,27 @@ pub fn s5_3_definitions_declare_effects_and_targets() {
             field: "path".into()
         }
     );
-    assert_eq!(
-        definition("workspace_list").target,
-        TargetRule::WorkspacePathArg {
-            field: "folder".into()
-        }
-    );
+    for d in ["workspace_read", "workspace_delete", "workspace_restore"] {
+        assert_eq!(
+            definition(d).target,
+            TargetRule::WorkspacePathArg {
+                field: "path".into()
+            }
+        );
+    }
+    let whole = TargetRule::Fixed {
+        scope: TargetScope::Workspace {
+            prefix: String::new(),
+        },
+    };
+    for d in [
+        "workspace_list",
+        "workspace_move",
+        "workspace_empty_trash",
+        "publish_artifact",
+    ] {
+        assert_eq!(definition(d).target, whole, "{d}");
+    }
     let fps: BTreeSet<String> = defs
         .iter()
         .map(|d| d.fingerprint().unwrap().as_str().to_owned())
@@ -483,6 +498,21 @@ pub fn s5_3_capability_is_verified_before_any_effect() {
         json!({"path": "notes/x.md", "content": "x"}),
         cap,
     )));
+    // A scope the pipeline derived from an NFD spelling covers the NFC file.
+    let nfd = "notes/cafe\u{301}.md";
+    let mut inv = h.invocation(
+        "workspace_write",
+        "c8",
+        json!({"path": nfd, "content": "x"}),
+        h.grant(
+            "workspace_write",
+            TargetScope::Workspace { prefix: nfd.into() },
+            Uses::Once,
+        ),
+    );
+    inv.draft.target = Target::WorkspacePath { path: nfd.into() };
+    let s = ok(h.send(inv));
+    assert_eq!(s.content["path"], "notes/caf\u{e9}.md");
     // An unknown tool name is refused by the actor.
     let mut inv = h.invocation(
         "workspace_read",
