@@ -1,5 +1,6 @@
 //! `agent-host-browser`: the browser host of the Trusted Agent Runtime.
 //!
+//! - [`api`] (feature `runtime`): `AgentRuntime`, the wasm-bindgen API for embedders;
 //! - [`idb`]: `Storage` on IndexedDB (one transaction per batch, fenced);
 //! - [`lease_rules`]: the lease rules shared with every backend, as pure functions;
 //! - [`locks`]: session leases across tabs (Web Locks or a localStorage
@@ -11,12 +12,20 @@
 //! Everything that touches the browser compiles only for `wasm32`; natively
 //! this crate holds just the pure parts, so that `cargo test` covers them.
 
+// The kernel's host traits are shared as `Arc<dyn Trait>`; on wasm32 the
+// browser's values are single-threaded by nature, so those Arcs are not Send.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 pub mod lease_rules;
 
+#[cfg(all(target_arch = "wasm32", feature = "runtime"))]
+pub mod api;
 #[cfg(target_arch = "wasm32")]
 pub mod idb;
 #[cfg(target_arch = "wasm32")]
 mod js;
+#[cfg(all(target_arch = "wasm32", feature = "runtime"))]
+pub mod js_tool;
 #[cfg(target_arch = "wasm32")]
 pub mod locks;
 #[cfg(target_arch = "wasm32")]

@@ -357,6 +357,20 @@ impl SessionLeases {
     /// Take the session for this tab, or join it for a nested run (S3.2).
     /// Another tab holding it gives `LeaseError::Held` at once: this never waits.
     pub async fn acquire(&self, session: &SessionId) -> Result<SessionLease, LeaseError> {
+        self.take(session, true).await
+    }
+
+    /// Hold only the tab lock (taking over a closed tab's stored lease), for a
+    /// runtime whose own `LeaseManager` with the same owner writes the epoch.
+    pub async fn hold(&self, session: &SessionId) -> Result<SessionLease, LeaseError> {
+        self.take(session, false).await
+    }
+
+    async fn take(
+        &self,
+        session: &SessionId,
+        with_guard: bool,
+    ) -> Result<SessionLease, LeaseError> {
         let inner = &self.inner;
         let nested = match inner.held.borrow_mut().get_mut(session) {
             Some(lock) => {
@@ -387,7 +401,12 @@ impl SessionLeases {
                 }
             }
         }
-        match inner.manager.acquire(session).await {
+        let guard = if with_guard {
+            inner.manager.acquire(session).await.map(Some)
+        } else {
+            Ok(None)
+        };
+        match guard {
             Ok(guard) => {
                 if !nested {
                     inner.post(&Notice::Busy {
@@ -397,7 +416,7 @@ impl SessionLeases {
                     self.start_renewing();
                 }
                 Ok(SessionLease {
-                    guard: Some(guard),
+                    guard,
                     session: session.clone(),
                     inner: inner.clone(),
                 })
@@ -458,7 +477,7 @@ impl SessionLeases {
         {
             return Err(LeaseError::Held {
                 session: session.clone(),
-                owner: OwnerId::new(&cur.owner).unwrap_or_else(|_| inner.owner.clone()),
+                owner: OwnerId::new(cur.owner.clone()).unwrap_or_else(|_| inner.owner.clone()),
                 expires_at_ms: cur.expires_at_ms,
             });
         }

@@ -61,7 +61,7 @@ async fn write(storage: &IdbStorage, fence: agent_kernel::host::Fence) -> Result
 
 async fn exclusive_then_released(backend: LockBackend) {
     let (idb, a, b, name) = two_tabs(backend).await;
-    let s = SessionId::new(&unique("s")).expect("session");
+    let s = SessionId::new(unique("s")).expect("session");
     let outer = a.leases.acquire(&s).await.expect("a takes the session");
     // S3.2: a nested run of the same tab joins; Web Locks alone would wait forever.
     let nested =
@@ -123,7 +123,7 @@ async fn s3_local_storage_heartbeat_fallback_exclusive_reentrant_and_released() 
 #[wasm_bindgen_test]
 async fn s3_3_closed_tab_lease_is_taken_over_and_fenced() {
     let (idb, _a, b, name) = two_tabs(LockBackend::WebLocks).await;
-    let s = SessionId::new(&unique("s")).expect("session");
+    let s = SessionId::new(unique("s")).expect("session");
     let dead = idb
         .try_acquire_lease(
             &s,
@@ -148,7 +148,7 @@ async fn s3_3_closed_tab_lease_is_taken_over_and_fenced() {
 #[wasm_bindgen_test]
 async fn s3_broadcast_busy_changed_free() {
     let (idb, a, b, name) = two_tabs(LockBackend::WebLocks).await;
-    let s = SessionId::new(&unique("s")).expect("session");
+    let s = SessionId::new(unique("s")).expect("session");
     let notices = b.leases.notices();
     let lease = a.leases.acquire(&s).await.expect("a takes it");
     a.leases.notify_changed(&s);
