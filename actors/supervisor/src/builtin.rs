@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use agent_capabilities::{EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Trust};
-use agent_kernel::protocol::{ModelToolSchema, Provenance, TargetRule, ToolDefinition, ToolResult, ToolSuccess};
+use agent_kernel::protocol::{
+    ModelToolSchema, Provenance, TargetRule, ToolDefinition, ToolResult, ToolSuccess,
+};
 
 pub const ASK_USER: &str = "ask_user";
 pub const UPDATE_PLAN: &str = "update_plan";

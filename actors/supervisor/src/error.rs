@@ -1,9 +1,9 @@
 //! Errors of the public run API. Each message says what was wrong and what to do.
 
+use agent_kernel::ActorError;
+use agent_kernel::host::{LeaseError, StorageError};
 use agent_kernel::ids::{CallId, RequestId, RunId};
 use agent_kernel::run::{RunStatus, TransitionError};
-use agent_kernel::host::{LeaseError, StorageError};
-use agent_kernel::ActorError;
 
 use crate::config::ConfigError;
 

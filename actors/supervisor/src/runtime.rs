@@ -85,7 +85,11 @@ impl RunHandle {
     pub async fn resume(&self) -> Result<(), RunError> {
         self.runtime.resume(&self.id).await
     }
-    pub async fn start_child(&self, prompt: &str, config: RunConfig) -> Result<RunHandle, RunError> {
+    pub async fn start_child(
+        &self,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunHandle, RunError> {
         let child = self.runtime.start_child(&self.id, prompt, config).await?;
         Ok(self.runtime.handle(&child))
     }
@@ -200,7 +204,8 @@ impl Runtime {
         match live {
             Some(addr) => {
                 let c = child.clone();
-                addr.ask(|reply| Msg::LinkChild { child: c, reply }).await??;
+                addr.ask(|reply| Msg::LinkChild { child: c, reply })
+                    .await??;
             }
             None => {
                 let guard = self.inner.leases.acquire(&parent_run.session).await?;
@@ -259,7 +264,10 @@ impl Runtime {
             run: id.clone(),
             config: config_blob,
         });
-        tx.checkpoint(CheckpointStage::BeforeModelRequest { round: 1 }, transcript_blob);
+        tx.checkpoint(
+            CheckpointStage::BeforeModelRequest { round: 1 },
+            transcript_blob,
+        );
         writer.commit(tx).await?;
         tracing::info!(run = %id, session = %session, "run started");
         let _spawn = self.inner.spawning.lock().await;
@@ -349,17 +357,24 @@ impl Runtime {
     /// Approve a pending approval: a one-time capability is minted and the call runs.
     pub async fn approve(&self, run: &RunId, request: &RequestId) -> Result<(), RunError> {
         let request = request.clone();
-        self.command(run, |reply| Msg::Approve { request, reply }).await
+        self.command(run, |reply| Msg::Approve { request, reply })
+            .await
     }
 
     /// Deny a pending approval: the model gets a denial result and the run goes on.
     pub async fn deny(&self, run: &RunId, request: &RequestId) -> Result<(), RunError> {
         let request = request.clone();
-        self.command(run, |reply| Msg::Deny { request, reply }).await
+        self.command(run, |reply| Msg::Deny { request, reply })
+            .await
     }
 
     /// Answer an `ask_user` question.
-    pub async fn respond(&self, run: &RunId, request: &RequestId, text: &str) -> Result<(), RunError> {
+    pub async fn respond(
+        &self,
+        run: &RunId,
+        request: &RequestId,
+        text: &str,
+    ) -> Result<(), RunError> {
         let request = request.clone();
         let text = text.to_owned();
         self.command(run, |reply| Msg::Respond {
@@ -527,11 +542,17 @@ impl Runtime {
         let Some(blob) = record.plan else {
             return Ok(None);
         };
-        Ok(Some(crate::store::json_blob(&*self.host().storage, run, &blob).await?))
+        Ok(Some(
+            crate::store::json_blob(&*self.host().storage, run, &blob).await?,
+        ))
     }
 
     /// The bytes of a blob a record of `run` names, checked against its hash.
-    pub async fn blob(&self, run: &RunId, blob: &agent_kernel::host::BlobRef) -> Result<Vec<u8>, RunError> {
+    pub async fn blob(
+        &self,
+        run: &RunId,
+        blob: &agent_kernel::host::BlobRef,
+    ) -> Result<Vec<u8>, RunError> {
         verified_blob(&*self.host().storage, blob)
             .await?
             .ok_or_else(|| RunError::Inconsistent {

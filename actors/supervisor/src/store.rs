@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use agent_kernel::host::{Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, StorageExt, Table};
+use agent_kernel::host::{
+    Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, StorageExt, Table,
+};
 use agent_kernel::ids::RunId;
 use agent_kernel::journal::JournalRecord;
 use agent_kernel::run::{
@@ -331,10 +333,11 @@ impl Tx {
                 self.batch = batch.put(R::TABLE, record.key(), bytes);
             }
             Err(e) => {
-                self.error.get_or_insert(RunError::Storage(StorageError::Encode {
-                    table: R::TABLE,
-                    detail: e.to_string(),
-                }));
+                self.error
+                    .get_or_insert(RunError::Storage(StorageError::Encode {
+                        table: R::TABLE,
+                        detail: e.to_string(),
+                    }));
             }
         }
     }

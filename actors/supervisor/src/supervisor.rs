@@ -18,12 +18,15 @@ use tracing::Instrument;
 use agent_capabilities::{Authority, Decision, Grant, Trust, Uses};
 use agent_kernel::actor::{ActorError, Inbox, Reply};
 use agent_kernel::budget::BudgetDimension;
-use agent_kernel::host::{BlobRef, Host, LeaseGuard, LifecycleEvent, StorageExt, Table, random_key, timeout};
+use agent_kernel::host::{
+    BlobRef, Host, LeaseGuard, LifecycleEvent, StorageExt, Table, random_key, timeout,
+};
 use agent_kernel::ids::{CallId, RequestId, RunId};
 use agent_kernel::journal::{CallError, CallState, JournalRecord, ReplayDecision, replay_decision};
 use agent_kernel::maybe_send::{BoxFuture, boxed};
 use agent_kernel::protocol::{
-    InvocationDraft, ModelToolSchema, PreparedCall, ToolCall, ToolInvocation, ToolResult, ToolsAddr, ToolsMsg,
+    InvocationDraft, ModelToolSchema, PreparedCall, ToolCall, ToolInvocation, ToolResult,
+    ToolsAddr, ToolsMsg,
 };
 use agent_kernel::run::{
     ActivityKind, CheckpointStage, Evidence, PendingKind, PendingRequest, RunStatus, StopReason,
@@ -33,7 +36,10 @@ use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
 use crate::config::{RunConfig, RuntimeOptions};
 use crate::error::RunError;
 use crate::provider::{ModelProvider, ModelRequest, collect_response};
-use crate::store::{EventBus, RunEvent, RunWriter, Tx, json_blob, pending_of, put_blob, put_json_blob, verified_blob};
+use crate::store::{
+    EventBus, RunEvent, RunWriter, Tx, json_blob, pending_of, put_blob, put_json_blob,
+    verified_blob,
+};
 use crate::transcript::{AssistantToolCall, Message, Tail, Transcript};
 
 /// What the person decides about a call whose effect is unknown.
@@ -83,13 +89,34 @@ type Answer = Reply<Result<(), RunError>>;
 /// Commands for a supervisor.
 #[derive(Debug)]
 pub(crate) enum Msg {
-    Approve { request: RequestId, reply: Answer },
-    Deny { request: RequestId, reply: Answer },
-    Respond { request: RequestId, text: String, reply: Answer },
-    Decide { call: CallId, choice: Choice, reply: Answer },
-    Resume { reply: Answer },
-    Stop { reply: Answer },
-    LinkChild { child: RunId, reply: Answer },
+    Approve {
+        request: RequestId,
+        reply: Answer,
+    },
+    Deny {
+        request: RequestId,
+        reply: Answer,
+    },
+    Respond {
+        request: RequestId,
+        text: String,
+        reply: Answer,
+    },
+    Decide {
+        call: CallId,
+        choice: Choice,
+        reply: Answer,
+    },
+    Resume {
+        reply: Answer,
+    },
+    Stop {
+        reply: Answer,
+    },
+    LinkChild {
+        child: RunId,
+        reply: Answer,
+    },
 }
 
 impl Msg {
@@ -125,7 +152,11 @@ fn request_id(prefix: &str, call: &CallId) -> Result<RequestId, RunError> {
 }
 
 /// The pending-decision request for an `effect_unknown` record.
-pub(crate) fn decision_pending(run: &RunId, record: &JournalRecord, now: u64) -> Result<PendingRequest, RunError> {
+pub(crate) fn decision_pending(
+    run: &RunId,
+    record: &JournalRecord,
+    now: u64,
+) -> Result<PendingRequest, RunError> {
     Ok(PendingRequest {
         run: run.clone(),
         id: decision_request(&record.call_id)?,
@@ -357,8 +388,12 @@ impl Supervisor {
                         record
                             .advance(CallState::Running, now)
                             .map_err(|e| self.inconsistent(e.to_string()))?;
-                        let result =
-                            builtin::success(ASK_USER, "user", Trust::User, json!({"answer": text}));
+                        let result = builtin::success(
+                            ASK_USER,
+                            "user",
+                            Trust::User,
+                            json!({"answer": text}),
+                        );
                         self.outcome(Some(record), &call_id, &call, result, |tx| {
                             tx.delete(Table::Pending, pending_key(&pending));
                             tx.activity(ActivityKind::InputAnswered { request });
@@ -508,9 +543,9 @@ impl Supervisor {
             .get_record(&JournalRecord::key_for(&run, call_id))
             .await?
             .ok_or_else(|| self.inconsistent(format!("call {call_id} has no journal record")))?;
-        let call = self
-            .pending_call(call_id)?
-            .ok_or_else(|| self.inconsistent(format!("call {call_id} is not pending in the conversation")))?;
+        let call = self.pending_call(call_id)?.ok_or_else(|| {
+            self.inconsistent(format!("call {call_id} is not pending in the conversation"))
+        })?;
         Ok((record, call))
     }
 
@@ -661,9 +696,15 @@ impl Supervisor {
                 Watched::Done(Ok(response)) => break response,
                 // Nothing of a broken round was committed (the response becomes
                 // durable only once complete), so it may simply be repeated.
-                Watched::Done(Err(e)) if e.round_may_repeat() && repeats < self.ctx.options.model_round_repeats => {
+                Watched::Done(Err(e))
+                    if e.round_may_repeat() && repeats < self.ctx.options.model_round_repeats =>
+                {
                     repeats += 1;
-                    tracing::warn!(round, repeats, "model stream broke off; repeating the round");
+                    tracing::warn!(
+                        round,
+                        repeats,
+                        "model stream broke off; repeating the round"
+                    );
                 }
                 Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
                 Watched::Stop(reply) => return self.cancel(reply, None).await,
@@ -683,8 +724,16 @@ impl Supervisor {
             tool_calls: response.tool_calls.clone(),
         });
         let mut tx = self.writer.begin();
-        tx.run.usage.input_tokens = tx.run.usage.input_tokens.saturating_add(response.usage.input_tokens);
-        tx.run.usage.output_tokens = tx.run.usage.output_tokens.saturating_add(response.usage.output_tokens);
+        tx.run.usage.input_tokens = tx
+            .run
+            .usage
+            .input_tokens
+            .saturating_add(response.usage.input_tokens);
+        tx.run.usage.output_tokens = tx
+            .run
+            .usage
+            .output_tokens
+            .saturating_add(response.usage.output_tokens);
         tx.activity(ActivityKind::ModelResponse {
             round,
             text: text_blob.clone(),
@@ -702,13 +751,21 @@ impl Supervisor {
                     Some(StopReason::BudgetExhausted { dimension: dim }),
                 )?;
                 return self
-                    .commit_transcript(tx, transcript, CheckpointStage::AfterModelResponse { round })
+                    .commit_transcript(
+                        tx,
+                        transcript,
+                        CheckpointStage::AfterModelResponse { round },
+                    )
                     .await;
             }
             tx.run.usage.tool_rounds += 1;
         }
-        self.commit_transcript(tx, transcript, CheckpointStage::AfterModelResponse { round })
-            .await
+        self.commit_transcript(
+            tx,
+            transcript,
+            CheckpointStage::AfterModelResponse { round },
+        )
+        .await
     }
 
     async fn schemas(&mut self) -> Result<Vec<ModelToolSchema>, ActorError> {
@@ -783,7 +840,10 @@ impl Supervisor {
             return Ok(());
         };
         match prepared {
-            Err(result) => self.outcome(None, &call_id, &call, result, |_| Ok(())).await,
+            Err(result) => {
+                self.outcome(None, &call_id, &call, result, |_| Ok(()))
+                    .await
+            }
             Ok(p) => match p.decision.clone() {
                 Decision::Automatic { .. } => self.dispatch(inbox, p, None, &call).await,
                 Decision::AskOnce { reason, .. } => self.ask_approval(p, None, reason).await,
@@ -816,7 +876,8 @@ impl Supervisor {
                 attempt: record.attempt.saturating_add(1),
             };
         }
-        if self.ctx.sabotage.retry_unsafe_on_resume && decision == ReplayDecision::MarkEffectUnknown {
+        if self.ctx.sabotage.retry_unsafe_on_resume && decision == ReplayDecision::MarkEffectUnknown
+        {
             decision = ReplayDecision::Retry {
                 attempt: record.attempt.saturating_add(1),
             };
@@ -838,14 +899,12 @@ impl Supervisor {
                     content: builtin::model_content(&result),
                 });
                 let tx = self.writer.begin();
-                self.commit_transcript(
-                    tx,
-                    transcript,
-                    CheckpointStage::AfterOutcome { call_id },
-                )
-                .await
+                self.commit_transcript(tx, transcript, CheckpointStage::AfterOutcome { call_id })
+                    .await
             }
-            ReplayDecision::MarkEffectUnknown | ReplayDecision::Blocked => self.block_on_unknown(record).await,
+            ReplayDecision::MarkEffectUnknown | ReplayDecision::Blocked => {
+                self.block_on_unknown(record).await
+            }
             ReplayDecision::Dispatch | ReplayDecision::Retry { .. } => {
                 if record.tool == ASK_USER {
                     return self.ask_user_again(record).await;
@@ -864,7 +923,9 @@ impl Supervisor {
                 };
                 let p = match prepared {
                     Err(result) => {
-                        return self.outcome(Some(record), &call_id, &call, result, |_| Ok(())).await;
+                        return self
+                            .outcome(Some(record), &call_id, &call, result, |_| Ok(()))
+                            .await;
                     }
                     Ok(p) => p,
                 };
@@ -877,17 +938,24 @@ impl Supervisor {
                         "the tool's definition or arguments changed since this call was journaled; it was not run",
                         &record.tool,
                     );
-                    return self.outcome(Some(record), &call_id, &call, result, |_| Ok(())).await;
+                    return self
+                        .outcome(Some(record), &call_id, &call, result, |_| Ok(()))
+                        .await;
                 }
                 let confirmed = self.approved.remove(&call_id) | self.retry_anyway.remove(&call_id);
                 match p.decision.clone() {
                     Decision::Deny { reason } => {
                         let result = ToolResult::error("policy_denied", reason, &record.tool);
-                        self.outcome(Some(record), &call_id, &call, result, |_| Ok(())).await
+                        self.outcome(Some(record), &call_id, &call, result, |_| Ok(()))
+                            .await
                     }
                     _ if confirmed => self.dispatch(inbox, p, Some(record), &call).await,
-                    Decision::Automatic { .. } => self.dispatch(inbox, p, Some(record), &call).await,
-                    Decision::AskOnce { reason, .. } => self.ask_approval(p, Some(record), reason).await,
+                    Decision::Automatic { .. } => {
+                        self.dispatch(inbox, p, Some(record), &call).await
+                    }
+                    Decision::AskOnce { reason, .. } => {
+                        self.ask_approval(p, Some(record), reason).await
+                    }
                 }
             }
         }
@@ -1068,8 +1136,11 @@ impl Supervisor {
             self.transcript_ref.clone(),
         );
         let tools = self.ctx.tools.clone();
-        let mut fut: BoxFuture<'static, Result<ToolResult, ActorError>> =
-            boxed(async move { tools.ask(|reply| ToolsMsg::Dispatch { invocation, reply }).await });
+        let mut fut: BoxFuture<'static, Result<ToolResult, ActorError>> = boxed(async move {
+            tools
+                .ask(|reply| ToolsMsg::Dispatch { invocation, reply })
+                .await
+        });
         if self.ctx.sabotage.dispatch_before_running {
             // Deliberately wrong (simulator test only): the effect may happen
             // before the journal says `running`.
@@ -1126,7 +1197,8 @@ impl Supervisor {
             return self.block_on_unknown_from(&mut record).await;
         }
         let call_id = record.call_id.clone();
-        self.outcome(Some(record), &call_id, call, result, |_| Ok(())).await
+        self.outcome(Some(record), &call_id, call, result, |_| Ok(()))
+            .await
     }
 
     async fn block_on_unknown(&mut self, mut record: JournalRecord) -> Result<(), RunError> {
@@ -1172,7 +1244,12 @@ impl Supervisor {
 
     /// The tools actor went away mid-dispatch: the effect is uncertain unless
     /// the call was safe to repeat; the run fails naming the actor.
-    async fn tools_lost(&mut self, mut record: JournalRecord, actor: &str, message: &str) -> Result<(), RunError> {
+    async fn tools_lost(
+        &mut self,
+        mut record: JournalRecord,
+        actor: &str,
+        message: &str,
+    ) -> Result<(), RunError> {
         let mut tx = self.writer.begin();
         let now = tx.now();
         if record.retry_is_safe() {
@@ -1219,7 +1296,9 @@ impl Supervisor {
         let blob = put_json_blob(&*storage, &result).await?;
         let mut tx = self.writer.begin();
         let now = tx.now();
-        let tool = record.as_ref().map_or(call.name.clone(), |r| r.tool.clone());
+        let tool = record
+            .as_ref()
+            .map_or(call.name.clone(), |r| r.tool.clone());
         let state = match record {
             Some(mut record) => {
                 match &result {
@@ -1303,9 +1382,13 @@ impl Supervisor {
                 "ask_user needs {\"question\": \"<non-empty text>\"}",
                 ASK_USER,
             );
-            return self.outcome(None, &call_id, &call, result, |_| Ok(())).await;
+            return self
+                .outcome(None, &call_id, &call, result, |_| Ok(()))
+                .await;
         };
-        let record = self.builtin_record(&call_id, ASK_USER, &call.arguments).await?;
+        let record = self
+            .builtin_record(&call_id, ASK_USER, &call.arguments)
+            .await?;
         let storage = self.ctx.host.storage.clone();
         let question_blob = put_blob(&*storage, question.into_bytes()).await?;
         let mut tx = self.writer.begin();
@@ -1320,7 +1403,12 @@ impl Supervisor {
         self.writer.commit(tx).await
     }
 
-    fn request_input(&self, tx: &mut Tx, call_id: &CallId, question: BlobRef) -> Result<(), RunError> {
+    fn request_input(
+        &self,
+        tx: &mut Tx,
+        call_id: &CallId,
+        question: BlobRef,
+    ) -> Result<(), RunError> {
         let request = input_request(call_id)?;
         tx.put(&PendingRequest {
             run: self.id(),
@@ -1365,7 +1453,11 @@ impl Supervisor {
         self.writer.commit(tx).await
     }
 
-    async fn update_plan(&mut self, call_id: CallId, call: AssistantToolCall) -> Result<(), RunError> {
+    async fn update_plan(
+        &mut self,
+        call_id: CallId,
+        call: AssistantToolCall,
+    ) -> Result<(), RunError> {
         self.update_plan_with(call_id, call, None).await
     }
 
@@ -1384,12 +1476,17 @@ impl Supervisor {
                 "update_plan needs {\"plan\": <the plan>}",
                 UPDATE_PLAN,
             );
-            return self.outcome(existing, &call_id, &call, result, |_| Ok(())).await;
+            return self
+                .outcome(existing, &call_id, &call, result, |_| Ok(()))
+                .await;
         };
         let fresh = existing.is_none();
         let mut record = match existing {
             Some(r) => r,
-            None => self.builtin_record(&call_id, UPDATE_PLAN, &call.arguments).await?,
+            None => {
+                self.builtin_record(&call_id, UPDATE_PLAN, &call.arguments)
+                    .await?
+            }
         };
         let now = self.writer.begin().now();
         if record.state == CallState::Prepared {
@@ -1398,7 +1495,12 @@ impl Supervisor {
                 .map_err(|e| self.inconsistent(e.to_string()))?;
         }
         let plan_blob = put_json_blob(&*self.ctx.host.storage, &plan).await?;
-        let result = builtin::success(UPDATE_PLAN, "builtin", Trust::Internal, json!({"plan_updated": true}));
+        let result = builtin::success(
+            UPDATE_PLAN,
+            "builtin",
+            Trust::Internal,
+            json!({"plan_updated": true}),
+        );
         self.outcome(Some(record), &call_id, &call, result, |tx| {
             if fresh {
                 tx.run.usage.tool_calls += 1;
@@ -1410,9 +1512,14 @@ impl Supervisor {
         .await
     }
 
-    async fn builtin_record(&self, call_id: &CallId, tool: &str, arguments: &str) -> Result<JournalRecord, RunError> {
-        let fingerprint =
-            builtin::fingerprint(tool).ok_or_else(|| self.inconsistent(format!("no definition for {tool}")))?;
+    async fn builtin_record(
+        &self,
+        call_id: &CallId,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<JournalRecord, RunError> {
+        let fingerprint = builtin::fingerprint(tool)
+            .ok_or_else(|| self.inconsistent(format!("no definition for {tool}")))?;
         let value: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
         let canonical = agent_capabilities::canonical_json(&value)
             .map_err(|e| self.inconsistent(format!("arguments are not canonical JSON ({e})")))?;
@@ -1489,7 +1596,11 @@ impl Supervisor {
 
     /// End the run `cancelled` / `user_stopped`; a call whose effect did not
     /// finish within the grace period is recorded `effect_unknown`.
-    async fn cancel(&mut self, reply: Answer, in_flight: Option<JournalRecord>) -> Result<(), RunError> {
+    async fn cancel(
+        &mut self,
+        reply: Answer,
+        in_flight: Option<JournalRecord>,
+    ) -> Result<(), RunError> {
         let run = self.id();
         let pending = pending_of(&*self.ctx.host.storage, &run).await?;
         let mut tx = self.writer.begin();

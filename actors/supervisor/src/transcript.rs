@@ -145,7 +145,9 @@ mod tests {
             content: None,
             tool_calls: vec![call("a"), call("b")],
         });
-        assert!(matches!(t.tail(), Tail::ToolsPending { ref pending, .. } if pending == &vec![0, 1]));
+        assert!(
+            matches!(t.tail(), Tail::ToolsPending { ref pending, .. } if pending == &vec![0, 1])
+        );
         t.messages.push(Message::Tool {
             tool_call_id: "a".into(),
             content: "r".into(),
@@ -160,7 +162,12 @@ mod tests {
             content: Some("done".into()),
             tool_calls: vec![],
         });
-        assert_eq!(t.tail(), Tail::Answered { text: "done".into() });
+        assert_eq!(
+            t.tail(),
+            Tail::Answered {
+                text: "done".into()
+            }
+        );
         assert_eq!(t.assistant_turns(), 2);
     }
 }

@@ -1,7 +1,9 @@
 //! The crash simulator (issue 3 item 7) on the memory host: at least 1,000
 //! seeds with zero violations, and the sabotage switch proving that the
 //! simulator can fail. `CRASH_SIM_SEED=<n>` replays one seed alone.
+#![cfg(not(target_arch = "wasm32"))]
 
+use std::io::Write;
 use std::sync::Arc;
 
 use agent_kernel::host::Storage;
@@ -22,13 +24,23 @@ fn crash_sim_thousand_seeds_no_violations() {
         assert!(report.violations.is_empty());
         return;
     }
+    let started = std::time::Instant::now();
     let summary = run_seeds(0..1000, memory, Sabotage::default());
-    println!("{summary}");
+    // Written straight to the process's stderr so that it shows even when
+    // the test harness captures output.
+    let _ = writeln!(
+        std::io::stderr(),
+        "{summary} ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
     for (seed, v) in summary.violations.iter().take(20) {
         println!("seed {seed}: {v}");
     }
     assert_eq!(summary.seeds, 1000);
-    assert!(summary.crash_points >= 1000, "every seed kills at least one tab");
+    assert!(
+        summary.crash_points >= 1000,
+        "every seed kills at least one tab"
+    );
     assert!(summary.violations.is_empty());
 }
 
@@ -40,7 +52,10 @@ fn crash_sim_detects_dispatch_before_running_is_durable() {
     };
     let summary = run_seeds(0..200, memory, sabotage);
     println!("sabotaged (dispatch before running): {summary}");
-    assert!(!summary.violations.is_empty(), "the simulator must catch the sabotage");
+    assert!(
+        !summary.violations.is_empty(),
+        "the simulator must catch the sabotage"
+    );
 }
 
 #[test]
@@ -51,7 +66,10 @@ fn crash_sim_detects_unsafe_retry_on_resume() {
     };
     let summary = run_seeds(0..200, memory, sabotage);
     println!("sabotaged (unsafe retry): {summary}");
-    assert!(!summary.violations.is_empty(), "the simulator must catch the sabotage");
+    assert!(
+        !summary.violations.is_empty(),
+        "the simulator must catch the sabotage"
+    );
 }
 
 #[test]

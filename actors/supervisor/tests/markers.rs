@@ -2,6 +2,7 @@
 //! output, contains the prompt, argument or result text of a run. Marker
 //! strings are planted in each; every table's stored bytes (keys and values)
 //! and the captured tracing output are searched.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
@@ -69,7 +70,8 @@ fn s2_2_markers_never_leave_the_blob_store_or_reach_logs() {
         let run = env.start(&format!("please read {PROMPT}"), config);
         assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
         let pending = env.block(env.runtime.pending(&run)).unwrap();
-        env.block(env.runtime.respond(&run, &pending[0].id, ANSWER)).unwrap();
+        env.block(env.runtime.respond(&run, &pending[0].id, ANSWER))
+            .unwrap();
         assert_eq!(env.settle(&run).status, RunStatus::Completed);
         tracing::info!(run = %run, "test finished");
     });
@@ -82,7 +84,10 @@ fn s2_2_markers_never_leave_the_blob_store_or_reach_logs() {
         blob_text.push_str(&String::from_utf8_lossy(&bytes));
     }
     for m in markers {
-        assert!(blob_text.contains(m), "marker {m} should be in the blob store");
+        assert!(
+            blob_text.contains(m),
+            "marker {m} should be in the blob store"
+        );
     }
     // ... and nowhere else.
     let mut scanned = 0;
@@ -91,13 +96,19 @@ fn s2_2_markers_never_leave_the_blob_store_or_reach_logs() {
             scanned += 1;
             let text = format!("{key} {}", String::from_utf8_lossy(&value));
             for m in markers {
-                assert!(!text.contains(m), "marker {m} found in table {table:?} at {key}");
+                assert!(
+                    !text.contains(m),
+                    "marker {m} found in table {table:?} at {key}"
+                );
             }
         }
     }
     assert!(scanned > 20, "the run wrote records ({scanned})");
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert!(logs.contains("test finished") && logs.contains("supervisor"), "tracing was captured");
+    assert!(
+        logs.contains("test finished") && logs.contains("supervisor"),
+        "tracing was captured"
+    );
     for m in markers {
         assert!(!logs.contains(m), "marker {m} found in tracing output");
     }

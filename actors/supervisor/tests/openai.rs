@@ -23,10 +23,14 @@ use agent_kernel::ids::{OwnerId, SessionId};
 use agent_kernel::maybe_send::BoxFuture;
 use agent_kernel::memory::MemoryStorage;
 use agent_kernel::run::RunStatus;
-use agent_supervisor::provider::{FinishReason, ModelEvent, ModelProvider, ModelRequest, collect_response};
+use agent_supervisor::provider::{
+    FinishReason, ModelEvent, ModelProvider, ModelRequest, collect_response,
+};
 use agent_supervisor::sim::tools::{SimToolsConfig, ToolLog, spawn_sim_tools};
 use agent_supervisor::transcript::Message;
-use agent_supervisor::{OpenAiConfig, OpenAiProvider, ProviderError, RunConfig, RuntimeOptions, Runtime};
+use agent_supervisor::{
+    OpenAiConfig, OpenAiProvider, ProviderError, RunConfig, Runtime, RuntimeOptions,
+};
 
 #[derive(Default)]
 struct Server {
@@ -73,7 +77,11 @@ fn stream_response(body: Body) -> Response {
         .unwrap()
 }
 
-async fn completions(State(server): State<Arc<Server>>, Path(mode): Path<String>, body: String) -> Response {
+async fn completions(
+    State(server): State<Arc<Server>>,
+    Path(mode): Path<String>,
+    body: String,
+) -> Response {
     let hit = {
         let mut hits = server.hits.lock().unwrap();
         let n = hits.entry(mode.clone()).or_insert(0);
@@ -86,7 +94,17 @@ async fn completions(State(server): State<Arc<Server>>, Path(mode): Path<String>
         .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
         .unwrap_or(0);
     server.bodies.lock().unwrap().push(request);
-    let normal = || sse(&[text_chunk("Hel"), text_chunk("lo"), finish_chunk("stop"), usage_chunk()], true);
+    let normal = || {
+        sse(
+            &[
+                text_chunk("Hel"),
+                text_chunk("lo"),
+                finish_chunk("stop"),
+                usage_chunk(),
+            ],
+            true,
+        )
+    };
     match mode.as_str() {
         "normal" => stream_response(split_body(normal())),
         "tools" => {
@@ -112,11 +130,16 @@ async fn completions(State(server): State<Arc<Server>>, Path(mode): Path<String>
         "agent" => stream_response(split_body(normal())),
         "malformed" => stream_response(Body::from("data: {not json\n\n")),
         "partial" => stream_response(Body::from(sse(&[text_chunk("Hel")], false))),
-        "cut" => stream_response(Body::from("data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"Hel")),
+        "cut" => stream_response(Body::from(
+            "data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"Hel",
+        )),
         "disconnect" | "flaky" if mode == "disconnect" || hit == 1 => {
             let pieces: Vec<Result<Bytes, std::io::Error>> = vec![
                 Ok(Bytes::from(sse(&[text_chunk("Hel")], false))),
-                Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "server went away")),
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "server went away",
+                )),
             ];
             // The error comes a little later, after the headers and the first
             // event went out: the connection is reset mid-stream.
@@ -134,7 +157,10 @@ async fn completions(State(server): State<Arc<Server>>, Path(mode): Path<String>
             .unwrap(),
         "limited" => stream_response(split_body(normal())),
         "broken" => Response::builder().status(503).body(Body::empty()).unwrap(),
-        _ => Response::builder().status(400).body(Body::from("bad request")).unwrap(),
+        _ => Response::builder()
+            .status(400)
+            .body(Body::from("bad request"))
+            .unwrap(),
     }
 }
 
@@ -188,14 +214,18 @@ fn provider(base: &str, mode: &str, clock: Arc<RecordingClock>) -> OpenAiProvide
 fn request() -> ModelRequest {
     ModelRequest {
         model: "test-model".into(),
-        messages: vec![Message::User { content: "hi".into() }],
+        messages: vec![Message::User {
+            content: "hi".into(),
+        }],
         tools: Vec::new(),
         temperature: None,
         max_output_tokens: None,
     }
 }
 
-async fn ask(p: &OpenAiProvider) -> Result<agent_supervisor::provider::ModelResponse, ProviderError> {
+async fn ask(
+    p: &OpenAiProvider,
+) -> Result<agent_supervisor::provider::ModelResponse, ProviderError> {
     let stream = p.stream(request()).await?;
     collect_response(stream, |_| {}).await
 }
@@ -215,7 +245,10 @@ async fn openai_normal_stream_gives_text_usage_and_finish() {
         vec![
             ModelEvent::TextDelta("Hel".into()),
             ModelEvent::TextDelta("lo".into()),
-            ModelEvent::Usage(agent_supervisor::provider::ModelUsage { input_tokens: 11, output_tokens: 7 }),
+            ModelEvent::Usage(agent_supervisor::provider::ModelUsage {
+                input_tokens: 11,
+                output_tokens: 7
+            }),
             ModelEvent::Finish(FinishReason::Stop),
         ]
     );
@@ -229,7 +262,9 @@ async fn openai_normal_stream_gives_text_usage_and_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_tool_call_deltas_split_across_chunks_are_assembled() {
     let (base, _server) = start_server().await;
-    let r = ask(&provider(&base, "tools", recording_clock())).await.unwrap();
+    let r = ask(&provider(&base, "tools", recording_clock()))
+        .await
+        .unwrap();
     assert_eq!(r.finish, Some(FinishReason::ToolCalls));
     assert_eq!(r.tool_calls.len(), 2);
     assert_eq!(r.tool_calls[0].id, "call_1");
@@ -247,8 +282,13 @@ async fn openai_malformed_and_partial_sse_are_errors_not_panics() {
         Err(ProviderError::Malformed { .. })
     ));
     for mode in ["partial", "cut", "disconnect"] {
-        let e = ask(&provider(&base, mode, clock.clone())).await.unwrap_err();
-        assert!(matches!(e, ProviderError::Disconnected { .. }), "{mode}: {e:?}");
+        let e = ask(&provider(&base, mode, clock.clone()))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Disconnected { .. }),
+            "{mode}: {e:?}"
+        );
         assert!(e.round_may_repeat());
     }
 }
@@ -257,11 +297,16 @@ async fn openai_malformed_and_partial_sse_are_errors_not_panics() {
 async fn openai_429_is_retried_with_backoff_on_the_host_clock() {
     let (base, server) = start_server().await;
     let clock = recording_clock();
-    let r = ask(&provider(&base, "limited", clock.clone())).await.unwrap();
+    let r = ask(&provider(&base, "limited", clock.clone()))
+        .await
+        .unwrap();
     assert_eq!(r.text, "Hello");
     assert_eq!(server.hits.lock().unwrap()["limited"], 3);
     // Retry-After: 1 second, twice.
-    assert_eq!(*clock.sleeps.lock().unwrap(), vec![Duration::from_secs(1); 2]);
+    assert_eq!(
+        *clock.sleeps.lock().unwrap(),
+        vec![Duration::from_secs(1); 2]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +314,11 @@ async fn openai_5xx_retries_are_bounded_and_4xx_is_not_retried() {
     let (base, server) = start_server().await;
     let clock = recording_clock();
     match ask(&provider(&base, "broken", clock.clone())).await {
-        Err(ProviderError::Http { status: 503, attempts: 3, .. }) => {}
+        Err(ProviderError::Http {
+            status: 503,
+            attempts: 3,
+            ..
+        }) => {}
         other => panic!("expected a bounded 503 failure, got {other:?}"),
     }
     assert_eq!(server.hits.lock().unwrap()["broken"], 3);
@@ -279,7 +328,11 @@ async fn openai_5xx_retries_are_bounded_and_4xx_is_not_retried() {
         vec![Duration::from_millis(500), Duration::from_secs(1)]
     );
     match ask(&provider(&base, "unknown", clock.clone())).await {
-        Err(ProviderError::Http { status: 400, attempts: 1, .. }) => {}
+        Err(ProviderError::Http {
+            status: 400,
+            attempts: 1,
+            ..
+        }) => {}
         other => panic!("expected a 400 without retry, got {other:?}"),
     }
     assert!(OpenAiProvider::new(OpenAiConfig::new("ftp://x"), clock.clone()).is_err());
@@ -310,18 +363,40 @@ async fn run_against(mode: &str) -> (RunStatus, Option<String>, Arc<Server>, Too
         durable: false,
     };
     let log = ToolLog::default();
-    let tools = spawn_sim_tools(&*executor, clock.clone(), log.clone(), SimToolsConfig::default());
-    let p = Arc::new(OpenAiProvider::new(OpenAiConfig::new(format!("{base}/{mode}/v1")), clock).unwrap());
-    let runtime = Runtime::new(host, OwnerId::new("proc").unwrap(), tools, p, RuntimeOptions::default());
+    let tools = spawn_sim_tools(
+        &*executor,
+        clock.clone(),
+        log.clone(),
+        SimToolsConfig::default(),
+    );
+    let p = Arc::new(
+        OpenAiProvider::new(OpenAiConfig::new(format!("{base}/{mode}/v1")), clock).unwrap(),
+    );
+    let runtime = Runtime::new(
+        host,
+        OwnerId::new("proc").unwrap(),
+        tools,
+        p,
+        RuntimeOptions::default(),
+    );
     let run = runtime
-        .start(&SessionId::new("s").unwrap(), "read a.txt", RunConfig::default())
+        .start(
+            &SessionId::new("s").unwrap(),
+            "read a.txt",
+            RunConfig::default(),
+        )
         .await
         .unwrap();
     let record = tokio::time::timeout(Duration::from_secs(20), runtime.wait_settled(&run))
         .await
         .expect("the run settles")
         .unwrap();
-    (record.status, runtime.output(&run).await.unwrap(), server, log)
+    (
+        record.status,
+        runtime.output(&run).await.unwrap(),
+        server,
+        log,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,7 +410,13 @@ async fn a_run_through_the_openai_provider_completes_with_a_tool_call() {
     let messages = bodies[1]["messages"].as_array().unwrap();
     assert_eq!(messages.last().unwrap()["role"], "tool");
     assert_eq!(messages.last().unwrap()["tool_call_id"], "c1");
-    assert!(bodies[0]["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "read_note"));
+    assert!(
+        bodies[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "read_note")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
 //! The run loop against the acceptance items of issue 3, on the memory host
 //! with the test tools actor and the scripted provider.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
@@ -56,7 +57,10 @@ fn s1_completed_run_records_everything_in_order() {
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Completed);
     assert_eq!(record.stop_reason, Some(StopReason::Completed));
-    assert_eq!(env.block(env.runtime.output(&run)).unwrap().as_deref(), Some("The note says hello."));
+    assert_eq!(
+        env.block(env.runtime.output(&run)).unwrap().as_deref(),
+        Some("The note says hello.")
+    );
     assert_eq!(record.usage.tool_rounds, 1);
     assert_eq!(record.usage.tool_calls, 1);
     assert!(record.usage.input_tokens > 0 && record.usage.output_tokens > 0);
@@ -78,19 +82,25 @@ fn s1_completed_run_records_everything_in_order() {
             CheckpointStage::BeforeModelRequest { round: 1 },
             CheckpointStage::BeforeModelRequest { round: 1 },
             CheckpointStage::AfterModelResponse { round: 1 },
-            CheckpointStage::BeforeDispatch { call_id: call.clone() },
+            CheckpointStage::BeforeDispatch {
+                call_id: call.clone()
+            },
             CheckpointStage::AfterOutcome { call_id: call },
             CheckpointStage::BeforeModelRequest { round: 2 },
             CheckpointStage::AfterModelResponse { round: 2 },
         ]
     );
     assert_gap_free_monotonic(&env.activities(&run), &record);
-    assert_eq!(record.status_history, vec![RunStatus::Running, RunStatus::Completed]);
+    assert_eq!(
+        record.status_history,
+        vec![RunStatus::Running, RunStatus::Completed]
+    );
 }
 
 #[test]
 fn s5_4_evidence_for_every_result_with_provenance() {
-    let env = common::env(r#"{"turns": [
+    let env = common::env(
+        r#"{"turns": [
       {"text": "all kinds", "tool_calls": [
         {"name": "read_note", "arguments": {"path": "a.txt"}},
         {"name": "write_note", "arguments": {"path": "b.txt", "text": "x"}},
@@ -99,23 +109,33 @@ fn s5_4_evidence_for_every_result_with_provenance() {
         {"name": "no_such_tool", "arguments": {}},
         {"name": "read_note", "arguments": "{not json"},
         {"name": "update_plan", "arguments": {"plan": ["a", "b"]}}]},
-      {"text": "done"}]}"#);
+      {"text": "done"}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     assert_eq!(env.settle(&run).status, RunStatus::Completed);
     let evidence = env.block(env.runtime.evidence(&run)).unwrap();
-    assert_eq!(evidence.len(), 7, "one evidence record per result, errors included");
+    assert_eq!(
+        evidence.len(),
+        7,
+        "one evidence record per result, errors included"
+    );
     for e in &evidence {
         assert!(!e.provenance.tool.is_empty() && !e.provenance.origin.is_empty());
-        env.block(env.runtime.blob(&run, &e.result)).expect("the result blob verifies");
+        env.block(env.runtime.blob(&run, &e.result))
+            .expect("the result blob verifies");
     }
     let journal = env.block(env.runtime.journal(&run)).unwrap();
-    let states: Vec<(String, CallState)> = journal.iter().map(|r| (r.tool.clone(), r.state)).collect();
+    let states: Vec<(String, CallState)> =
+        journal.iter().map(|r| (r.tool.clone(), r.state)).collect();
     assert!(states.contains(&("fail_op".into(), CallState::Failed)));
     assert!(states.contains(&("send_ticket".into(), CallState::Committed)));
     let write = journal.iter().find(|r| r.tool == "write_note").unwrap();
     assert_eq!(write.receipts[0].effect, EffectClass::WriteLocal);
     assert_eq!(env.log.tickets(), 1);
-    assert_eq!(env.block(env.runtime.plan(&run)).unwrap(), Some(serde_json::json!(["a", "b"])));
+    assert_eq!(
+        env.block(env.runtime.plan(&run)).unwrap(),
+        Some(serde_json::json!(["a", "b"]))
+    );
     assert_eq!(env.run(&run).usage.tool_calls, 7);
 }
 
@@ -124,7 +144,10 @@ fn s5_4_evidence_for_every_result_with_provenance() {
 #[test]
 fn s4_2_s4_3_presets_and_fallback_equal_spec() {
     let fallback = Budget::fallback();
-    assert_eq!((fallback.max_tool_rounds, fallback.max_tool_calls), (20, 100));
+    assert_eq!(
+        (fallback.max_tool_rounds, fallback.max_tool_calls),
+        (20, 100)
+    );
     assert_eq!(RunConfig::default().budget, fallback);
     for (preset, rounds, calls, minutes) in [
         (BudgetPreset::Light, 8, 30, 10),
@@ -146,13 +169,23 @@ fn s4_4_tool_rounds_below_at_above() {
         let run = env.start("go", budget(3, 100, None, None));
         let record = env.settle(&run);
         match expect {
-            None => assert_eq!(record.status, RunStatus::Completed, "{rounds} rounds within 3"),
+            None => assert_eq!(
+                record.status,
+                RunStatus::Completed,
+                "{rounds} rounds within 3"
+            ),
             Some(dimension) => {
                 assert_eq!(record.status, RunStatus::Failed);
-                assert_eq!(record.stop_reason, Some(StopReason::BudgetExhausted { dimension }));
+                assert_eq!(
+                    record.stop_reason,
+                    Some(StopReason::BudgetExhausted { dimension })
+                );
                 assert_eq!(record.usage.tool_rounds, 3);
                 // The output so far stays readable.
-                assert_eq!(env.block(env.runtime.output(&run)).unwrap().as_deref(), Some("round 3"));
+                assert_eq!(
+                    env.block(env.runtime.output(&run)).unwrap().as_deref(),
+                    Some("round 3")
+                );
             }
         }
     }
@@ -167,11 +200,17 @@ fn s4_4_tool_calls_below_at_above() {
         match expect {
             None => assert_eq!(record.status, RunStatus::Completed),
             Some(dimension) => {
-                assert_eq!(record.stop_reason, Some(StopReason::BudgetExhausted { dimension }));
+                assert_eq!(
+                    record.stop_reason,
+                    Some(StopReason::BudgetExhausted { dimension })
+                );
                 assert_eq!(record.usage.tool_calls, 3);
                 let journal = env.block(env.runtime.journal(&run)).unwrap();
                 assert_eq!(journal.len(), 3, "the fourth call was never journaled");
-                assert_eq!(env.block(env.runtime.output(&run)).unwrap().as_deref(), Some("many"));
+                assert_eq!(
+                    env.block(env.runtime.output(&run)).unwrap().as_deref(),
+                    Some("many")
+                );
             }
         }
     }
@@ -184,7 +223,11 @@ fn s4_4_tokens_below_at_above() {
       {"text": "a", "usage": {"input_tokens": 90, "output_tokens": 10}, "tool_calls": [{"name": "read_note", "arguments": {"path": "a"}}]},
       {"text": "b", "usage": {"input_tokens": 90, "output_tokens": 10}, "tool_calls": [{"name": "read_note", "arguments": {"path": "b"}}]},
       {"text": "c", "usage": {"input_tokens": 90, "output_tokens": 10}}]}"#;
-    for (limit, expect) in [(201, RunStatus::Completed), (200, RunStatus::Failed), (150, RunStatus::Failed)] {
+    for (limit, expect) in [
+        (201, RunStatus::Completed),
+        (200, RunStatus::Failed),
+        (150, RunStatus::Failed),
+    ] {
         let env = common::env(scenario);
         let run = env.start("go", budget(20, 100, Some(limit), None));
         let record = env.settle(&run);
@@ -192,7 +235,9 @@ fn s4_4_tokens_below_at_above() {
         if expect == RunStatus::Failed {
             assert_eq!(
                 record.stop_reason,
-                Some(StopReason::BudgetExhausted { dimension: BudgetDimension::Tokens })
+                Some(StopReason::BudgetExhausted {
+                    dimension: BudgetDimension::Tokens
+                })
             );
             assert_eq!(record.usage.total_tokens(), 200);
         }
@@ -205,7 +250,11 @@ fn s4_4_duration_below_at_above_counts_only_running_time() {
       {"text": "a", "delay_ms": 1000, "tool_calls": [{"name": "read_note", "arguments": {"path": "a"}}]},
       {"text": "b", "delay_ms": 1000, "tool_calls": [{"name": "read_note", "arguments": {"path": "b"}}]},
       {"text": "c", "delay_ms": 1000}]}"#;
-    for (limit, expect) in [(2001, RunStatus::Completed), (2000, RunStatus::Failed), (1500, RunStatus::Failed)] {
+    for (limit, expect) in [
+        (2001, RunStatus::Completed),
+        (2000, RunStatus::Failed),
+        (1500, RunStatus::Failed),
+    ] {
         let env = common::env(scenario);
         let run = env.start("go", budget(20, 100, None, Some(limit)));
         let record = env.settle(&run);
@@ -213,21 +262,26 @@ fn s4_4_duration_below_at_above_counts_only_running_time() {
         if expect == RunStatus::Failed {
             assert_eq!(
                 record.stop_reason,
-                Some(StopReason::BudgetExhausted { dimension: BudgetDimension::Duration })
+                Some(StopReason::BudgetExhausted {
+                    dimension: BudgetDimension::Duration
+                })
             );
         } else {
             assert_eq!(record.usage.active_ms, 3000);
         }
     }
     // Time spent awaiting input is not active time (S4.1).
-    let env = common::env(r#"{"turns": [
+    let env = common::env(
+        r#"{"turns": [
       {"text": "q", "delay_ms": 500, "tool_calls": [{"name": "ask_user", "arguments": {"question": "?"}}]},
-      {"text": "ok"}]}"#);
+      {"text": "ok"}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
     env.mem.advance(Duration::from_secs(600));
     let pending = env.block(env.runtime.pending(&run)).unwrap();
-    env.block(env.runtime.respond(&run, &pending[0].id, "yes")).unwrap();
+    env.block(env.runtime.respond(&run, &pending[0].id, "yes"))
+        .unwrap();
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Completed);
     assert_eq!(record.usage.active_ms, 500);
@@ -254,7 +308,10 @@ fn s4_4_invalid_custom_values_are_refused_naming_the_field() {
     let wrong_kind = serde_json::json!({"max_tool_rounds": "ten"});
     let e = Budget::from_json(&wrong_kind).unwrap_err();
     assert_eq!(e.field, "max_tool_rounds");
-    assert!(env.block(env.runtime.runs()).unwrap().is_empty(), "nothing was stored");
+    assert!(
+        env.block(env.runtime.runs()).unwrap().is_empty(),
+        "nothing was stored"
+    );
 }
 
 // ---------------------------------------------------------------- approvals
@@ -293,15 +350,23 @@ fn s6_approve_mints_once_and_continues_and_pending_is_presented_once() {
     assert!(target_summary.contains("notes/b.txt"));
     assert_eq!(identity.tool, "write_note");
     // S6.4: shown once, not twice.
-    assert!(env.block(env.runtime.present_pending(&run)).unwrap().is_empty());
+    assert!(
+        env.block(env.runtime.present_pending(&run))
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(env.log.executions().len(), 0, "nothing ran before approval");
-    env.block(env.runtime.approve(&run, &pending[0].id)).unwrap();
+    env.block(env.runtime.approve(&run, &pending[0].id))
+        .unwrap();
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Completed);
     assert_eq!(env.log.executions().len(), 1);
     assert!(env.block(env.runtime.pending(&run)).unwrap().is_empty());
     // Approving again is refused: the request is gone and the run is final.
-    assert!(env.block(env.runtime.approve(&run, &pending[0].id)).is_err());
+    assert!(
+        env.block(env.runtime.approve(&run, &pending[0].id))
+            .is_err()
+    );
 }
 
 #[test]
@@ -309,17 +374,37 @@ fn s6_4_pending_approval_survives_a_reload_and_is_presented_once() {
     let env1 = env(STRICT_WRITE);
     let run = env1.start("write it", strict());
     assert_eq!(env1.settle(&run).status, RunStatus::AwaitingApproval);
-    assert_eq!(env1.block(env1.runtime.present_pending(&run)).unwrap().len(), 1);
+    assert_eq!(
+        env1.block(env1.runtime.present_pending(&run))
+            .unwrap()
+            .len(),
+        1
+    );
     env1.kill();
     // A reload: a new tab on the same storage after the old lease expired.
     env1.mem.clock().advance(Duration::from_secs(31));
-    let env2 = tab(env1.mem.clone(), STRICT_WRITE, SimToolsConfig::default(), RuntimeOptions::default(), "tab-2");
-    assert!(env2.block(env2.runtime.recover()).unwrap().is_empty(), "an awaiting run is left alone");
+    let env2 = tab(
+        env1.mem.clone(),
+        STRICT_WRITE,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    assert!(
+        env2.block(env2.runtime.recover()).unwrap().is_empty(),
+        "an awaiting run is left alone"
+    );
     assert_eq!(env2.run(&run).status, RunStatus::AwaitingApproval);
-    assert!(env2.block(env2.runtime.present_pending(&run)).unwrap().is_empty(), "not presented twice");
+    assert!(
+        env2.block(env2.runtime.present_pending(&run))
+            .unwrap()
+            .is_empty(),
+        "not presented twice"
+    );
     let pending = env2.block(env2.runtime.pending(&run)).unwrap();
     assert_eq!(pending.len(), 1);
-    env2.block(env2.runtime.approve(&run, &pending[0].id)).unwrap();
+    env2.block(env2.runtime.approve(&run, &pending[0].id))
+        .unwrap();
     assert_eq!(env2.settle(&run).status, RunStatus::Completed);
     assert_eq!(env2.log.executions().len(), 1);
 }
@@ -338,9 +423,13 @@ fn s6_deny_gives_the_model_a_denial_and_continues() {
     assert_eq!(journal[0].state, CallState::Failed);
     assert_eq!(journal[0].error.as_ref().unwrap().code, "approval_denied");
     let activities = env.activities(&run);
-    assert!(activities
-        .iter()
-        .any(|a| matches!(a.kind, ActivityKind::ApprovalAnswered { approved: false, .. })));
+    assert!(activities.iter().any(|a| matches!(
+        a.kind,
+        ActivityKind::ApprovalAnswered {
+            approved: false,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -349,13 +438,17 @@ fn s6_1_no_grant_is_ever_persisted() {
     let run = env.start("write it", strict());
     env.settle(&run);
     let pending = env.block(env.runtime.pending(&run)).unwrap();
-    env.block(env.runtime.approve(&run, &pending[0].id)).unwrap();
+    env.block(env.runtime.approve(&run, &pending[0].id))
+        .unwrap();
     env.settle(&run);
     let storage = env.storage();
     for table in Table::ALL {
         for (_, bytes) in env.block(storage.scan_prefix(table, "")).unwrap() {
             let text = String::from_utf8_lossy(&bytes);
-            assert!(!text.contains("nonce") && !text.contains("\"tag\""), "a capability was stored in {table:?}");
+            assert!(
+                !text.contains("nonce") && !text.contains("\"tag\""),
+                "a capability was stored in {table:?}"
+            );
         }
     }
 }
@@ -364,31 +457,44 @@ fn s6_1_no_grant_is_ever_persisted() {
 
 #[test]
 fn ask_user_waits_for_respond_and_the_answer_reaches_the_model() {
-    let env = common::env(r#"{"turns": [
+    let env = common::env(
+        r#"{"turns": [
       {"text": "need input", "tool_calls": [{"name": "ask_user", "arguments": {"question": "which file?"}}]},
-      {"text": "thanks"}]}"#);
+      {"text": "thanks"}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
     let pending = env.block(env.runtime.pending(&run)).unwrap();
     let PendingKind::Input { question, .. } = &pending[0].kind else {
         panic!("expected an input request")
     };
-    assert_eq!(env.block(env.runtime.blob(&run, question)).unwrap(), b"which file?");
+    assert_eq!(
+        env.block(env.runtime.blob(&run, question)).unwrap(),
+        b"which file?"
+    );
     // The wrong command for this request kind is refused.
     assert!(matches!(
         env.block(env.runtime.approve(&run, &pending[0].id)),
         Err(RunError::WrongStatus { .. })
     ));
-    env.block(env.runtime.respond(&run, &pending[0].id, "b.txt")).unwrap();
+    env.block(env.runtime.respond(&run, &pending[0].id, "b.txt"))
+        .unwrap();
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Completed);
     let journal = env.block(env.runtime.journal(&run)).unwrap();
     assert_eq!(journal[0].state, CallState::Committed);
-    let answer = env.block(env.runtime.blob(&run, journal[0].result.as_ref().unwrap())).unwrap();
+    let answer = env
+        .block(env.runtime.blob(&run, journal[0].result.as_ref().unwrap()))
+        .unwrap();
     assert!(String::from_utf8(answer).unwrap().contains("b.txt"));
     assert_eq!(
         record.status_history,
-        vec![RunStatus::Running, RunStatus::AwaitingInput, RunStatus::Running, RunStatus::Completed]
+        vec![
+            RunStatus::Running,
+            RunStatus::AwaitingInput,
+            RunStatus::Running,
+            RunStatus::Completed
+        ]
     );
 }
 
@@ -404,7 +510,10 @@ fn stop_while_awaiting_cancels_and_clears_the_request() {
     assert_eq!(record.status, RunStatus::Cancelled);
     assert_eq!(record.stop_reason, Some(StopReason::UserStopped));
     assert!(env.block(env.runtime.pending(&run)).unwrap().is_empty());
-    assert!(matches!(env.block(env.runtime.stop(&run)), Err(RunError::WrongStatus { .. })));
+    assert!(matches!(
+        env.block(env.runtime.stop(&run)),
+        Err(RunError::WrongStatus { .. })
+    ));
 }
 
 #[test]
@@ -429,10 +538,16 @@ fn stop_awaits_an_effect_in_flight_up_to_the_bound_else_effect_unknown() {
     let env = common::env(&slow(2000));
     let run = env.start("go", RunConfig::default());
     env.mem.executor().run_until_stalled();
-    assert_eq!(env.block(env.runtime.journal(&run)).unwrap()[0].state, CallState::Running);
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Running
+    );
     env.block(env.runtime.stop(&run)).unwrap();
     assert_eq!(env.run(&run).status, RunStatus::Cancelled);
-    assert_eq!(env.block(env.runtime.journal(&run)).unwrap()[0].state, CallState::Committed);
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Committed
+    );
     // Takes longer than the grace: effect_unknown, cancelled.
     let env = common::env(&slow(60_000));
     let run = env.start("go", RunConfig::default());
@@ -441,21 +556,38 @@ fn stop_awaits_an_effect_in_flight_up_to_the_bound_else_effect_unknown() {
     env.block(env.runtime.stop(&run)).unwrap();
     assert_eq!(env.mem.clock().monotonic() - before, Duration::from_secs(5));
     assert_eq!(env.run(&run).status, RunStatus::Cancelled);
-    assert_eq!(env.block(env.runtime.journal(&run)).unwrap()[0].state, CallState::EffectUnknown);
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::EffectUnknown
+    );
 }
 
 // ------------------------------------------------- recovery, resume, decide
 
 fn crash_in_flight(tool_json: &str) -> (Env, agent_kernel::ids::RunId) {
-    let scenario = format!(r#"{{"turns": [{{"text": "w", "tool_calls": [{tool_json}]}}, {{"text": "done"}}]}}"#);
+    let scenario = format!(
+        r#"{{"turns": [{{"text": "w", "tool_calls": [{tool_json}]}}, {{"text": "done"}}]}}"#
+    );
     let env1 = env(&scenario);
     let run = env1.start("go", RunConfig::default());
     env1.mem.executor().run_until_stalled();
-    assert_eq!(env1.block(env1.runtime.journal(&run)).unwrap()[0].state, CallState::Running);
+    assert_eq!(
+        env1.block(env1.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Running
+    );
     env1.kill();
     env1.mem.clock().advance(Duration::from_secs(31));
-    let env2 = tab(env1.mem.clone(), &scenario, SimToolsConfig::default(), RuntimeOptions::default(), "tab-2");
-    assert_eq!(env2.block(env2.runtime.recover()).unwrap(), vec![run.clone()]);
+    let env2 = tab(
+        env1.mem.clone(),
+        &scenario,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    assert_eq!(
+        env2.block(env2.runtime.recover()).unwrap(),
+        vec![run.clone()]
+    );
     let record = env2.run(&run);
     assert_eq!(record.status, RunStatus::Interrupted);
     assert_eq!(record.stop_reason, Some(StopReason::PageInterrupted));
@@ -465,7 +597,10 @@ fn crash_in_flight(tool_json: &str) -> (Env, agent_kernel::ids::RunId) {
 #[test]
 fn s2_3_recovery_retries_read_only_work_with_a_higher_attempt() {
     let (env, run) = crash_in_flight(r#"{"name": "slow_op", "arguments": {"ms": 60000}}"#);
-    assert_eq!(env.block(env.runtime.journal(&run)).unwrap()[0].state, CallState::Running);
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Running
+    );
     // Loading never resumes by itself.
     env.mem.advance(Duration::from_secs(600));
     assert_eq!(env.run(&run).status, RunStatus::Interrupted);
@@ -473,7 +608,10 @@ fn s2_3_recovery_retries_read_only_work_with_a_higher_attempt() {
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Completed);
     let journal = env.block(env.runtime.journal(&run)).unwrap();
-    assert_eq!((journal[0].state, journal[0].attempt), (CallState::Committed, 2));
+    assert_eq!(
+        (journal[0].state, journal[0].attempt),
+        (CallState::Committed, 2)
+    );
 }
 
 #[test]
@@ -501,12 +639,20 @@ fn s2_3_recovery_marks_uncertain_external_writes_and_each_decide_choice() {
             }
             Choice::RetryAnyway => {
                 assert_eq!(record.status, RunStatus::Completed);
-                assert_eq!((journal[0].state, journal[0].attempt), (CallState::Committed, 2));
+                assert_eq!(
+                    (journal[0].state, journal[0].attempt),
+                    (CallState::Committed, 2)
+                );
                 assert_eq!(env.log.tickets(), 1);
             }
             Choice::Abandon => {
                 assert_eq!(record.status, RunStatus::Failed);
-                assert_eq!(record.stop_reason, Some(StopReason::EffectUnknown { call_id: call.clone() }));
+                assert_eq!(
+                    record.stop_reason,
+                    Some(StopReason::EffectUnknown {
+                        call_id: call.clone()
+                    })
+                );
                 assert_eq!(journal[0].state, CallState::EffectUnknown);
             }
         }
@@ -516,19 +662,33 @@ fn s2_3_recovery_marks_uncertain_external_writes_and_each_decide_choice() {
 
 #[test]
 fn effect_unknown_from_a_tool_interrupts_and_waits_for_decide() {
-    let env = common::env(r#"{"turns": [
+    let env = common::env(
+        r#"{"turns": [
       {"text": "send", "tool_calls": [{"name": "flaky_send", "arguments": {"title": "t"}}]},
-      {"text": "done"}]}"#);
+      {"text": "done"}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Interrupted);
-    let call = env.block(env.runtime.journal(&run)).unwrap()[0].call_id.clone();
-    assert_eq!(record.stop_reason, Some(StopReason::EffectUnknown { call_id: call.clone() }));
+    let call = env.block(env.runtime.journal(&run)).unwrap()[0]
+        .call_id
+        .clone();
+    assert_eq!(
+        record.stop_reason,
+        Some(StopReason::EffectUnknown {
+            call_id: call.clone()
+        })
+    );
     assert!(matches!(
-        env.block(env.runtime.decide(&run, &agent_kernel::ids::CallId::new("nope").unwrap(), Choice::MarkDone)),
+        env.block(env.runtime.decide(
+            &run,
+            &agent_kernel::ids::CallId::new("nope").unwrap(),
+            Choice::MarkDone
+        )),
         Err(RunError::NoSuchDecision { .. })
     ));
-    env.block(env.runtime.decide(&run, &call, Choice::RetryAnyway)).unwrap();
+    env.block(env.runtime.decide(&run, &call, Choice::RetryAnyway))
+        .unwrap();
     assert_eq!(env.settle(&run).status, RunStatus::Completed);
     assert_eq!(env.log.tickets(), 2, "the person chose to repeat it");
 }
@@ -549,7 +709,13 @@ fn s2_3_committed_results_are_reused_not_run_again() {
         storage: Some(env1.mem.storage().clone()),
         ..SimToolsConfig::default()
     };
-    let env2 = tab(env1.mem.clone(), scenario, tools, RuntimeOptions::default(), "tab-2");
+    let env2 = tab(
+        env1.mem.clone(),
+        scenario,
+        tools,
+        RuntimeOptions::default(),
+        "tab-2",
+    );
     env2.block(env2.runtime.recover()).unwrap();
     env2.block(env2.runtime.resume(&run)).unwrap();
     assert_eq!(env2.settle(&run).status, RunStatus::Completed);
@@ -577,31 +743,55 @@ fn s1_2_every_illegal_command_is_refused() {
         env.block(env.runtime.respond(&run, &req, "x")),
         env.block(env.runtime.decide(&run, &call, Choice::Abandon)),
     ] {
-        assert!(matches!(result, Err(RunError::WrongStatus { .. })), "{result:?}");
+        assert!(
+            matches!(result, Err(RunError::WrongStatus { .. })),
+            "{result:?}"
+        );
     }
     // Awaiting input: resume and decide are refused, and so is approving.
-    let env = common::env(r#"{"turns": [{"text": "q", "tool_calls": [{"name": "ask_user", "arguments": {"question": "?"}}]}, {"text": "ok"}]}"#);
+    let env = common::env(
+        r#"{"turns": [{"text": "q", "tool_calls": [{"name": "ask_user", "arguments": {"question": "?"}}]}, {"text": "ok"}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     env.settle(&run);
-    assert!(matches!(env.block(env.runtime.resume(&run)), Err(RunError::WrongStatus { .. })));
-    assert!(matches!(env.block(env.runtime.decide(&run, &call, Choice::MarkDone)), Err(RunError::WrongStatus { .. })));
-    assert!(matches!(env.block(env.runtime.approve(&run, &req)), Err(RunError::WrongStatus { .. })));
-    assert!(matches!(env.block(env.runtime.respond(&run, &req, "x")), Err(RunError::NoSuchRequest { .. })));
-    assert_eq!(env.run(&run).status, RunStatus::AwaitingInput, "refusals change nothing");
+    assert!(matches!(
+        env.block(env.runtime.resume(&run)),
+        Err(RunError::WrongStatus { .. })
+    ));
+    assert!(matches!(
+        env.block(env.runtime.decide(&run, &call, Choice::MarkDone)),
+        Err(RunError::WrongStatus { .. })
+    ));
+    assert!(matches!(
+        env.block(env.runtime.approve(&run, &req)),
+        Err(RunError::WrongStatus { .. })
+    ));
+    assert!(matches!(
+        env.block(env.runtime.respond(&run, &req, "x")),
+        Err(RunError::NoSuchRequest { .. })
+    ));
+    assert_eq!(
+        env.run(&run).status,
+        RunStatus::AwaitingInput,
+        "refusals change nothing"
+    );
 }
 
 #[test]
 fn s1_4_activities_gap_free_and_monotonic_when_the_clock_steps_back() {
-    let env = common::env(r#"{"turns": [
+    let env = common::env(
+        r#"{"turns": [
       {"text": "q", "tool_calls": [{"name": "ask_user", "arguments": {"question": "?"}}]},
       {"text": "r", "tool_calls": [{"name": "read_note", "arguments": {"path": "a"}}]},
-      {"text": "ok"}]}"#);
+      {"text": "ok"}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     env.settle(&run);
     let before = env.mem.clock().wall_ms();
     env.mem.clock().set_wall_ms(before - 3_600_000);
     let pending = env.block(env.runtime.pending(&run)).unwrap();
-    env.block(env.runtime.respond(&run, &pending[0].id, "yes")).unwrap();
+    env.block(env.runtime.respond(&run, &pending[0].id, "yes"))
+        .unwrap();
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Completed);
     let activities = env.activities(&run);
@@ -619,39 +809,56 @@ fn s3_2_nested_child_run_under_the_same_lease_linked_both_ways() {
     let parent = env.start("parent", RunConfig::default());
     assert_eq!(env.settle(&parent).status, RunStatus::AwaitingInput);
     assert_eq!(env.runtime.leases().depth(&env.session), 1);
-    let child = env.block(env.runtime.start_child(&parent, "child", RunConfig::default())).unwrap();
+    let child = env
+        .block(
+            env.runtime
+                .start_child(&parent, "child", RunConfig::default()),
+        )
+        .unwrap();
     assert_eq!(env.run(&child).parent, Some(parent.clone()));
     assert_eq!(env.run(&parent).children, vec![child.clone()]);
-    assert!(env
-        .activities(&parent)
-        .iter()
-        .any(|a| matches!(&a.kind, ActivityKind::ChildStarted { child: c } if c == &child)));
+    assert!(
+        env.activities(&parent)
+            .iter()
+            .any(|a| matches!(&a.kind, ActivityKind::ChildStarted { child: c } if c == &child))
+    );
     // The child runs in the same tab (it asks too: same scenario).
     assert_eq!(env.settle(&child).status, RunStatus::AwaitingInput);
     assert_eq!(env.runtime.leases().depth(&env.session), 2, "reentrant");
     // Another tab cannot execute the session meanwhile (S3.1).
-    let other = tab(env.mem.clone(), scenario, SimToolsConfig::default(), RuntimeOptions::default(), "tab-2");
+    let other = tab(
+        env.mem.clone(),
+        scenario,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
     assert!(matches!(
         other.block(other.runtime.start(&env.session, "x", RunConfig::default())),
         Err(RunError::Lease(_))
     ));
     for run in [&child, &parent] {
         let p = env.block(env.runtime.pending(run)).unwrap();
-        env.block(env.runtime.respond(run, &p[0].id, "yes")).unwrap();
+        env.block(env.runtime.respond(run, &p[0].id, "yes"))
+            .unwrap();
         assert_eq!(env.settle(run).status, RunStatus::Completed);
     }
 }
 
 #[test]
 fn a_broken_model_stream_is_repeated_a_bounded_number_of_times() {
-    let env = common::env(r#"{"turns": [{"text": "hello there, this is long enough to be split", "disconnects": 2}]}"#);
+    let env = common::env(
+        r#"{"turns": [{"text": "hello there, this is long enough to be split", "disconnects": 2}]}"#,
+    );
     let run = env.start("go", RunConfig::default());
     assert_eq!(env.settle(&run).status, RunStatus::Completed);
     let env = common::env(r#"{"turns": [{"text": "hello", "disconnects": 3}]}"#);
     let run = env.start("go", RunConfig::default());
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Failed);
-    assert!(matches!(record.stop_reason, Some(StopReason::RuntimeError { ref actor, .. }) if actor == "model"));
+    assert!(
+        matches!(record.stop_reason, Some(StopReason::RuntimeError { ref actor, .. }) if actor == "model")
+    );
 }
 
 #[test]
@@ -661,8 +868,17 @@ fn a_lost_lease_is_fenced_and_the_stale_tab_cannot_write() {
     env1.mem.executor().run_until_stalled();
     // Tab 1 hangs (lease expires); tab 2 takes over and recovers.
     env1.mem.clock().advance(Duration::from_secs(31));
-    let env2 = tab(env1.mem.clone(), SLOW_MODEL, SimToolsConfig::default(), RuntimeOptions::default(), "tab-2");
-    assert_eq!(env2.block(env2.runtime.recover()).unwrap(), vec![run.clone()]);
+    let env2 = tab(
+        env1.mem.clone(),
+        SLOW_MODEL,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    assert_eq!(
+        env2.block(env2.runtime.recover()).unwrap(),
+        vec![run.clone()]
+    );
     let before = env2.run(&run);
     // Tab 1 wakes up: its write carries a stale epoch and is refused.
     env1.mem.executor().run_until_stalled();
@@ -675,10 +891,14 @@ fn a_lost_lease_is_fenced_and_the_stale_tab_cannot_write() {
 fn tools_actor_loss_fails_the_run_naming_the_actor() {
     let mem = agent_kernel::memory::MemoryHost::fifo(3);
     let host = mem.host();
-    let (tools, inbox) = agent_kernel::actor::mailbox::<agent_kernel::protocol::ToolsMsg>("tools", 4);
+    let (tools, inbox) =
+        agent_kernel::actor::mailbox::<agent_kernel::protocol::ToolsMsg>("tools", 4);
     drop(inbox);
     let scenario = agent_supervisor::Scenario::from_json(READ_THEN_ANSWER).unwrap();
-    let provider = std::sync::Arc::new(agent_supervisor::ScriptedProvider::new(scenario, host.clock.clone()));
+    let provider = std::sync::Arc::new(agent_supervisor::ScriptedProvider::new(
+        scenario,
+        host.clock.clone(),
+    ));
     let runtime = agent_supervisor::Runtime::new(
         host,
         agent_kernel::ids::OwnerId::new("t").unwrap(),
@@ -687,8 +907,16 @@ fn tools_actor_loss_fails_the_run_naming_the_actor() {
         RuntimeOptions::default(),
     );
     let session = agent_kernel::ids::SessionId::new("s").unwrap();
-    let run = mem.block_on_advancing(runtime.start(&session, "x", RunConfig::default())).unwrap().unwrap();
-    let record = mem.block_on_advancing(runtime.wait_settled(&run)).unwrap().unwrap();
+    let run = mem
+        .block_on_advancing(runtime.start(&session, "x", RunConfig::default()))
+        .unwrap()
+        .unwrap();
+    let record = mem
+        .block_on_advancing(runtime.wait_settled(&run))
+        .unwrap()
+        .unwrap();
     assert_eq!(record.status, RunStatus::Failed);
-    assert!(matches!(record.stop_reason, Some(StopReason::RuntimeError { ref actor, .. }) if actor == "tools"));
+    assert!(
+        matches!(record.stop_reason, Some(StopReason::RuntimeError { ref actor, .. }) if actor == "tools")
+    );
 }

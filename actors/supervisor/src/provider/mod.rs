@@ -97,7 +97,9 @@ pub enum ProviderError {
     Malformed { detail: String },
     #[error("model provider configuration is invalid: {0}")]
     Config(String),
-    #[error("scripted scenario has no turn {turn} (it has {turns}); add a turn or end with a final answer")]
+    #[error(
+        "scripted scenario has no turn {turn} (it has {turns}); add a turn or end with a final answer"
+    )]
     ScenarioExhausted { turn: usize, turns: usize },
 }
 

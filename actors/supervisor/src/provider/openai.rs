@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 use agent_kernel::host::Clock;
 
 use super::sse::SseDecoder;
-use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError};
+use super::{
+    FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError,
+};
 use crate::transcript::{AssistantToolCall, Message};
 
 /// Where and how to reach the model.
@@ -224,8 +226,14 @@ impl ModelProvider for OpenAiProvider {
                         .and_then(|v| v.to_str().ok())
                         .and_then(|s| s.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
-                    tracing::warn!(attempt, status, "model endpoint refused the request; retrying");
-                    self.clock.sleep(self.backoff(attempt - 1, retry_after)).await;
+                    tracing::warn!(
+                        attempt,
+                        status,
+                        "model endpoint refused the request; retrying"
+                    );
+                    self.clock
+                        .sleep(self.backoff(attempt - 1, retry_after))
+                        .await;
                 }
             }
         }
@@ -270,11 +278,12 @@ impl StreamState {
                 });
                 return;
             }
-            self.out.push_back(Ok(ModelEvent::ToolCall(AssistantToolCall {
-                id: call.id,
-                name: call.name,
-                arguments: call.arguments,
-            })));
+            self.out
+                .push_back(Ok(ModelEvent::ToolCall(AssistantToolCall {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                })));
         }
         if let Some(usage) = self.usage.take() {
             self.out.push_back(Ok(ModelEvent::Usage(usage)));
@@ -307,7 +316,10 @@ impl StreamState {
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
             self.usage = Some(ModelUsage {
                 input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-                output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+                output_tokens: u
+                    .get("completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
             });
         }
         let Some(choice) = chunk
@@ -321,7 +333,8 @@ impl StreamState {
         if let Some(text) = delta.get("content").and_then(Value::as_str)
             && !text.is_empty()
         {
-            self.out.push_back(Ok(ModelEvent::TextDelta(text.to_owned())));
+            self.out
+                .push_back(Ok(ModelEvent::TextDelta(text.to_owned())));
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for (pos, c) in calls.iter().enumerate() {

@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use agent_kernel::host::Clock;
 
-use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError};
+use super::{
+    FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError,
+};
 use crate::transcript::{AssistantToolCall, Message};
 
 /// A scenario: the model's turns, in order.
@@ -69,7 +71,9 @@ pub enum ScenarioError {
     Format(String),
     #[error("scenario has no turns; give at least one turn with a final answer")]
     Empty,
-    #[error("turn {turn}: unknown finish reason {finish:?}; use stop, tool_calls, length or content_filter")]
+    #[error(
+        "turn {turn}: unknown finish reason {finish:?}; use stop, tool_calls, length or content_filter"
+    )]
     Finish { turn: usize, finish: String },
 }
 
@@ -88,7 +92,10 @@ impl Scenario {
         }
         for (i, t) in self.turns.iter().enumerate() {
             if let Some(f) = &t.finish
-                && !matches!(f.as_str(), "stop" | "tool_calls" | "length" | "content_filter")
+                && !matches!(
+                    f.as_str(),
+                    "stop" | "tool_calls" | "length" | "content_filter"
+                )
             {
                 return Err(ScenarioError::Finish {
                     turn: i,
@@ -213,8 +220,14 @@ mod tests {
 
     #[test]
     fn scenario_errors_name_the_problem() {
-        assert!(matches!(Scenario::from_json("{"), Err(ScenarioError::Format(_))));
-        assert_eq!(Scenario::from_json(r#"{"turns": []}"#), Err(ScenarioError::Empty));
+        assert!(matches!(
+            Scenario::from_json("{"),
+            Err(ScenarioError::Format(_))
+        ));
+        assert_eq!(
+            Scenario::from_json(r#"{"turns": []}"#),
+            Err(ScenarioError::Empty)
+        );
         assert!(matches!(
             Scenario::from_json(r#"{"turns": [{"text": "x", "finish": "nope"}]}"#),
             Err(ScenarioError::Finish { turn: 0, .. })

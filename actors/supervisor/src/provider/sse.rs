@@ -60,8 +60,8 @@ impl SseDecoder {
             self.has_field = false;
             return Ok(());
         }
-        let text = std::str::from_utf8(line)
-            .map_err(|_| SseError("line is not UTF-8".to_owned()))?;
+        let text =
+            std::str::from_utf8(line).map_err(|_| SseError("line is not UTF-8".to_owned()))?;
         if text.starts_with(':') {
             return Ok(()); // a comment (keep-alive)
         }
@@ -104,7 +104,10 @@ mod tests {
         assert!(d.has_partial());
         let mut d = SseDecoder::new();
         assert!(d.push(b"data: {}\n").unwrap().is_empty());
-        assert!(d.has_partial(), "a data line without its blank line is not an event yet");
+        assert!(
+            d.has_partial(),
+            "a data line without its blank line is not an event yet"
+        );
     }
 
     #[test]

@@ -17,13 +17,15 @@ use std::time::Duration;
 
 use agent_capabilities::ApprovalMode;
 use agent_kernel::host::{
-    Batch, BlobRef, Clock, Executor, Host, LeaseError, LeaseRecord, Lifecycle, ManualClock, SeededEntropy, Storage,
-    StorageError, StorageExt, Table,
+    Batch, BlobRef, Clock, Executor, Host, LeaseError, LeaseRecord, Lifecycle, ManualClock,
+    SeededEntropy, Storage, StorageError, StorageExt, Table,
 };
 use agent_kernel::ids::{OwnerId, RunId, SessionId};
 use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::memory::{MEMORY_HOST_START_WALL_MS, SimExecutor};
-use agent_kernel::run::{Activity, ActivityKind, AgentRun, PendingKind, PendingRequest, RunStatus, Usage};
+use agent_kernel::run::{
+    Activity, ActivityKind, AgentRun, PendingKind, PendingRequest, RunStatus, Usage,
+};
 
 use crate::config::{RunConfig, RuntimeOptions};
 use crate::provider::scripted::{Scenario, ScriptedProvider};
@@ -138,7 +140,11 @@ impl Storage for TabStorage {
     async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         self.inner.get(table, key).await
     }
-    async fn scan_prefix(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+    async fn scan_prefix(
+        &self,
+        table: Table,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
         self.inner.scan_prefix(table, prefix).await
     }
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
@@ -172,7 +178,9 @@ impl Storage for TabStorage {
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError> {
         self.check_alive()?;
-        self.inner.try_acquire_lease(session, owner, now_ms, ttl_ms).await
+        self.inner
+            .try_acquire_lease(session, owner, now_ms, ttl_ms)
+            .await
     }
     async fn renew_lease(
         &self,
@@ -183,13 +191,23 @@ impl Storage for TabStorage {
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError> {
         self.check_alive()?;
-        self.inner.renew_lease(session, owner, epoch, now_ms, ttl_ms).await
+        self.inner
+            .renew_lease(session, owner, epoch, now_ms, ttl_ms)
+            .await
     }
-    async fn release_lease(&self, session: &SessionId, owner: &OwnerId, epoch: u64) -> Result<(), LeaseError> {
+    async fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+    ) -> Result<(), LeaseError> {
         self.check_alive()?;
         self.inner.release_lease(session, owner, epoch).await
     }
-    async fn current_lease(&self, session: &SessionId) -> Result<Option<LeaseRecord>, StorageError> {
+    async fn current_lease(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<LeaseRecord>, StorageError> {
         self.inner.current_lease(session).await
     }
 }
@@ -274,7 +292,9 @@ where
             storage: tab_storage.clone(),
             clock: Arc::new(clock.clone()),
             executor: Arc::new(executor.clone()),
-            entropy: Arc::new(SeededEntropy::new(seed.wrapping_mul(7919).wrapping_add(tab))),
+            entropy: Arc::new(SeededEntropy::new(
+                seed.wrapping_mul(7919).wrapping_add(tab),
+            )),
             lifecycle: Lifecycle::new(),
             durable: false,
         };
@@ -292,7 +312,8 @@ where
             Ok(o) => o,
             Err(e) => return failed_report(seed, e.to_string()),
         };
-        let runtime = Runtime::new(host, owner, tools, provider, options.clone()).with_sabotage(sabotage);
+        let runtime =
+            Runtime::new(host, owner, tools, provider, options.clone()).with_sabotage(sabotage);
         let mut tab_driver = Tab {
             executor: &executor,
             clock: &clock,
@@ -361,7 +382,9 @@ where
             return report;
         };
         if let Some(Err(e)) = outcome.take() {
-            report.violations.push(format!("tab {tab}: opening failed: {e}"));
+            report
+                .violations
+                .push(format!("tab {tab}: opening failed: {e}"));
         }
 
         // Act as a person until the run is final, or the tab dies.
@@ -374,10 +397,12 @@ where
             if run.status.is_final() {
                 break;
             }
-            let pending: Vec<PendingRequest> = read(crate::store::pending_of(&*storage, &id)).unwrap_or_default();
+            let pending: Vec<PendingRequest> =
+                read(crate::store::pending_of(&*storage, &id)).unwrap_or_default();
             let rt = runtime.clone();
             let run_key = id.clone();
-            let action: Option<futures::future::BoxFuture<'static, ()>> = match run.status {
+            let action: Option<agent_kernel::maybe_send::BoxFuture<'static, ()>> = match run.status
+            {
                 RunStatus::AwaitingApproval => pending
                     .iter()
                     .find(|p| matches!(p.kind, PendingKind::Approval { .. }))
@@ -427,9 +452,10 @@ where
                 _ => None,
             };
             let Some(action) = action else {
-                report
-                    .violations
-                    .push(format!("run is {} with no pending request to answer", run.status));
+                report.violations.push(format!(
+                    "run is {} with no pending request to answer",
+                    run.status
+                ));
                 break;
             };
             executor.spawn(action);
@@ -510,7 +536,9 @@ impl Tab<'_> {
                 continue;
             }
             match self.clock.next_deadline() {
-                Some(deadline) => self.clock.advance(deadline.saturating_sub(self.clock.monotonic())),
+                Some(deadline) => self
+                    .clock
+                    .advance(deadline.saturating_sub(self.clock.monotonic())),
                 None => return true,
             }
         }
@@ -526,9 +554,10 @@ fn snapshot_check(storage: &dyn Storage, snap: &mut Snapshot, report: &mut SimRe
             .collect();
         if let Some(before) = snap.keys.get(&table) {
             for lost in before.difference(&now) {
-                report
-                    .violations
-                    .push(format!("record {lost} of table {} was lost", table.as_str()));
+                report.violations.push(format!(
+                    "record {lost} of table {} was lost",
+                    table.as_str()
+                ));
             }
         }
         snap.keys.insert(table, now);
@@ -550,15 +579,21 @@ fn snapshot_check(storage: &dyn Storage, snap: &mut Snapshot, report: &mut SimRe
     let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
     if let Some(run) = runs.first() {
         if !run.usage.dominates(&snap.usage) {
-            report
-                .violations
-                .push(format!("usage decreased from {:?} to {:?}", snap.usage, run.usage));
+            report.violations.push(format!(
+                "usage decreased from {:?} to {:?}",
+                snap.usage, run.usage
+            ));
         }
         snap.usage = run.usage;
     }
 }
 
-fn final_check(storage: &dyn Storage, run_id: Option<&RunId>, log: &ToolLog, report: &mut SimReport) {
+fn final_check(
+    storage: &dyn Storage,
+    run_id: Option<&RunId>,
+    log: &ToolLog,
+    report: &mut SimReport,
+) {
     report.violations.extend(log.violations());
     let Some(id) = run_id else {
         report.violations.push("no run was started".into());
@@ -582,24 +617,30 @@ fn final_check(storage: &dyn Storage, run_id: Option<&RunId>, log: &ToolLog, rep
         }
     }
     // Final, or clearly blocked on the person.
-    let pending: Vec<PendingRequest> = read(crate::store::pending_of(storage, id)).unwrap_or_default();
+    let pending: Vec<PendingRequest> =
+        read(crate::store::pending_of(storage, id)).unwrap_or_default();
     let blocked = match run.status {
         RunStatus::AwaitingApproval | RunStatus::AwaitingInput => !pending.is_empty(),
-        RunStatus::Interrupted => pending.iter().any(|p| matches!(p.kind, PendingKind::Decision { .. })),
+        RunStatus::Interrupted => pending
+            .iter()
+            .any(|p| matches!(p.kind, PendingKind::Decision { .. })),
         _ => false,
     };
     if !run.status.is_final() && !blocked {
-        report
-            .violations
-            .push(format!("run ended {} and is not clearly blocked", run.status));
+        report.violations.push(format!(
+            "run ended {} and is not clearly blocked",
+            run.status
+        ));
     }
     // An uncertain effect is effect_unknown or decided by the person, never replayed.
-    let journal: Vec<JournalRecord> = read(crate::store::journal_of(storage, id)).unwrap_or_default();
+    let journal: Vec<JournalRecord> =
+        read(crate::store::journal_of(storage, id)).unwrap_or_default();
     for rec in &journal {
         if rec.state == CallState::Running && run.status.is_final() {
-            report
-                .violations
-                .push(format!("call {} is still running in a final run", rec.call_id));
+            report.violations.push(format!(
+                "call {} is still running in a final run",
+                rec.call_id
+            ));
         }
     }
     // Legal status history.
@@ -611,16 +652,21 @@ fn final_check(storage: &dyn Storage, run_id: Option<&RunId>, log: &ToolLog, rep
         }
     }
     // Activities gap-free, monotonic, and agreeing with the status history.
-    let activities: Vec<Activity> = read(storage.scan_records(&format!("{id}/"))).unwrap_or_default();
+    let activities: Vec<Activity> =
+        read(storage.scan_records(&format!("{id}/"))).unwrap_or_default();
     let mut last_at = 0;
     let mut statuses = vec![RunStatus::Running];
     for (i, a) in activities.iter().enumerate() {
         if a.seq != i as u64 {
-            report.violations.push(format!("activity gap at {i} (found {})", a.seq));
+            report
+                .violations
+                .push(format!("activity gap at {i} (found {})", a.seq));
             break;
         }
         if a.at_ms < last_at {
-            report.violations.push(format!("activity {i} goes back in time"));
+            report
+                .violations
+                .push(format!("activity {i} goes back in time"));
         }
         last_at = a.at_ms;
         if let ActivityKind::StatusChanged { to, .. } = &a.kind {
@@ -628,7 +674,9 @@ fn final_check(storage: &dyn Storage, run_id: Option<&RunId>, log: &ToolLog, rep
         }
     }
     if activities.len() as u64 != run.next_activity {
-        report.violations.push("next_activity does not match the activities".into());
+        report
+            .violations
+            .push("next_activity does not match the activities".into());
     }
     if statuses != run.status_history {
         report

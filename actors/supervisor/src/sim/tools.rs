@@ -15,17 +15,18 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use agent_capabilities::{
-    ApprovalIdentity, EffectClass, EffectRequest, EffectSet, Idempotency, Origin, PolicyInput, Sensitivity, Target,
-    TargetScope, Trust, canonical_json, decide, sha256_hex,
+    ApprovalIdentity, EffectClass, EffectRequest, EffectSet, Idempotency, Origin, PolicyInput,
+    Sensitivity, Target, TargetScope, Trust, canonical_json, decide, sha256_hex,
 };
 use agent_kernel::actor::spawn_actor;
 use agent_kernel::host::{Clock, Executor, Storage, StorageExt};
+use agent_kernel::ids::{RunId, SessionId};
 use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::protocol::{
-    EffectReceipt, InvocationDraft, ModelToolSchema, PreparedCall, Provenance, RunToolConfig, TargetRule, ToolCall,
-    ToolDefinition, ToolFailure, ToolInvocation, ToolResult, ToolSuccess, ToolsAddr, ToolsMsg,
+    EffectReceipt, InvocationDraft, ModelToolSchema, PreparedCall, Provenance, RunToolConfig,
+    TargetRule, ToolCall, ToolDefinition, ToolFailure, ToolInvocation, ToolResult, ToolSuccess,
+    ToolsAddr, ToolsMsg,
 };
-use agent_kernel::ids::{RunId, SessionId};
 
 /// One execution of a tool with an effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,11 +52,17 @@ pub struct ToolLog {
 
 impl ToolLog {
     pub fn executions(&self) -> Vec<Execution> {
-        self.inner.lock().map(|i| i.executions.clone()).unwrap_or_default()
+        self.inner
+            .lock()
+            .map(|i| i.executions.clone())
+            .unwrap_or_default()
     }
     /// Re-executions of calls whose journal record was already committed.
     pub fn violations(&self) -> Vec<String> {
-        self.inner.lock().map(|i| i.violations.clone()).unwrap_or_default()
+        self.inner
+            .lock()
+            .map(|i| i.violations.clone())
+            .unwrap_or_default()
     }
     /// How many tickets `send_ticket` created.
     pub fn tickets(&self) -> u64 {
@@ -63,7 +70,9 @@ impl ToolLog {
     }
     /// Did `call` of `run` execute at least once?
     pub fn executed(&self, run: &str, call: &str) -> bool {
-        self.executions().iter().any(|e| e.run == run && e.call == call)
+        self.executions()
+            .iter()
+            .any(|e| e.run == run && e.call == call)
     }
     fn record(&self, e: Execution, ticket: bool) {
         if let Ok(mut i) = self.inner.lock() {
@@ -99,21 +108,29 @@ pub fn definitions() -> Vec<ToolDefinition> {
         target,
         annotations: None,
     };
-    let path = || TargetRule::WorkspacePathArg { field: "path".into() };
+    let path = || TargetRule::WorkspacePathArg {
+        field: "path".into(),
+    };
     vec![
         def(
             "read_note",
             &[EffectClass::ReadLocal],
             Idempotency::Idempotent,
             path(),
-            obj(json!({"path": {"type": "string"}, "message": {"type": "string"}}), &["path"]),
+            obj(
+                json!({"path": {"type": "string"}, "message": {"type": "string"}}),
+                &["path"],
+            ),
         ),
         def(
             "write_note",
             &[EffectClass::WriteLocal],
             Idempotency::Idempotent,
             path(),
-            obj(json!({"path": {"type": "string"}, "text": {"type": "string"}}), &["path"]),
+            obj(
+                json!({"path": {"type": "string"}, "text": {"type": "string"}}),
+                &["path"],
+            ),
         ),
         def(
             "send_ticket",
@@ -196,7 +213,11 @@ pub fn spawn_sim_tools(
     spawn_actor(executor, "tools", 64, None, move |inbox| async move {
         while let Ok(msg) = inbox.recv().await {
             match msg {
-                ToolsMsg::Schemas { config: run_config, reply, .. } => {
+                ToolsMsg::Schemas {
+                    config: run_config,
+                    reply,
+                    ..
+                } => {
                     reply.send(schemas(&defs, &run_config));
                 }
                 ToolsMsg::Prepare {
@@ -219,7 +240,12 @@ pub fn spawn_sim_tools(
 
 fn schemas(defs: &[ToolDefinition], config: &RunToolConfig) -> Vec<ModelToolSchema> {
     defs.iter()
-        .filter(|d| config.allowlist.as_ref().is_none_or(|a| a.contains(&d.name)))
+        .filter(|d| {
+            config
+                .allowlist
+                .as_ref()
+                .is_none_or(|a| a.contains(&d.name))
+        })
         .filter_map(|d| {
             Some(ModelToolSchema {
                 name: d.name.clone(),
@@ -241,7 +267,9 @@ fn target_of(def: &ToolDefinition, args: &Value) -> Result<(Target, TargetScope)
                 .ok_or_else(|| format!("{field} must be a relative workspace path"))?;
             Ok((
                 Target::WorkspacePath { path: path.into() },
-                TargetScope::Workspace { prefix: path.into() },
+                TargetScope::Workspace {
+                    prefix: path.into(),
+                },
             ))
         }
         TargetRule::Endpoint { origin } => {
@@ -268,21 +296,43 @@ fn prepare(
     attempt: u32,
     config: &RunToolConfig,
 ) -> Result<PreparedCall, ToolResult> {
-    let def = defs
-        .iter()
-        .find(|d| d.name == call.name)
-        .ok_or_else(|| ToolResult::error("unknown_tool", "no tool of that name is registered", &call.name))?;
-    if config.allowlist.as_ref().is_some_and(|a| !a.contains(&def.name)) {
-        return Err(ToolResult::error("not_allowed", "this tool is not allowed in this run", &def.name));
+    let def = defs.iter().find(|d| d.name == call.name).ok_or_else(|| {
+        ToolResult::error(
+            "unknown_tool",
+            "no tool of that name is registered",
+            &call.name,
+        )
+    })?;
+    if config
+        .allowlist
+        .as_ref()
+        .is_some_and(|a| !a.contains(&def.name))
+    {
+        return Err(ToolResult::error(
+            "not_allowed",
+            "this tool is not allowed in this run",
+            &def.name,
+        ));
     }
     let arguments: Value = serde_json::from_str(&call.arguments)
         .ok()
         .filter(Value::is_object)
-        .ok_or_else(|| ToolResult::error("invalid_arguments", "arguments must be a JSON object", &def.name))?;
-    let canonical = canonical_json(&arguments)
-        .map_err(|_| ToolResult::error("invalid_arguments", "arguments are not canonical JSON", &def.name))?;
-    let (target, scope) =
-        target_of(def, &arguments).map_err(|m| ToolResult::error("invalid_arguments", m, &def.name))?;
+        .ok_or_else(|| {
+            ToolResult::error(
+                "invalid_arguments",
+                "arguments must be a JSON object",
+                &def.name,
+            )
+        })?;
+    let canonical = canonical_json(&arguments).map_err(|_| {
+        ToolResult::error(
+            "invalid_arguments",
+            "arguments are not canonical JSON",
+            &def.name,
+        )
+    })?;
+    let (target, scope) = target_of(def, &arguments)
+        .map_err(|m| ToolResult::error("invalid_arguments", m, &def.name))?;
     let fingerprint = def
         .fingerprint()
         .map_err(|_| ToolResult::error("internal", "definition has no fingerprint", &def.name))?;
@@ -358,7 +408,11 @@ async fn dispatch(
 ) -> ToolResult {
     let draft = &invocation.draft;
     let Some(def) = defs.iter().find(|d| d.name == draft.tool) else {
-        return ToolResult::error("unknown_tool", "no tool of that name is registered", &draft.tool);
+        return ToolResult::error(
+            "unknown_tool",
+            "no tool of that name is registered",
+            &draft.tool,
+        );
     };
     if def.fingerprint().ok().as_ref() != Some(&draft.fingerprint) {
         return ToolResult::error("definition_changed", "the definition changed", &draft.tool);
@@ -370,7 +424,10 @@ async fn dispatch(
         effects: draft.effects.clone(),
         target: draft.target.clone(),
     };
-    if let Err(e) = invocation.verifier.verify(&invocation.capability, &request, clock.wall_ms()) {
+    if let Err(e) = invocation
+        .verifier
+        .verify(&invocation.capability, &request, clock.wall_ms())
+    {
         return ToolResult::error("capability_refused", e.to_string(), &draft.tool);
     }
     if let Some(storage) = &config.storage
@@ -391,7 +448,11 @@ async fn dispatch(
         attempt: draft.attempt,
     };
     let args = &draft.arguments;
-    let path = args.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     match draft.tool.as_str() {
         "read_note" => ok(
             "read_note",

@@ -12,7 +12,7 @@ use agent_kernel::ids::{OwnerId, RunId, SessionId};
 use agent_kernel::memory::{MemoryHost, MemoryStorage};
 use agent_kernel::run::{Activity, AgentRun, RunStatus};
 use agent_supervisor::sim::tools::{SimToolsConfig, ToolLog, spawn_sim_tools};
-use agent_supervisor::{RunConfig, RuntimeOptions, Runtime, Scenario, ScriptedProvider};
+use agent_supervisor::{RunConfig, Runtime, RuntimeOptions, Scenario, ScriptedProvider};
 
 pub struct Env {
     pub mem: MemoryHost,
@@ -22,7 +22,11 @@ pub struct Env {
 }
 
 pub fn env(scenario: &str) -> Env {
-    env_with(scenario, SimToolsConfig::default(), RuntimeOptions::default())
+    env_with(
+        scenario,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+    )
 }
 
 pub fn env_with(scenario: &str, tools: SimToolsConfig, options: RuntimeOptions) -> Env {
@@ -31,7 +35,13 @@ pub fn env_with(scenario: &str, tools: SimToolsConfig, options: RuntimeOptions) 
 }
 
 /// A runtime for `owner` on `mem` (a new tab over the same storage and clock).
-pub fn tab(mem: MemoryHost, scenario: &str, tools: SimToolsConfig, options: RuntimeOptions, owner: &str) -> Env {
+pub fn tab(
+    mem: MemoryHost,
+    scenario: &str,
+    tools: SimToolsConfig,
+    options: RuntimeOptions,
+    owner: &str,
+) -> Env {
     let host = mem.host();
     let log = ToolLog::default();
     let tools = spawn_sim_tools(mem.executor(), host.clock.clone(), log.clone(), tools);
@@ -53,13 +63,16 @@ impl Env {
     }
 
     pub fn start(&self, prompt: &str, config: RunConfig) -> RunId {
-        let id = self.block(self.runtime.start(&self.session, prompt, config)).expect("run starts");
+        let id = self
+            .block(self.runtime.start(&self.session, prompt, config))
+            .expect("run starts");
         id
     }
 
     /// Run until the run is not `running`.
     pub fn settle(&self, run: &RunId) -> AgentRun {
-        self.block(self.runtime.wait_settled(run)).expect("run settles")
+        self.block(self.runtime.wait_settled(run))
+            .expect("run settles")
     }
 
     pub fn run(&self, run: &RunId) -> AgentRun {
@@ -95,7 +108,10 @@ pub fn assert_gap_free_monotonic(activities: &[Activity], run: &AgentRun) {
     for (i, a) in activities.iter().enumerate() {
         assert_eq!(a.seq, i as u64, "activity sequence has a gap at {i}");
         if i > 0 {
-            assert!(a.at_ms >= activities[i - 1].at_ms, "activity {i} goes back in time");
+            assert!(
+                a.at_ms >= activities[i - 1].at_ms,
+                "activity {i} goes back in time"
+            );
         }
     }
     assert_eq!(run.next_activity, activities.len() as u64);
@@ -126,7 +142,11 @@ pub fn lifecycle_scenario() {
         let env = env(SLOW_MODEL);
         let run = env.start("hello", RunConfig::default());
         env.mem.executor().run_until_stalled();
-        assert_eq!(env.mem.clock().pending_sleepers(), 1, "the model round is under way");
+        assert_eq!(
+            env.mem.clock().pending_sleepers(),
+            1,
+            "the model round is under way"
+        );
         env.mem.lifecycle().emit(event);
         if event == LifecycleEvent::Offline {
             // Back online before resuming.
@@ -140,7 +160,11 @@ pub fn lifecycle_scenario() {
         env.mem.lifecycle().emit(LifecycleEvent::Online);
         env.block(env.runtime.resume(&run)).unwrap();
         let done = env.settle(&run);
-        assert_eq!(done.status, RunStatus::Completed, "resume continues after {event:?}");
+        assert_eq!(
+            done.status,
+            RunStatus::Completed,
+            "resume continues after {event:?}"
+        );
         assert_gap_free_monotonic(&env.activities(&run), &done);
     }
 
