@@ -21,7 +21,7 @@ pub const GATEWAY_FETCH_PATH: &str = "/v1/fetch";
 pub trait FetchBackend: agent_kernel::MaybeSend + agent_kernel::MaybeSync {
     /// Read `url`; `cancel` stops the read with [`FetchError::Cancelled`].
     async fn fetch(&self, url: &str, cancel: CancelToken) -> Result<Page, FlowFailure>;
-    /// `jina` or `direct` natively, `gateway` in the browser (for provenance).
+    /// `native` for the in-process reader, `gateway` for the browser's client.
     fn name(&self) -> &'static str;
 }
 

@@ -298,6 +298,18 @@ mod tests {
     }
 
     #[test]
+    fn short_pages_keep_their_text() {
+        let (title, text) = readable_html(
+            "<html><head><title>T</title></head><body><p>Hello world</p></body></html>",
+            Some("https://example.com/"),
+        );
+        assert_eq!(title.as_deref(), Some("T"));
+        assert!(text.contains("Hello world"), "{text:?}");
+        let (_, text) = readable_html("<div>just <b>text</b></div>", None);
+        assert!(text.contains("just"), "{text:?}");
+    }
+
+    #[test]
     fn truncation_is_by_characters() {
         assert_eq!(truncate_chars("héllo".into(), 5), ("héllo".into(), false));
         assert_eq!(truncate_chars("héllo".into(), 2), ("hé".into(), true));

@@ -15,7 +15,10 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Deadline of the whole Jina-first flow.
     pub total_timeout: Duration,
-    /// Bytes of a response body read before reading stops (streamed).
+    /// Bytes of a response body read before reading stops (streamed): the
+    /// rest is never downloaded, the page reports `body_truncated`, and its
+    /// readable text comes from the bytes read. Jina's JSON answer may use
+    /// twice this (JSON escaping), and is a `JinaMalformed` stop beyond it.
     pub max_body_bytes: usize,
     /// Characters of readable text kept.
     pub max_text_chars: usize,
