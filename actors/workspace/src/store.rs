@@ -335,7 +335,10 @@ impl Workspace {
                 }
             }
             let old_size = existing.map_or(0, |(e, _)| e.size);
-            let total = usage.total_bytes() - old_size + size;
+            let total = usage
+                .total_bytes()
+                .saturating_sub(old_size)
+                .saturating_add(size);
             if total > quotas.max_total_bytes {
                 return Err(WorkspaceError::QuotaExceeded {
                     quota: Quota::TotalBytes,
@@ -455,7 +458,10 @@ impl Workspace {
         let mut folders = BTreeSet::new();
         for (key, raw) in self.storage.scan_prefix(Table::Manifests, &base).await? {
             let entry: FileEntry = decode(Table::Manifests, &key, &raw)?;
-            let rest = &key[base.len()..];
+            // The backend returns only keys under `base`; skip anything else.
+            let Some(rest) = key.strip_prefix(&base) else {
+                continue;
+            };
             match rest.split_once('/') {
                 Some((sub, _)) if !recursive => {
                     folders.insert(sub.to_owned());
