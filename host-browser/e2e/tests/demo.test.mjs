@@ -1,0 +1,135 @@
+// End-to-end tests of the demo page in headless Chromium (S1.1, S2.5, S3, S6.4).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import {
+  RESULTS, config, counterPlugin, openPage, send, setup, sleep, slowScenario, status, uniqueSession,
+  waitStatus, writeScenario,
+} from './helpers.mjs';
+
+let env;
+before(async () => { env = await setup(); });
+after(async () => { await env?.close(); });
+
+async function approveVisible(page) {
+  await page.waitForSelector('#approval[open]', { timeout: 20_000 });
+  await page.click('#approve');
+}
+
+test('the demo page loads without console errors and reports durable storage', async () => {
+  const context = await env.browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(`${env.pageUrl}/`);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  assert.match(await page.locator('#host-status').textContent(), /IndexedDB \(durable\)/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('S6: a run completes after an approval click; the run card screenshot is saved', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('approve');
+  const cfg = config(writeScenario(0), { plugins: [counterPlugin(env.counter.url)] });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  const before = env.counter.count();
+  await send(page, 'Record a write.');
+  await approveVisible(page);
+  await waitStatus(page, 'completed');
+  assert.equal(await page.locator('#run-stop-reason').textContent(), 'completed');
+  assert.equal(env.counter.count() - before, 1, 'the approved write reached the server once');
+  assert.equal(await page.locator('#tools tr[data-state="committed"]').count() >= 1, true);
+  assert.match(await page.locator('#run-output').textContent(), /recorded/);
+  const shot = join(RESULTS, 'run-card.png');
+  await page.locator('#run-card').screenshot({ path: shot });
+  console.log(`run card screenshot: ${shot}`);
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});
+
+test('S3: a second tab cannot execute a session while the first holds it, and can once it closes', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('tabs');
+  const cfg = config(slowScenario(4_000));
+  const first = await openPage(context, env.pageUrl, cfg, session);
+  await send(first, 'Take your time.');
+  await waitStatus(first, 'running');
+  const second = await openPage(context, env.pageUrl, cfg, session);
+  await send(second, 'Me too.');
+  await second.waitForSelector('body[data-last-error="session_busy"]', { timeout: 10_000 });
+  assert.match(await second.locator('#chat-error').textContent(), /another tab/);
+  await first.close();
+  await second.evaluate(() => { delete document.body.dataset.lastError; });
+  await sleep(200);
+  await send(second, 'Now me.');
+  await waitStatus(second, 'completed', 20_000);
+  assert.equal(await second.evaluate(() => document.body.dataset.lastError ?? null), null);
+  await context.close();
+});
+
+test('S2.5: a reload mid-run interrupts with page_interrupted, nothing resumes by itself, Resume completes it, the write happened at most once', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('reload');
+  const cfg = config(writeScenario(3_000), { plugins: [counterPlugin(env.counter.url)] });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  const before = env.counter.count();
+  await send(page, 'Record a write, then think.');
+  await approveVisible(page);
+  // The write is committed; the model now takes 3 s for its last answer.
+  await page.waitForFunction(() => document.querySelector('#tools tr[data-state="committed"]'), null, { timeout: 20_000 });
+  await waitStatus(page, 'running');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  await waitStatus(page, 'interrupted');
+  assert.equal(await page.locator('#run-stop-reason').textContent(), 'page_interrupted');
+  await sleep(2_000);
+  assert.equal(await status(page), 'interrupted', 'loading the page resumed nothing');
+  assert.equal(await page.locator('#resume').isVisible(), true, 'Resume is offered');
+  await page.click('#resume');
+  await waitStatus(page, 'completed', 20_000);
+  const writes = env.counter.count() - before;
+  assert.ok(writes <= 1, `the non-idempotent write reached the server ${writes} times`);
+  assert.equal(writes, 1);
+  await context.close();
+});
+
+test('S2.5: going offline interrupts a running run with offline', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('offline');
+  const page = await openPage(context, env.pageUrl, config(slowScenario(4_000)), session);
+  await send(page, 'Take your time.');
+  await waitStatus(page, 'running');
+  await context.setOffline(true);
+  await waitStatus(page, 'interrupted');
+  assert.equal(await page.locator('#run-stop-reason').textContent(), 'offline');
+  await context.setOffline(false);
+  await sleep(1_000);
+  assert.equal(await status(page), 'interrupted', 'coming back online resumes nothing');
+  await context.close();
+});
+
+test('S6.4: a pending approval survives a reload and is shown once', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('pending');
+  const cfg = config(writeScenario(0), { plugins: [counterPlugin(env.counter.url)] });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  const before = env.counter.count();
+  await send(page, 'Record a write.');
+  await page.waitForSelector('#approval[open]', { timeout: 20_000 });
+  await waitStatus(page, 'awaiting_approval');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  await page.waitForSelector('#approval[open]', { timeout: 20_000 });
+  assert.equal(await status(page), 'awaiting_approval');
+  await sleep(1_000);
+  const shown = await page.evaluate(() => Object.values(window.agentrtDemo.shown));
+  assert.deepEqual(shown, [1], 'one request, shown once');
+  assert.equal(await page.locator('dialog[open]').count(), 1);
+  assert.equal(env.counter.count() - before, 0, 'nothing was written before the approval');
+  await page.click('#approve');
+  await waitStatus(page, 'completed');
+  assert.equal(env.counter.count() - before, 1);
+  await context.close();
+});
