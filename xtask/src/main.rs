@@ -24,10 +24,12 @@
 //!   instead of installing a missing prerequisite, `--dry-run` checks the
 //!   prerequisites (read only) and prints the plan without running it.
 //!
-//! * `cargo xtask demo [--dry-run] [--no-install] [--] [ARGS...]` — runs the
-//!   demo: today `cargo run --release -p agent-host-native --bin agentrt --
-//!   demo ARGS...`. Its steps come from [`demo_steps`], so building the wasm
-//!   bundle and serving a page later is a matter of adding steps there.
+//! * `cargo xtask demo [--dry-run] [--no-install] [--] [ARGS...]` — the
+//!   browser demo: builds the wasm bundle (release, `wasm-bindgen --target
+//!   web` into `host-browser/pkg`), prints its raw and gzipped size, and
+//!   serves the demo page on 127.0.0.1 (`host-browser/e2e/serve.mjs`; ARGS
+//!   may give the port, default 8788). Its steps come from [`demo_steps`].
+//!   The terminal demo stays `cargo run -p agent-host-native --bin agentrt -- demo`.
 //!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
 //!
@@ -90,8 +92,10 @@ Project automation. Usage:
       wasm tests in headless Chromium, and the Playwright e2e suite.
       This is exactly what CI runs (.ci/run).
 
-  cargo xtask demo [--no-install] [--dry-run] [--] [ARGS...]
-      Runs `cargo run --release -p agent-host-native --bin agentrt -- demo ARGS...`.
+  cargo xtask demo [--no-install] [--dry-run] [--] [PORT]
+      Builds the browser bundle (prints its raw and gzipped wasm size) and
+      serves the demo page on http://127.0.0.1:PORT/ (default 8788).
+      The terminal demo: cargo run -p agent-host-native --bin agentrt -- demo
 
   cargo xtask install [--dry-run]
       Checks every prerequisite and installs the missing ones.
@@ -647,29 +651,21 @@ fn demo(runner: &mut Runner, args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// What `cargo xtask demo` needs installed (nothing beyond Rust for now; the
-/// browser demo will add the wasm target and wasm-bindgen here).
-const DEMO_PREREQUISITES: &[Prereq] = &[];
+/// What `cargo xtask demo` needs installed: the wasm target and wasm-bindgen
+/// (Node.js runs the build script and the static server; it has no packages to install).
+const DEMO_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::WasmBindgen];
 
-/// The steps of `cargo xtask demo`, in order; `args` go to `agentrt demo`.
+/// The steps of `cargo xtask demo`, in order: build the bundle (the script
+/// runs cargo and wasm-bindgen and prints the raw and gzipped wasm size),
+/// then serve the page; `args` go to the server (the port).
 fn demo_steps(args: &[String]) -> Vec<Step> {
-    let mut run = Step::cargo(
-        "demo (agentrt)",
-        &[
-            "run",
-            "--release",
-            "-p",
-            "agent-host-native",
-            "--bin",
-            "agentrt",
-            "--",
-            "demo",
-        ],
-    );
+    let build = Step::new("demo: build the wasm bundle", "node", &["build.mjs"]).in_dir(E2E_DIR);
+    let mut serve =
+        Step::new("demo: serve the page on 127.0.0.1", "node", &["serve.mjs"]).in_dir(E2E_DIR);
     for arg in args {
-        run = run.arg(arg.clone());
+        serve = serve.arg(arg.clone());
     }
-    vec![run]
+    vec![build, serve]
 }
 
 // ---------------------------------------------------------------------------
