@@ -295,7 +295,13 @@ impl App {
                 id: manifest.id.clone(),
                 detail: e.to_string(),
             })?;
-            tools.extend(regs);
+            let always_on = options.config.always_on_plugins.contains(&manifest.id);
+            tools.extend(regs.into_iter().map(|mut r| {
+                if always_on {
+                    r.exposure = agent_tools::registry::Exposure::AlwaysOn;
+                }
+                r
+            }));
         }
         let mut registry = Registry::new();
         registry

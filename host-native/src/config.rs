@@ -98,6 +98,8 @@ struct RawConfig {
     secrets: BTreeMap<String, SecretConfig>,
     #[serde(default)]
     plugins: Vec<PluginManifest>,
+    #[serde(default)]
+    always_on_plugins: Vec<String>,
 }
 
 /// A checked configuration.
@@ -110,6 +112,10 @@ pub struct Config {
     pub budget: Option<Budget>,
     pub secrets: BTreeMap<String, SecretConfig>,
     pub plugins: Vec<PluginManifest>,
+    /// Plugins whose functions are offered in every model request instead of
+    /// through `search_tools` / `load_tools` (they count against the
+    /// 64-schema limit of S5.2).
+    pub always_on_plugins: Vec<String>,
 }
 
 /// Parse a budget preset name (`light`, `standard`, `extended`).
@@ -236,7 +242,15 @@ impl Config {
                 )));
             }
         }
+        for id in &raw.always_on_plugins {
+            if !ids.contains(id) {
+                return Err(invalid(format!(
+                    "always_on_plugins names {id:?}, which no [[plugins]] table defines"
+                )));
+            }
+        }
         Ok(Config {
+            always_on_plugins: raw.always_on_plugins,
             approval,
             lease_ttl,
             provider: raw.provider,
@@ -391,6 +405,7 @@ mod tests {
                 "secrets.k.env",
             ),
             ("this is not toml", "not valid"),
+            ("always_on_plugins = [\"ghost\"]", "ghost"),
         ] {
             let err = parse(bad).expect_err(bad).to_string();
             assert!(err.contains(needle), "{bad}: {err}");

@@ -1003,7 +1003,19 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
     let events = app.runtime().subscribe();
     let rt = app.runtime();
     match action {
-        Action::Resume => rt.resume(run).await?,
+        Action::Resume => {
+            if let Err(e) = rt.resume(run).await {
+                if matches!(e, RunError::DecisionPending { .. }) {
+                    eprintln!("agentrt: {e}");
+                    let card = card(app.native().host().storage.as_ref(), run).await?;
+                    for p in &card.pending {
+                        println!("{}", pending_text(run, p));
+                    }
+                    return Ok(code::WAITING);
+                }
+                return Err(e.into());
+            }
+        }
         Action::Approve(request) => rt.approve(run, &request).await?,
         Action::Deny(request) => rt.deny(run, &request).await?,
         Action::Respond(text) => {
