@@ -4,9 +4,17 @@
 //! scripts and styles, comments, nested markup, sidebars and footers.
 //! Run: `cargo bench -p agent-fetch --bench readable`.
 
+#![cfg_attr(target_arch = "wasm32", allow(dead_code, unused_imports))]
+
+#[cfg(target_arch = "wasm32")]
+fn main() {} // criterion is a native dev-dependency; the bench runs natively.
+
+#[cfg(not(target_arch = "wasm32"))]
 use std::hint::black_box;
+#[cfg(not(target_arch = "wasm32"))]
 use std::time::Duration;
 
+#[cfg(not(target_arch = "wasm32"))]
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// A small deterministic generator (SplitMix64), so every run sees the same corpus.
@@ -215,6 +223,7 @@ fn corpus() -> Vec<Vec<u8>> {
         .collect()
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn bench(c: &mut Criterion) {
     let pages = corpus();
     let total: usize = pages.iter().map(Vec::len).sum();
@@ -257,5 +266,7 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 criterion_group!(benches, bench);
+#[cfg(not(target_arch = "wasm32"))]
 criterion_main!(benches);

@@ -331,6 +331,66 @@ mod tests {
         assert!(refusal_v6(v6("2001:0:808:808:0:0:f7f7:f7f7")).is_none());
     }
 
+    /// Every embedding of an IPv4 address is judged exactly as the address
+    /// itself, over a deterministic sample of the whole IPv4 space.
+    #[test]
+    fn embeddings_agree_with_the_embedded_address() {
+        let mut state = 0x5EED_u64;
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u32
+        };
+        let public_server = u32::from(v4("8.8.8.8"));
+        for _ in 0..50_000 {
+            let n = next();
+            let a = Ipv4Addr::from(n);
+            let own = refusal_v4(a);
+            let (hi, lo) = ((n >> 16) as u16, n as u16);
+            let forms = [
+                (
+                    Embedding::Mapped,
+                    Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, hi, lo),
+                ),
+                (
+                    Embedding::Nat64,
+                    Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, hi, lo),
+                ),
+                (
+                    Embedding::SixToFour,
+                    Ipv6Addr::new(0x2002, hi, lo, 0, 0, 0, 0, 1),
+                ),
+                (
+                    Embedding::Teredo,
+                    Ipv6Addr::new(
+                        0x2001,
+                        0,
+                        (public_server >> 16) as u16,
+                        public_server as u16,
+                        0,
+                        0,
+                        !hi,
+                        !lo,
+                    ),
+                ),
+            ];
+            for (form, v6) in forms {
+                let got = refusal_v6(v6);
+                assert_eq!(got.map(|r| r.range), own, "{form} of {a} ({v6})");
+                if let Some(r) = got {
+                    assert_eq!(r.embedded, Some((form, a)));
+                }
+            }
+            // Compatible form: :: and ::1 are their own ranges; the rest follow the address.
+            if n > 1 {
+                let v6 = Ipv6Addr::new(0, 0, 0, 0, 0, 0, hi, lo);
+                assert_eq!(refusal_v6(v6).map(|r| r.range), own, "{v6}");
+            }
+        }
+    }
+
     #[test]
     fn global_unicast_v6_is_public() {
         assert!(refusal_v6(v6("2606:4700:4700::1111")).is_none());

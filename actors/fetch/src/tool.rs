@@ -189,7 +189,14 @@ pub async fn invoke(
             format!("the fetch actor serves {FETCH_URL}, not {:?}", draft.tool),
         );
     }
-    let expected: Option<Fingerprint> = fetch_url_definition().fingerprint().ok();
+    let definition = fetch_url_definition();
+    if draft.effects != definition.effects {
+        return refuse(
+            "effects_mismatch",
+            "the invocation declares other effects than fetch_url's read_network; reload the tool list",
+        );
+    }
+    let expected: Option<Fingerprint> = definition.fingerprint().ok();
     if expected.as_ref() != Some(&draft.fingerprint) {
         return refuse(
             "fingerprint_mismatch",

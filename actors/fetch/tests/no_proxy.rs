@@ -1,6 +1,7 @@
 //! S8.1: reads never go through a proxy, even when the environment names one
 //! (a proxy would resolve and connect on its own, outside the policy). Its
 //! own test binary, because it sets process-wide environment variables.
+#![cfg(not(target_arch = "wasm32"))] // loopback servers need tokio and axum
 
 mod common;
 

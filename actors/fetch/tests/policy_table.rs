@@ -2,6 +2,7 @@
 //! range and spelling, at least 10 public URLs accepted (scripted DNS, no
 //! connection made), redirect chains ending at refused addresses, and DNS
 //! rebinding between check and connect.
+#![cfg(not(target_arch = "wasm32"))] // loopback servers need tokio and axum
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! the outcome table, the limits at, below and above SPEC's numbers (time on
 //! the manual clock: the servers never answer and the test moves the clock),
 //! readable text, charsets, redirects and credentials.
+#![cfg(not(target_arch = "wasm32"))] // loopback servers need tokio and axum
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! capability verification before any network work, the `external_untrusted`
 //! envelope with provenance, the body as a blob in the memory host's storage,
 //! a bounded summary, failures as envelopes, and cancellation of a run.
+#![cfg(not(target_arch = "wasm32"))] // loopback servers need tokio and axum
 
 mod common;
 
