@@ -1,5 +1,6 @@
 //! The lifecycle test (S2.5) in headless Chromium on the memory host.
 #![cfg(target_arch = "wasm32")]
+#![allow(clippy::arc_with_non_send_sync)]
 
 mod common;
 

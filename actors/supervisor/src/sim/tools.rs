@@ -288,6 +288,8 @@ fn target_of(def: &ToolDefinition, args: &Value) -> Result<(Target, TargetScope)
     }
 }
 
+// The shape is the protocol's `ToolsMsg::Prepare` reply.
+#[allow(clippy::result_large_err)]
 fn prepare(
     defs: &[ToolDefinition],
     run: RunId,

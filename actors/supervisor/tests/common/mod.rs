@@ -2,7 +2,7 @@
 //! kernel's memory host (deterministic executor, manual clock), the test
 //! tools actor and a scripted provider. Also the lifecycle scenario that runs
 //! natively and in headless Chromium.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::arc_with_non_send_sync)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,10 +63,8 @@ impl Env {
     }
 
     pub fn start(&self, prompt: &str, config: RunConfig) -> RunId {
-        let id = self
-            .block(self.runtime.start(&self.session, prompt, config))
-            .expect("run starts");
-        id
+        self.block(self.runtime.start(&self.session, prompt, config))
+            .expect("run starts")
     }
 
     /// Run until the run is not `running`.
