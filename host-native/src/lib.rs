@@ -12,6 +12,7 @@
 //!   supervisor's `Runtime`, launch records);
 //! - [`demo`]: the embedded demo scenario;
 //! - [`gateway`]: the local gateway served by `agentrt serve`;
+//! - `tabs` (feature `sim`): the tab-loss simulator for native test hosts;
 //! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests).
 //!
 //! rusqlite (with its bundled SQLite) was chosen because it is the maintained
@@ -26,3 +27,5 @@ pub mod host;
 pub mod pause;
 pub mod process;
 pub mod sqlite;
+#[cfg(feature = "sim")]
+pub mod tabs;
