@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agent_kernel::host::Storage;
 use agent_kernel::memory::MemoryStorage;
 use agent_supervisor::Sabotage;
-use agent_supervisor::sim::{run_seed, run_seeds};
+use agent_supervisor::sim::{boundaries, run_seed, run_seeds};
 
 fn memory() -> Arc<dyn Storage> {
     Arc::new(MemoryStorage::new())
@@ -37,6 +37,14 @@ fn crash_sim_thousand_seeds_no_violations() {
         println!("seed {seed}: {v}");
     }
     assert_eq!(summary.seeds, 1000);
+    // Every boundary of each mode is a crash point for some seed.
+    let permissive = boundaries(&memory, agent_capabilities::ApprovalMode::Permissive);
+    let strict = boundaries(&memory, agent_capabilities::ApprovalMode::Strict);
+    let _ = writeln!(
+        std::io::stderr(),
+        "crash-sim boundaries: {permissive} commits (permissive), {strict} (strict)"
+    );
+    assert!(permissive >= 15 && strict > permissive, "{permissive} {strict}");
     assert!(
         summary.crash_points >= 1000,
         "every seed kills at least one tab"

@@ -80,9 +80,13 @@ pub fn run_seeds<F>(seeds: Range<u64>, storage_factory: F, sabotage: Sabotage) -
 where
     F: Fn() -> Arc<dyn Storage>,
 {
+    let boundaries = [
+        boundaries(&storage_factory, ApprovalMode::Permissive),
+        boundaries(&storage_factory, ApprovalMode::Strict),
+    ];
     let mut summary = SimSummary::default();
     for seed in seeds {
-        let report = run_seed(seed, &storage_factory, sabotage);
+        let report = seed_with(seed, &storage_factory, sabotage, boundaries);
         summary.seeds += 1;
         summary.crash_points += report.crash_points;
         summary
@@ -90,6 +94,64 @@ where
             .extend(report.violations.into_iter().map(|v| (seed, v)));
     }
     summary
+}
+
+/// Run one seed alone (reproduces what `run_seeds` does for that seed).
+pub fn run_seed<F>(seed: u64, storage_factory: &F, sabotage: Sabotage) -> SimReport
+where
+    F: Fn() -> Arc<dyn Storage> + ?Sized,
+{
+    let boundaries = [
+        boundaries(storage_factory, ApprovalMode::Permissive),
+        boundaries(storage_factory, ApprovalMode::Strict),
+    ];
+    seed_with(seed, storage_factory, sabotage, boundaries)
+}
+
+/// How many commits (journal and checkpoint boundaries) an uninterrupted run makes.
+pub fn boundaries<F>(storage_factory: &F, approval: ApprovalMode) -> u64
+where
+    F: Fn() -> Arc<dyn Storage> + ?Sized,
+{
+    simulate(0, storage_factory, Sabotage::default(), approval, &[])
+        .1
+        .max(1)
+}
+
+/// The kill plan of a seed: even seeds run permissive, odd ones strict. The
+/// first tab dies at every boundary in turn (seed by seed) or, one seed in
+/// four, after a random number of polls; up to two more tabs die at random.
+fn seed_with<F>(
+    seed: u64,
+    storage_factory: &F,
+    sabotage: Sabotage,
+    boundaries: [u64; 2],
+) -> SimReport
+where
+    F: Fn() -> Arc<dyn Storage> + ?Sized,
+{
+    let mut rng = Rng(seed ^ 0x5151_5eed);
+    let strict = seed % 2 == 1;
+    let approval = if strict {
+        ApprovalMode::Strict
+    } else {
+        ApprovalMode::Permissive
+    };
+    let n = boundaries[usize::from(strict)];
+    let step = seed / 2;
+    let mut plan = vec![if step % 4 == 3 {
+        Kill::AfterPolls(1 + rng.below(80))
+    } else {
+        Kill::AtCommit(1 + (step - step / 4) % n)
+    }];
+    for _ in 0..rng.below(3) {
+        plan.push(if rng.below(3) == 0 {
+            Kill::AfterPolls(1 + rng.below(80))
+        } else {
+            Kill::AtCommit(1 + rng.below(n))
+        });
+    }
+    simulate(seed, storage_factory, sabotage, approval, &plan).0
 }
 
 /// SplitMix64 for the simulator's own choices.
@@ -232,33 +294,35 @@ fn read<T>(fut: impl Future<Output = T>) -> T {
     futures::executor::block_on(fut)
 }
 
-/// Run one seed against storage from `storage_factory`.
-pub fn run_seed<F>(seed: u64, storage_factory: &F, sabotage: Sabotage) -> SimReport
+/// Run the scenario with tabs killed as `plan` says (then one more tab,
+/// and one more if that one dies). Returns the report and how many commits
+/// the last tab made.
+fn simulate<F>(
+    seed: u64,
+    storage_factory: &F,
+    sabotage: Sabotage,
+    approval: ApprovalMode,
+    plan: &[Kill],
+) -> (SimReport, u64)
 where
     F: Fn() -> Arc<dyn Storage> + ?Sized,
 {
-    let mut rng = Rng(seed ^ 0x5151_5eed);
     let storage = storage_factory();
     let clock = ManualClock::new(MEMORY_HOST_START_WALL_MS);
     let log = ToolLog::default();
     let session = match SessionId::new("sim-session") {
         Ok(s) => s,
-        Err(e) => return failed_report(seed, e.to_string()),
+        Err(e) => return (failed_report(seed, e.to_string()), 0),
     };
     let scenario = match Scenario::from_json(SCENARIO) {
         Ok(s) => s,
-        Err(e) => return failed_report(seed, e.to_string()),
-    };
-    let approval = if rng.below(2) == 0 {
-        ApprovalMode::Permissive
-    } else {
-        ApprovalMode::Strict
+        Err(e) => return (failed_report(seed, e.to_string()), 0),
     };
     let config = RunConfig {
         approval,
         ..RunConfig::default()
     };
-    let crashes = 1 + rng.below(3);
+    let mut last_commits = 0;
     let mut report = SimReport {
         seed,
         ..SimReport::default()
@@ -268,16 +332,11 @@ where
     let options = RuntimeOptions::default();
     let ttl = options.lease_ttl;
 
-    for tab in 0..(crashes + 2) {
-        let kill = if tab < crashes {
-            if rng.below(3) == 0 {
-                Kill::AfterPolls(1 + rng.below(60))
-            } else {
-                Kill::AtCommit(1 + rng.below(12))
-            }
-        } else {
-            Kill::Never
-        };
+    for tab in 0..(plan.len() as u64 + 2) {
+        let kill = usize::try_from(tab)
+            .ok()
+            .and_then(|t| plan.get(t).copied())
+            .unwrap_or(Kill::Never);
         let tab_storage = Arc::new(TabStorage {
             inner: storage.clone(),
             commits: AtomicU64::new(0),
@@ -310,7 +369,7 @@ where
         let provider = Arc::new(ScriptedProvider::new(scenario.clone(), host.clock.clone()));
         let owner = match OwnerId::new(format!("tab-{tab}")) {
             Ok(o) => o,
-            Err(e) => return failed_report(seed, e.to_string()),
+            Err(e) => return (failed_report(seed, e.to_string()), 0),
         };
         let runtime =
             Runtime::new(host, owner, tools, provider, options.clone()).with_sabotage(sabotage);
@@ -379,7 +438,7 @@ where
         }
         let Some(id) = run_id.clone() else {
             report.violations.push("the run was never created".into());
-            return report;
+            return (report, last_commits);
         };
         if let Some(Err(e)) = outcome.take() {
             report
@@ -392,7 +451,7 @@ where
         for _ in 0..12 {
             let Ok((run, _)) = read(crate::store::load_run(&*storage, &id)) else {
                 report.violations.push("the run record disappeared".into());
-                return report;
+                return (report, last_commits);
             };
             if run.status.is_final() {
                 break;
@@ -468,12 +527,13 @@ where
             report.crash_points += 1;
         }
         snapshot_check(&*storage, &mut snapshot, &mut report);
+        last_commits = tab_storage.commits.load(Ordering::SeqCst);
         if !died {
             break;
         }
     }
     final_check(&*storage, run_id.as_ref(), &log, &mut report);
-    report
+    (report, last_commits)
 }
 
 fn failed_report(seed: u64, why: String) -> SimReport {
