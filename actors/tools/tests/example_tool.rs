@@ -2,6 +2,8 @@
 //! exercised here, through `spawn_tool` and the tools actor, with the checks
 //! the tool-author API gives it for free.
 
+#![cfg(not(target_arch = "wasm32"))]
+
 #[allow(dead_code)]
 #[path = "../examples/word_count.rs"]
 mod word_count;

@@ -4,6 +4,8 @@
 //! (S5.3), idempotency keys (S2.3), credential exposure (S6.1) and large
 //! results (S5.8).
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -2,6 +2,8 @@
 //! cap at 63/64/65 (S5.2, S5.5), and deterministic BM25 ranking over 200
 //! realistic plugin tools.
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use std::collections::BTreeSet;
