@@ -377,3 +377,109 @@ impl Tx {
         self.put(&evidence);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_kernel::budget::{Budget, BudgetDimension};
+    use agent_kernel::host::{BlobRef, ManualClock};
+    use agent_kernel::ids::{CallId, SessionId};
+    use agent_kernel::memory::MemoryStorage;
+    use agent_kernel::run::{RunMode, Usage};
+
+    fn run_with(status: RunStatus) -> AgentRun {
+        AgentRun {
+            id: RunId::new("r").unwrap(),
+            session: SessionId::new("s").unwrap(),
+            parent: None,
+            children: Vec::new(),
+            mode: RunMode::Agent,
+            status,
+            stop_reason: None,
+            usage: Usage::default(),
+            budget: Budget::fallback(),
+            prompt: BlobRef::of(b"p"),
+            output: None,
+            plan: None,
+            next_activity: 0,
+            status_history: vec![status],
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    fn reasons() -> Vec<Option<StopReason>> {
+        vec![
+            None,
+            Some(StopReason::Completed),
+            Some(StopReason::UserStopped),
+            Some(StopReason::BudgetExhausted {
+                dimension: BudgetDimension::Tokens,
+            }),
+            Some(StopReason::Offline),
+            Some(StopReason::PageInterrupted),
+            Some(StopReason::EffectUnknown {
+                call_id: CallId::new("c").unwrap(),
+            }),
+            Some(StopReason::RuntimeError {
+                actor: "a".into(),
+                message: "m".into(),
+            }),
+        ]
+    }
+
+    /// S1.2: every transition outside the table (and every reason a status
+    /// does not admit) is refused by `Tx::status`, and nothing is recorded.
+    #[test]
+    fn s1_2_every_illegal_transition_is_refused() {
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let fence = Fence {
+            session: SessionId::new("s").unwrap(),
+            epoch: 1,
+        };
+        let mut refused = 0;
+        let mut allowed = 0;
+        for from in RunStatus::ALL {
+            for to in RunStatus::ALL {
+                for reason in reasons() {
+                    let writer = RunWriter::create(
+                        storage.clone(),
+                        clock.clone(),
+                        EventBus::default(),
+                        fence.clone(),
+                        run_with(from),
+                    );
+                    let mut tx = writer.begin();
+                    let legal = check_transition(from, to, reason.as_ref()).is_ok();
+                    let result = tx.status(to, reason.clone());
+                    assert_eq!(result.is_ok(), legal, "{from} -> {to} with {reason:?}");
+                    if legal {
+                        allowed += 1;
+                        assert_eq!(tx.run.status_history, vec![from, to]);
+                    } else {
+                        refused += 1;
+                        assert_eq!(tx.run.status, from);
+                        assert!(tx.activities.is_empty());
+                    }
+                }
+            }
+        }
+        assert!(
+            refused > 300 && allowed > 20,
+            "{refused} refused, {allowed} allowed"
+        );
+        // The table itself: final statuses never move; awaiting never completes directly.
+        for to in RunStatus::ALL {
+            for from in [
+                RunStatus::Completed,
+                RunStatus::Failed,
+                RunStatus::Cancelled,
+            ] {
+                assert!(!from.can_transition_to(to));
+            }
+        }
+        assert!(!RunStatus::AwaitingApproval.can_transition_to(RunStatus::Completed));
+        assert!(!RunStatus::Interrupted.can_transition_to(RunStatus::AwaitingInput));
+    }
+}

@@ -120,6 +120,18 @@ pub(crate) enum Msg {
 }
 
 impl Msg {
+    fn name(&self) -> &'static str {
+        match self {
+            Msg::Approve { .. } => "approve",
+            Msg::Deny { .. } => "deny",
+            Msg::Respond { .. } => "respond",
+            Msg::Decide { .. } => "decide",
+            Msg::Resume { .. } => "resume",
+            Msg::Stop { .. } => "stop",
+            Msg::LinkChild { .. } => "link_child",
+        }
+    }
+
     fn reject(self, err: RunError) {
         match self {
             Msg::Approve { reply, .. }
@@ -303,6 +315,11 @@ impl Supervisor {
     // ----------------------------------------------------------------- commands
 
     async fn handle(&mut self, msg: Msg) -> Result<(), RunError> {
+        let span = tracing::info_span!("command", run = %self.writer.run.id, command = msg.name());
+        self.handle_inner(msg).instrument(span).await
+    }
+
+    async fn handle_inner(&mut self, msg: Msg) -> Result<(), RunError> {
         let status = self.writer.run.status;
         let run = self.id();
         let wrong = |expected: &'static str, action: &'static str| RunError::WrongStatus {
@@ -1602,16 +1619,38 @@ impl Supervisor {
         in_flight: Option<JournalRecord>,
     ) -> Result<(), RunError> {
         let run = self.id();
-        let pending = pending_of(&*self.ctx.host.storage, &run).await?;
+        let storage = self.ctx.host.storage.clone();
+        let pending = pending_of(&*storage, &run).await?;
         let mut tx = self.writer.begin();
         let now = tx.now();
-        if let Some(mut record) = in_flight {
-            mark_effect_unknown(&mut record, now);
+        // Records still `running` (the call in flight now, or one left by an
+        // interruption) are settled: a final run has nothing in flight.
+        let mut running: Vec<JournalRecord> = crate::store::journal_of(&*storage, &run)
+            .await?
+            .into_iter()
+            .filter(|r| r.state == CallState::Running)
+            .collect();
+        if let Some(record) = in_flight {
+            running.retain(|r| r.call_id != record.call_id);
+            running.push(record);
+        }
+        for mut record in running {
+            if record.retry_is_safe() {
+                record
+                    .advance(CallState::Failed, now)
+                    .map_err(|e| self.inconsistent(e.to_string()))?;
+                record.error = Some(CallError {
+                    code: "cancelled".into(),
+                    retryable: true,
+                });
+            } else {
+                mark_effect_unknown(&mut record, now);
+            }
             tx.put(&record);
             tx.activity(ActivityKind::ToolCall {
                 call_id: record.call_id.clone(),
                 tool: record.tool.clone(),
-                state: CallState::EffectUnknown,
+                state: record.state,
             });
         }
         for p in &pending {

@@ -44,7 +44,10 @@ fn crash_sim_thousand_seeds_no_violations() {
         std::io::stderr(),
         "crash-sim boundaries: {permissive} commits (permissive), {strict} (strict)"
     );
-    assert!(permissive >= 15 && strict > permissive, "{permissive} {strict}");
+    assert!(
+        permissive >= 15 && strict > permissive,
+        "{permissive} {strict}"
+    );
     assert!(
         summary.crash_points >= 1000,
         "every seed kills at least one tab"

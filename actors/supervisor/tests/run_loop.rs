@@ -920,3 +920,48 @@ fn tools_actor_loss_fails_the_run_naming_the_actor() {
         matches!(record.stop_reason, Some(StopReason::RuntimeError { ref actor, .. }) if actor == "tools")
     );
 }
+
+#[test]
+fn offline_mid_dispatch_leaves_the_call_to_the_replay_rule_and_stop_settles_it() {
+    let scenario = r#"{"turns": [
+      {"text": "w", "tool_calls": [{"name": "slow_ticket", "arguments": {"ms": 60000}}]},
+      {"text": "done"}]}"#;
+    let env = common::env(scenario);
+    let run = env.start("go", RunConfig::default());
+    env.mem.executor().run_until_stalled();
+    env.mem
+        .lifecycle()
+        .emit(agent_kernel::host::LifecycleEvent::Offline);
+    let record = env.settle(&run);
+    assert_eq!(record.status, RunStatus::Interrupted);
+    assert_eq!(record.stop_reason, Some(StopReason::Offline));
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Running
+    );
+    env.block(env.runtime.stop(&run)).unwrap();
+    assert_eq!(env.run(&run).status, RunStatus::Cancelled);
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::EffectUnknown,
+        "a final run has nothing in flight; the uncertain write is effect_unknown"
+    );
+}
+
+#[test]
+fn subscribers_see_text_deltas_and_every_activity() {
+    let env = common::env(READ_THEN_ANSWER);
+    let events = env.runtime.subscribe();
+    let run = env.start("go", RunConfig::default());
+    env.settle(&run);
+    let mut text = String::new();
+    let mut activities = 0;
+    while let Ok(event) = events.try_recv() {
+        match event {
+            agent_supervisor::RunEvent::TextDelta { text: t, .. } => text.push_str(&t),
+            agent_supervisor::RunEvent::Activity(_) => activities += 1,
+        }
+    }
+    assert_eq!(text, "Reading.The note says hello.");
+    assert_eq!(activities, env.activities(&run).len());
+}
