@@ -191,6 +191,28 @@ pub(crate) fn mark_effect_unknown(record: &mut JournalRecord, now: u64) {
     }
 }
 
+/// What a running run does next. Replay is a state of the machine, not a
+/// flag: a call with a journal record is replayed by the kernel's rule, a
+/// call without one is processed.
+enum Next {
+    /// The last answer had no tool calls: the run completes with it.
+    Finish { text: String },
+    /// The model speaks next.
+    ModelRound,
+    /// The first call of the last assistant turn that has no result yet.
+    Call {
+        call_id: CallId,
+        call: AssistantToolCall,
+        journal: CallMode,
+    },
+}
+
+/// Whether a call is seen for the first time or found in the journal.
+enum CallMode {
+    Processing,
+    Replaying(Box<JournalRecord>),
+}
+
 /// How a wait for work ended.
 enum Watched<T> {
     Done(T),
@@ -585,21 +607,55 @@ impl Supervisor {
 
     // ----------------------------------------------------------------- the loop
 
-    /// One step of a `running` run, chosen from the conversation's tail.
-    async fn step(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
-        match self.transcript.tail() {
-            Tail::Answered { text } => self.complete(text).await,
-            Tail::ModelNext => self.model_round(inbox).await,
+    /// What a `running` run does next, decided from durable state alone:
+    /// the latest checkpoint's conversation and the journal.
+    async fn next(&self) -> Result<Next, RunError> {
+        Ok(match self.transcript.tail() {
+            Tail::Answered { text } => Next::Finish { text },
+            Tail::ModelNext => Next::ModelRound,
             Tail::ToolsPending {
                 round_calls,
                 pending,
             } => {
-                let turn = self.transcript.assistant_turns();
                 let index = pending[0];
-                let call = round_calls[index].clone();
-                let call_id = call_id_for(turn, index)?;
+                let call_id = call_id_for(self.transcript.assistant_turns(), index)?;
+                let key = JournalRecord::key_for(&self.writer.run.id, &call_id);
+                let journal = match self.ctx.host.storage.get_record(&key).await? {
+                    None => CallMode::Processing,
+                    Some(record) => CallMode::Replaying(Box::new(record)),
+                };
+                Next::Call {
+                    call_id,
+                    call: round_calls[index].clone(),
+                    journal,
+                }
+            }
+        })
+    }
+
+    /// One step of a `running` run.
+    async fn step(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
+        match self.next().await? {
+            Next::Finish { text } => self.complete(text).await,
+            Next::ModelRound => self.model_round(inbox).await,
+            Next::Call {
+                call_id,
+                call,
+                journal,
+            } => {
                 let span = tracing::info_span!("call", run = %self.writer.run.id, call = %call_id);
-                self.tool_call(inbox, call_id, call).instrument(span).await
+                match journal {
+                    CallMode::Processing => {
+                        self.process_call(inbox, call_id, call)
+                            .instrument(span)
+                            .await
+                    }
+                    CallMode::Replaying(record) => {
+                        self.replay_call(inbox, *record, call)
+                            .instrument(span)
+                            .await
+                    }
+                }
             }
         }
     }
@@ -820,20 +876,6 @@ impl Supervisor {
     }
 
     // ------------------------------------------------------------- tool calls
-
-    async fn tool_call(
-        &mut self,
-        inbox: &Inbox<Msg>,
-        call_id: CallId,
-        call: AssistantToolCall,
-    ) -> Result<(), RunError> {
-        let key = JournalRecord::key_for(&self.writer.run.id, &call_id);
-        let record: Option<JournalRecord> = self.ctx.host.storage.get_record(&key).await?;
-        match record {
-            None => self.process_call(inbox, call_id, call).await,
-            Some(record) => self.replay_call(inbox, record, call).await,
-        }
-    }
 
     /// Processing: a call never seen before.
     async fn process_call(
