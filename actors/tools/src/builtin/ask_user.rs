@@ -145,7 +145,9 @@ impl AskUserRequest {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     let Some(choice) = item.as_str().filter(|c| !c.trim().is_empty()) else {
-                        return Err(AskUserError::BadChoices(format!("choice {i} is not a non-empty string")));
+                        return Err(AskUserError::BadChoices(format!(
+                            "choice {i} is not a non-empty string"
+                        )));
                     };
                     let len = choice.chars().count();
                     if len > MAX_CHOICE_CHARS {
@@ -156,7 +158,9 @@ impl AskUserRequest {
                         });
                     }
                     if !seen.insert(choice) {
-                        return Err(AskUserError::BadChoices(format!("{choice:?} is offered twice")));
+                        return Err(AskUserError::BadChoices(format!(
+                            "{choice:?} is offered twice"
+                        )));
                     }
                     out.push(choice.to_owned());
                 }
@@ -167,7 +171,9 @@ impl AskUserRequest {
         let answer_schema = match obj.get("answer_schema") {
             None | Some(Value::Null) => None,
             Some(schema @ Value::Object(_)) => {
-                let len = serde_json::to_string(schema).map(|s| s.len()).unwrap_or(usize::MAX);
+                let len = serde_json::to_string(schema)
+                    .map(|s| s.len())
+                    .unwrap_or(usize::MAX);
                 if len > MAX_SCHEMA_BYTES {
                     return Err(AskUserError::TooLong {
                         field: "answer_schema".into(),
@@ -179,7 +185,11 @@ impl AskUserRequest {
                     .map_err(|e| AskUserError::InvalidSchema(e.to_string()))?;
                 Some(schema.clone())
             }
-            Some(_) => return Err(AskUserError::InvalidSchema("it must be a JSON object".into())),
+            Some(_) => {
+                return Err(AskUserError::InvalidSchema(
+                    "it must be a JSON object".into(),
+                ));
+            }
         };
         Ok(AskUserRequest {
             question,
@@ -191,7 +201,9 @@ impl AskUserRequest {
     /// Check the person's answer: against the schema when there is one,
     /// else against the choices, else as non-empty text.
     pub fn validate_answer(&self, answer: &Value) -> Result<(), AnswerError> {
-        let len = serde_json::to_string(answer).map(|s| s.len()).unwrap_or(usize::MAX);
+        let len = serde_json::to_string(answer)
+            .map(|s| s.len())
+            .unwrap_or(usize::MAX);
         if len > MAX_ANSWER_BYTES {
             return Err(AnswerError::TooLarge {
                 len,
@@ -199,11 +211,10 @@ impl AskUserRequest {
             });
         }
         if let Some(schema) = &self.answer_schema {
-            let validator = jsonschema::validator_for(schema).map_err(|e| {
-                AnswerError::SchemaMismatch {
+            let validator =
+                jsonschema::validator_for(schema).map_err(|e| AnswerError::SchemaMismatch {
                     errors: vec![format!("the schema no longer compiles: {e}")],
-                }
-            })?;
+                })?;
             let errors: Vec<String> = validator
                 .iter_errors(answer)
                 .take(10)

@@ -10,6 +10,10 @@ use agent_kernel::protocol::{
 };
 use serde_json::Value;
 
+/// Why an invocation's capability was refused (becomes `capability_refused`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused(pub(crate) String);
+
 /// A definition together with its fingerprint, computed once when the actor starts.
 #[derive(Debug, Clone)]
 pub(crate) struct Definition {
@@ -41,16 +45,16 @@ impl Definition {
         invocation: &ToolInvocation,
         target: Target,
         now_ms: u64,
-    ) -> Result<(), ToolResult> {
+    ) -> Result<(), Refused> {
         let draft = &invocation.draft;
         if draft.tool != self.def.name {
-            return Err(self.refused(format!(
+            return Err(Refused(format!(
                 "this actor runs {}, but the invocation is for {}",
                 self.def.name, draft.tool
             )));
         }
         if draft.fingerprint != self.fingerprint {
-            return Err(self.refused(format!(
+            return Err(Refused(format!(
                 "the invocation was prepared for definition {} of {}, but the current definition is {}; \
                  load the tool again",
                 draft.fingerprint.as_str(),
@@ -69,10 +73,11 @@ impl Definition {
             .verifier
             .verify(&invocation.capability, &request, now_ms)
             .map(|_| ())
-            .map_err(|e| self.refused(e.to_string()))
+            .map_err(|e| Refused(e.to_string()))
     }
 
-    fn refused(&self, message: String) -> ToolResult {
+    /// The envelope for a refused capability: nothing ran.
+    pub(crate) fn refused(&self, Refused(message): Refused) -> ToolResult {
         ToolResult::error(
             "capability_refused",
             format!("{} was not run: {message}", self.def.name),

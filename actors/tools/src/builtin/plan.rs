@@ -176,7 +176,10 @@ impl Plan {
                     reason: "must be an object with title and status".into(),
                 });
             };
-            if let Some(extra) = step.keys().find(|k| !matches!(k.as_str(), "title" | "status")) {
+            if let Some(extra) = step
+                .keys()
+                .find(|k| !matches!(k.as_str(), "title" | "status"))
+            {
                 return Err(PlanError::BadStep {
                     field,
                     reason: format!("has no field `{extra}`"),
@@ -236,6 +239,8 @@ impl Plan {
 
     /// The step being worked on, if any.
     pub fn current(&self) -> Option<&PlanStep> {
-        self.steps.iter().find(|s| s.status == StepStatus::InProgress)
+        self.steps
+            .iter()
+            .find(|s| s.status == StepStatus::InProgress)
     }
 }

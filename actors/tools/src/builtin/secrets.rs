@@ -81,7 +81,9 @@ pub fn find_secret(text: &str) -> Option<SecretKind> {
             return Some(SecretKind::OpenAiStyleKey);
         }
         if (rest.starts_with(b"AKIA") || rest.starts_with(b"ASIA"))
-            && run_len(bytes, i + 4, |b| b.is_ascii_uppercase() || b.is_ascii_digit()) >= 16
+            && run_len(bytes, i + 4, |b| {
+                b.is_ascii_uppercase() || b.is_ascii_digit()
+            }) >= 16
         {
             return Some(SecretKind::AwsAccessKeyId);
         }
@@ -148,16 +150,28 @@ mod tests {
     #[test]
     fn recognises_each_kind() {
         let cases = [
-            ("key sk-proj-abcdefghijklmnopqrstuv123", SecretKind::OpenAiStyleKey),
-            ("sk-ant-api03-abcdefghijklmnopqrstuvwx", SecretKind::OpenAiStyleKey),
+            (
+                "key sk-proj-abcdefghijklmnopqrstuv123",
+                SecretKind::OpenAiStyleKey,
+            ),
+            (
+                "sk-ant-api03-abcdefghijklmnopqrstuvwx",
+                SecretKind::OpenAiStyleKey,
+            ),
             ("AKIAIOSFODNN7EXAMPLE", SecretKind::AwsAccessKeyId),
             ("x ASIAIOSFODNN7EXAMPLE y", SecretKind::AwsAccessKeyId),
-            ("ghp_0123456789abcdefghijklmnopqrstuvwxyz", SecretKind::GitHubToken),
+            (
+                "ghp_0123456789abcdefghijklmnopqrstuvwxyz",
+                SecretKind::GitHubToken,
+            ),
             (
                 "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
                 SecretKind::GitHubFineGrainedToken,
             ),
-            ("Authorization: Bearer abcdef0123456789xyz", SecretKind::BearerToken),
+            (
+                "Authorization: Bearer abcdef0123456789xyz",
+                SecretKind::BearerToken,
+            ),
             ("bearer   abcdef0123456789xyz.more", SecretKind::BearerToken),
             (
                 "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",

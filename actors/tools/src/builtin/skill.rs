@@ -43,9 +43,13 @@ pub enum SkillError {
     InvalidJson(String),
     #[error("the Skill manifest is {len} bytes, over the limit of {limit} bytes")]
     ManifestTooLarge { len: usize, limit: usize },
-    #[error("a Skill manifest must be a JSON object with name, description, instructions and allowed_tools")]
+    #[error(
+        "a Skill manifest must be a JSON object with name, description, instructions and allowed_tools"
+    )]
     NotAnObject,
-    #[error("the Skill manifest has an unknown field `{field}`; only name, description, instructions and allowed_tools are allowed")]
+    #[error(
+        "the Skill manifest has an unknown field `{field}`; only name, description, instructions and allowed_tools are allowed"
+    )]
     UnknownField { field: String },
     #[error("the Skill manifest is missing the field `{field}`")]
     MissingField { field: &'static str },
@@ -67,13 +71,17 @@ pub enum SkillError {
     ControlCharacter { field: String },
     #[error("the Skill name must use only a-z, 0-9, `-` and `_` and start with a letter or digit")]
     InvalidName,
-    #[error("the Skill field `{field}` is not a valid tool name (1 to {MAX_TOOL_NAME_CHARS} characters from A-Z a-z 0-9 _ - . :)")]
+    #[error(
+        "the Skill field `{field}` is not a valid tool name (1 to {MAX_TOOL_NAME_CHARS} characters from A-Z a-z 0-9 _ - . :)"
+    )]
     InvalidToolName { field: String },
     #[error("the Skill lists {count} tools in `allowed_tools`, over the limit of {limit}")]
     TooManyTools { count: usize, limit: usize },
     #[error("the Skill lists the tool `{tool}` twice in `allowed_tools`")]
     DuplicateTool { tool: String },
-    #[error("the Skill field `{field}` contains what looks like {kind}; Skills must not hold secrets — remove it and configure credentials in the host instead")]
+    #[error(
+        "the Skill field `{field}` contains what looks like {kind}; Skills must not hold secrets — remove it and configure credentials in the host instead"
+    )]
     SecretLike { field: String, kind: SecretKind },
 }
 
@@ -120,7 +128,11 @@ impl Skill {
         let description = string_field(obj, "description")?;
         let instructions = string_field(obj, "instructions")?;
         let tools = match obj.get("allowed_tools") {
-            None => return Err(SkillError::MissingField { field: "allowed_tools" }),
+            None => {
+                return Err(SkillError::MissingField {
+                    field: "allowed_tools",
+                });
+            }
             Some(Value::Array(items)) => items,
             Some(_) => {
                 return Err(SkillError::WrongType {
@@ -228,11 +240,7 @@ impl Skill {
     /// are reported in `not_granted` and granted nothing.
     pub fn narrow(&self, capability: &Capability, authorised: &BTreeSet<String>) -> Narrowed {
         let tools = self.narrow_tools(authorised);
-        let not_granted = self
-            .allowed_tools
-            .difference(authorised)
-            .cloned()
-            .collect();
+        let not_granted = self.allowed_tools.difference(authorised).cloned().collect();
         Narrowed {
             capability: capability.attenuate(Caveat::Tools(tools.clone())),
             tools,
@@ -241,7 +249,10 @@ impl Skill {
     }
 }
 
-fn string_field(obj: &serde_json::Map<String, Value>, field: &'static str) -> Result<String, SkillError> {
+fn string_field(
+    obj: &serde_json::Map<String, Value>,
+    field: &'static str,
+) -> Result<String, SkillError> {
     match obj.get(field) {
         None => Err(SkillError::MissingField { field }),
         Some(Value::String(s)) if s.trim().is_empty() => Err(SkillError::Empty { field }),
@@ -253,7 +264,12 @@ fn string_field(obj: &serde_json::Map<String, Value>, field: &'static str) -> Re
     }
 }
 
-fn check_len(field: &'static str, len: usize, limit: usize, unit: &'static str) -> Result<(), SkillError> {
+fn check_len(
+    field: &'static str,
+    len: usize,
+    limit: usize,
+    unit: &'static str,
+) -> Result<(), SkillError> {
     if len > limit {
         Err(SkillError::TooLong {
             field,

@@ -7,7 +7,9 @@ pub mod extract;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use agent_capabilities::{EffectClass, Idempotency, Origin, Sensitivity, Target, Trust, sha256_hex};
+use agent_capabilities::{
+    EffectClass, Idempotency, Origin, Sensitivity, Target, Trust, sha256_hex,
+};
 use agent_kernel::actor::{ParentLink, run_blocking, spawn_actor};
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::ids::SessionId;
@@ -68,7 +70,11 @@ pub enum DocumentSourceError {
     #[error("no document at {path}; list the workspace to find the right path")]
     NotFound { path: String },
     #[error("the document at {path} is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge { path: String, size: u64, limit: usize },
+    TooLarge {
+        path: String,
+        size: u64,
+        limit: usize,
+    },
     #[error("the document store is unavailable: {0}")]
     Unavailable(String),
 }
@@ -244,10 +250,12 @@ fn parse_arguments(arguments: &Value, limits: &ExtractLimits) -> Result<Document
     };
     let format = match obj.get("format") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(serde_json::from_value::<DocumentFormat>(v.clone()).map_err(|_| {
-            let names: Vec<&str> = DocumentFormat::ALL.iter().map(|f| f.as_str()).collect();
-            format!("`format` must be one of {}", names.join(", "))
-        })?),
+        Some(v) => Some(
+            serde_json::from_value::<DocumentFormat>(v.clone()).map_err(|_| {
+                let names: Vec<&str> = DocumentFormat::ALL.iter().map(|f| f.as_str()).collect();
+                format!("`format` must be one of {}", names.join(", "))
+            })?,
+        ),
     };
     let max_chars = match obj.get("max_chars") {
         None | Some(Value::Null) => None,
@@ -295,7 +303,7 @@ impl DocActor {
             Target::WorkspacePath { path: path.clone() },
             self.tool.clock.wall_ms(),
         ) {
-            return refused;
+            return def.refused(refused);
         }
         let limits = ExtractLimits {
             max_chars: args.max_chars.unwrap_or(self.tool.limits.max_chars),

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use rquickjs::context::intrinsic;
-use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Runtime, Value};
+use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Persistent, Runtime, Value};
 use serde::{Deserialize, Serialize};
 
 /// The bounds one `run_javascript` call runs under.
@@ -212,6 +212,9 @@ impl JsError {
     }
 }
 
+/// How many promise jobs run between two samples of the heap's size.
+const HEAP_SAMPLE_JOBS: u64 = 1024;
+
 /// What a successful call returns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JsOutput {
@@ -295,16 +298,27 @@ pub fn run_script(
         other => engine_error(other),
     })?;
 
-    let outcome = context.with(|ctx| {
-        let run = Run {
-            ctx: &ctx,
-            limits,
-            interrupted: &interrupted,
-            now: &*now,
-            deadline,
-        };
-        run.execute(code, &input_json)
-    });
+    let run = Run {
+        limits,
+        interrupted: &interrupted,
+    };
+    // Phase 1: bind the input and evaluate the script.
+    let outcome = (|| {
+        let value = context.with(|ctx| {
+            run.evaluate(&ctx, code, &input_json)
+                .map(|v| Persistent::save(&ctx, v))
+        })?;
+        // Phase 2: run promise jobs (async functions, `.then`) to the end,
+        // within the same deadline. There are no timers and no I/O, so every
+        // job was queued by the script itself.
+        let heap_exhausted = run.drain_jobs(&runtime, &*now, deadline)?;
+        // Phase 3: settle a promise result and convert it to JSON.
+        context.with(|ctx| {
+            let value = value.restore(&ctx).map_err(engine_error)?;
+            let value = run.settle(&ctx, value, heap_exhausted)?;
+            run.to_json(&ctx, value)
+        })
+    })();
     // Drop the context before the runtime; the handler goes with the runtime.
     drop(context);
     drop(runtime);
@@ -322,18 +336,20 @@ fn engine_error(e: rquickjs::Error) -> JsError {
     }
 }
 
-/// One execution inside a context.
-struct Run<'a, 'js> {
-    ctx: &'a Ctx<'js>,
+/// One execution: the limits and the deadline flag shared with the handler.
+struct Run<'a> {
     limits: &'a JsLimits,
     interrupted: &'a Cell<bool>,
-    now: &'a dyn Fn() -> Duration,
-    deadline: Duration,
 }
 
-impl<'js> Run<'_, 'js> {
-    fn execute(&self, code: &str, input_json: &str) -> Result<(serde_json::Value, usize), JsError> {
-        let ctx = self.ctx;
+impl Run<'_> {
+    fn time_limit(&self) -> JsError {
+        JsError::TimeLimit {
+            limit_ms: self.limits.time_ms,
+        }
+    }
+
+    fn evaluate<'js>(&self, ctx: &Ctx<'js>, code: &str, input_json: &str) -> Result<Value<'js>, JsError> {
         let input = ctx
             .json_parse(input_json)
             .catch(ctx)
@@ -342,51 +358,88 @@ impl<'js> Run<'_, 'js> {
             .set("input", input)
             .catch(ctx)
             .map_err(|e| self.classify(e))?;
-
         let mut options = rquickjs::context::EvalOptions::default();
         options.global = true;
         options.strict = false;
-        let value: Value<'js> = ctx
-            .eval_with_options(code, options)
+        ctx.eval_with_options(code, options)
             .catch(ctx)
-            .map_err(|e| self.classify(e))?;
+            .map_err(|e| self.classify(e))
+    }
 
-        // Run promise jobs (async functions, `.then`) to completion, within
-        // the same deadline. There are no timers and no I/O, so every job
-        // was queued by the script itself.
-        while ctx.execute_pending_job() {
-            if self.interrupted.get() || (self.now)() >= self.deadline {
-                return Err(JsError::TimeLimit {
-                    limit_ms: self.limits.time_ms,
-                });
+    /// Execute pending jobs until none is left. A job that hit a limit ends
+    /// the call with that limit's error; an ordinary exception in a job is
+    /// what an unhandled rejection is, and the run goes on.
+    ///
+    /// Answers whether the heap came near its limit while jobs ran: QuickJS
+    /// can drop a promise reaction it cannot allocate without raising
+    /// anything, which leaves the script's promise pending forever. The heap
+    /// is sampled every [`HEAP_SAMPLE_JOBS`] jobs and once at the end.
+    fn drain_jobs(&self, runtime: &Runtime, now: &dyn Fn() -> Duration, deadline: Duration) -> Result<bool, JsError> {
+        let limit = self.limits.heap_bytes as u64;
+        let near_limit = |runtime: &Runtime| {
+            let used = u64::try_from(runtime.memory_usage().malloc_size).unwrap_or(0);
+            used.saturating_mul(10) >= limit.saturating_mul(9)
+        };
+        let mut exhausted = false;
+        let mut jobs = 0u64;
+        loop {
+            if self.interrupted.get() || now() >= deadline {
+                return Err(self.time_limit());
+            }
+            match runtime.execute_pending_job() {
+                Ok(false) => return Ok(exhausted || near_limit(runtime)),
+                Ok(true) => {
+                    jobs += 1;
+                    if jobs % HEAP_SAMPLE_JOBS == 0 && !exhausted {
+                        exhausted = near_limit(runtime);
+                    }
+                }
+                Err(job) => {
+                    // A promise job catches its handler's exceptions into a
+                    // rejection, so a job itself fails only inside the engine:
+                    // the deadline, the stack, or an allocation so far past
+                    // the heap limit that not even the error object (leaving
+                    // `null`) could be made.
+                    let (error, no_object) = job.0.with(|ctx| {
+                        let caught = ctx.catch();
+                        let no_object = caught.is_null() || caught.is_undefined();
+                        (self.describe(caught), no_object)
+                    });
+                    if self.interrupted.get() {
+                        return Err(self.time_limit());
+                    }
+                    if matches!(error, JsError::MemoryLimit { .. } | JsError::StackLimit { .. }) {
+                        return Err(error);
+                    }
+                    if no_object {
+                        return Err(JsError::MemoryLimit {
+                            limit_bytes: self.limits.heap_bytes,
+                        });
+                    }
+                }
             }
         }
-        if self.interrupted.get() {
-            return Err(JsError::TimeLimit {
-                limit_ms: self.limits.time_ms,
-            });
-        }
-
-        let value = self.settle(value)?;
-        self.to_json(value)
     }
 
     /// A promise result is replaced by what it settled with.
-    fn settle(&self, value: Value<'js>) -> Result<Value<'js>, JsError> {
+    fn settle<'js>(&self, ctx: &Ctx<'js>, value: Value<'js>, heap_exhausted: bool) -> Result<Value<'js>, JsError> {
         let Some(promise) = value.as_promise() else {
             return Ok(value);
         };
         match promise.result::<Value<'js>>() {
+            None if heap_exhausted => Err(JsError::MemoryLimit {
+                limit_bytes: self.limits.heap_bytes,
+            }),
             None => Err(JsError::NotJson {
                 reason: "the result is a promise that never settled; run_javascript has no \
                          timers or I/O, so only synchronous work and promise chains complete"
                     .into(),
             }),
-            Some(settled) => settled.catch(self.ctx).map_err(|e| self.classify(e)),
+            Some(settled) => settled.catch(ctx).map_err(|e| self.classify(e)),
         }
     }
 
-    fn to_json(&self, value: Value<'js>) -> Result<(serde_json::Value, usize), JsError> {
+    fn to_json<'js>(&self, ctx: &Ctx<'js>, value: Value<'js>) -> Result<(serde_json::Value, usize), JsError> {
         if value.is_undefined() {
             return Ok((serde_json::Value::Null, 4));
         }
@@ -398,10 +451,9 @@ impl<'js> Run<'_, 'js> {
                 ),
             });
         }
-        let text = self
-            .ctx
+        let text = ctx
             .json_stringify(value)
-            .catch(self.ctx)
+            .catch(ctx)
             .map_err(|e| match self.classify(e) {
                 JsError::Thrown { name, message, .. } if name == "TypeError" => JsError::NotJson {
                     reason: format!("JSON.stringify failed: {message}"),
@@ -409,9 +461,7 @@ impl<'js> Run<'_, 'js> {
                 other => other,
             })?;
         if self.interrupted.get() {
-            return Err(JsError::TimeLimit {
-                limit_ms: self.limits.time_ms,
-            });
+            return Err(self.time_limit());
         }
         let Some(text) = text else {
             return Ok((serde_json::Value::Null, 4));
@@ -431,11 +481,9 @@ impl<'js> Run<'_, 'js> {
 
     /// Map a caught JavaScript error to the typed error. The deadline flag
     /// decides time; the engine's own messages decide memory and stack.
-    fn classify(&self, caught: CaughtError<'js>) -> JsError {
+    fn classify(&self, caught: CaughtError<'_>) -> JsError {
         if self.interrupted.get() {
-            return JsError::TimeLimit {
-                limit_ms: self.limits.time_ms,
-            };
+            return self.time_limit();
         }
         match caught {
             CaughtError::Error(rquickjs::Error::Allocation) => JsError::MemoryLimit {
@@ -447,7 +495,7 @@ impl<'js> Run<'_, 'js> {
         }
     }
 
-    fn describe(&self, value: Value<'js>) -> JsError {
+    fn describe(&self, value: Value<'_>) -> JsError {
         let (name, message, stack) = match value.as_object() {
             Some(obj) => {
                 let name: Option<String> = obj.get("name").ok();
@@ -456,14 +504,14 @@ impl<'js> Run<'_, 'js> {
                 match (name, message) {
                     (Some(n), Some(m)) => (n, m, stack),
                     _ => (
-                        "value".to_owned(),
+                        "non-Error value".to_owned(),
                         self.display(&value).unwrap_or_else(|| "an object".into()),
                         None,
                     ),
                 }
             }
             None => (
-                "value".to_owned(),
+                "non-Error value".to_owned(),
                 self.display(&value)
                     .unwrap_or_else(|| value.type_name().to_owned()),
                 None,
@@ -488,7 +536,7 @@ impl<'js> Run<'_, 'js> {
         }
     }
 
-    fn display(&self, value: &Value<'js>) -> Option<String> {
+    fn display(&self, value: &Value<'_>) -> Option<String> {
         let s: rquickjs::Coerced<String> = value.get().ok()?;
         let mut s = s.0;
         if s.len() > 1_000 {

@@ -208,7 +208,7 @@ impl JsActor {
             self.definition
                 .authorise(&invocation, Target::Nothing, self.tool.clock.wall_ms())
         {
-            return refused;
+            return self.definition.refused(refused);
         }
         let limits = self.tool.limits;
         let now = self.tool.now.clone();
