@@ -86,8 +86,10 @@
 //! `cargo test -p agent-supervisor --test crash_sim -- --nocapture` runs
 //! 1,000 seeds on the memory host and prints
 //! `crash-sim: <seeds> seeds, <points> crash points, <n> violations`.
-//! `CRASH_SIM_SEED=<n>` replays one seed alone. Other hosts call
-//! `sim::run_seeds(range, storage_factory)` with their own storage.
+//! `CRASH_SIM_SEED=<n>` replays one seed alone. Other hosts run it on their
+//! own storage with `sim::run_seeds(0..1000, || Arc::new(MyStorage::new()) as
+//! Arc<dyn Storage>, Sabotage::default())` and print the returned
+//! `SimSummary` (its `Display` is the line above); `sim::run_seed` replays one.
 
 // On wasm32 everything is single-threaded: `MaybeSend` is empty there, so
 // `Arc`s of host objects are neither `Send` nor `Sync`, by design.

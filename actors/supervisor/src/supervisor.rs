@@ -890,6 +890,23 @@ impl Supervisor {
         if let Err(dim) = self.config.budget.check_new_call(&self.writer.run.usage) {
             return self.exhaust(dim).await;
         }
+        let builtin = matches!(call.name.as_str(), ASK_USER | UPDATE_PLAN);
+        if builtin
+            && self
+                .config
+                .allowlist
+                .as_ref()
+                .is_some_and(|a| !a.contains(&call.name))
+        {
+            let result = ToolResult::error(
+                "not_allowed",
+                "this tool is not allowed in this run",
+                &call.name,
+            );
+            return self
+                .outcome(None, &call_id, &call, result, |_| Ok(()))
+                .await;
+        }
         match call.name.as_str() {
             ASK_USER => return self.ask_user(call_id, call).await,
             UPDATE_PLAN => return self.update_plan(call_id, call).await,

@@ -965,3 +965,27 @@ fn subscribers_see_text_deltas_and_every_activity() {
     assert_eq!(text, "Reading.The note says hello.");
     assert_eq!(activities, env.activities(&run).len());
 }
+
+#[test]
+fn s5_1_allowlist_limits_schemas_and_the_supervisors_own_tools() {
+    let env = common::env(
+        r#"{"turns": [
+      {"text": "x", "tool_calls": [
+        {"name": "ask_user", "arguments": {"question": "?"}},
+        {"name": "send_ticket", "arguments": {"title": "t"}}]},
+      {"text": "done"}]}"#,
+    );
+    let config = RunConfig {
+        allowlist: Some(["read_note".to_owned()].into_iter().collect()),
+        ..RunConfig::default()
+    };
+    let run = env.start("go", config);
+    assert_eq!(env.settle(&run).status, RunStatus::Completed);
+    assert_eq!(env.log.tickets(), 0);
+    let evidence = env.block(env.runtime.evidence(&run)).unwrap();
+    assert_eq!(evidence.len(), 2);
+    for e in evidence {
+        let bytes = env.block(env.runtime.blob(&run, &e.result)).unwrap();
+        assert!(String::from_utf8(bytes).unwrap().contains("not_allowed"));
+    }
+}
