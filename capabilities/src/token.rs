@@ -318,12 +318,30 @@ struct Shared {
     consumed: Mutex<HashSet<String>>,
 }
 
+/// Whether a successful verification uses up a one-time token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Consume {
+    Yes,
+    /// Check everything, including that a one-time token is still unused, but leave it unused.
+    No,
+}
+
 impl Shared {
     fn verify(
         &self,
         cap: &Capability,
         request: &EffectRequest,
         now_ms: u64,
+    ) -> Result<Verified, CapabilityError> {
+        self.verify_with(cap, request, now_ms, Consume::Yes)
+    }
+
+    fn verify_with(
+        &self,
+        cap: &Capability,
+        request: &EffectRequest,
+        now_ms: u64,
+        consume: Consume,
     ) -> Result<Verified, CapabilityError> {
         // 1. The chain, before trusting anything in the token.
         let mut tag = hmac32(&self.key, &canonical_for_mac(&cap.base)?);
@@ -454,7 +472,11 @@ impl Shared {
                 .consumed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if !consumed.insert(base.nonce.clone()) {
+            let unused = match consume {
+                Consume::Yes => consumed.insert(base.nonce.clone()),
+                Consume::No => !consumed.contains(&base.nonce),
+            };
+            if !unused {
                 return Err(CapabilityError::AlreadyUsed);
             }
         }
@@ -602,6 +624,18 @@ impl Verifier {
         now_ms: u64,
     ) -> Result<Verified, CapabilityError> {
         self.shared.verify(cap, request, now_ms)
+    }
+
+    /// Everything [`Verifier::verify`] checks, including that a one-time
+    /// token is still unused, without using it up. A forwarding actor calls
+    /// this; the actor that performs the effect then calls `verify`.
+    pub fn check(
+        &self,
+        cap: &Capability,
+        request: &EffectRequest,
+        now_ms: u64,
+    ) -> Result<Verified, CapabilityError> {
+        self.shared.verify_with(cap, request, now_ms, Consume::No)
     }
 
     /// Same as [`Authority::verify_wire`].
@@ -1052,6 +1086,28 @@ mod tests {
         );
         assert_eq!(
             authority.verify(&cap, &request("notes/a.md"), NOW),
+            Err(CapabilityError::AlreadyUsed)
+        );
+    }
+
+    #[test]
+    fn check_does_not_use_up_a_one_time_token_but_sees_it_used() {
+        let authority = Authority::new(RUN, KEY);
+        let cap = authority.mint(grant(Uses::Once));
+        let verifier = authority.verifier();
+        // A check verifies the whole chain without consuming...
+        assert!(verifier.check(&cap, &request("notes/a.md"), NOW).is_ok());
+        assert!(verifier.check(&cap, &request("notes/a.md"), NOW).is_ok());
+        let mut forged = cap.clone();
+        forged.tag[0] ^= 1;
+        assert_eq!(
+            verifier.check(&forged, &request("notes/a.md"), NOW),
+            Err(CapabilityError::BadTag)
+        );
+        // ...so the effect's own verification still succeeds exactly once.
+        assert!(verifier.verify(&cap, &request("notes/a.md"), NOW).is_ok());
+        assert_eq!(
+            verifier.check(&cap, &request("notes/a.md"), NOW),
             Err(CapabilityError::AlreadyUsed)
         );
     }

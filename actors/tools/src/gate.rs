@@ -7,7 +7,7 @@
 // `Result<PreparedCall, ToolResult>`: they go to the model as they are.
 #![allow(clippy::result_large_err)]
 
-use agent_capabilities::{Capability, CapabilityError, Caveat, EffectRequest, Fingerprint, Uses};
+use agent_capabilities::{CapabilityError, EffectRequest, Fingerprint};
 use agent_kernel::protocol::{InvocationDraft, ToolDefinition, ToolInvocation, ToolResult};
 
 use crate::codes;
@@ -93,11 +93,6 @@ fn refused(tool: &str, e: &CapabilityError) -> ToolResult {
     )
 }
 
-/// True when the token is consumed by its first verification.
-pub fn is_one_time(cap: &Capability) -> bool {
-    cap.grant().uses == Uses::Once || cap.caveats().contains(&Caveat::Uses(Uses::Once))
-}
-
 /// The authoritative check, made by the actor that performs the effect:
 /// the HMAC chain, run, tool, fingerprint, effects, scope and expiry, and the
 /// consumption of a one-time token.
@@ -119,91 +114,14 @@ pub fn verify_capability(inv: &ToolInvocation, now_ms: u64) -> Result<(), ToolRe
         .map_err(|e| refused(&req.tool, &e))
 }
 
-/// The check the tools actor makes before forwarding: the full verification
-/// for a reusable token; for a one-time token, every check except the HMAC
-/// chain and consumption (which the receiving actor does, so that the token
-/// is consumed exactly once, by the actor that performs the effect).
+/// The check the tools actor makes before forwarding: every check of
+/// [`verify_capability`] (HMAC chain, run, tool, fingerprint, effects, scope,
+/// expiry, a one-time token still unused) without using the token up, so that
+/// it is consumed exactly once, by the actor that performs the effect.
 pub fn precheck_capability(inv: &ToolInvocation, now_ms: u64) -> Result<(), ToolResult> {
-    if !is_one_time(&inv.capability) {
-        return verify_capability(inv, now_ms);
-    }
     let req = effect_request(&inv.draft);
-    let cap = &inv.capability;
-    let grant = cap.grant();
-    let tool = req.tool.clone();
-    let err = |e: CapabilityError| Err(refused(&tool, &e));
-    if cap.run_id() != req.run_id || inv.verifier.run_id() != req.run_id {
-        return err(CapabilityError::WrongRun {
-            expected: inv.verifier.run_id().to_owned(),
-            token_run: cap.run_id().to_owned(),
-            request_run: req.run_id.clone(),
-        });
-    }
-    if grant.tool != req.tool {
-        return err(CapabilityError::WrongTool {
-            requested: req.tool.clone(),
-            why: format!("it was granted for {:?}", grant.tool),
-        });
-    }
-    if grant.fingerprint != req.fingerprint {
-        return err(CapabilityError::WrongFingerprint {
-            tool: req.tool.clone(),
-            granted: grant.fingerprint.clone(),
-            found: req.fingerprint.clone(),
-        });
-    }
-    if let Some(effect) = req.effects.iter().find(|e| !grant.effects.contains(e)) {
-        return err(CapabilityError::EffectNotGranted {
-            tool: req.tool.clone(),
-            effect: *effect,
-        });
-    }
-    if !grant.scope.covers(&req.target) {
-        return err(CapabilityError::OutOfScope {
-            tool: req.tool.clone(),
-            detail: format!(
-                "{} is outside {}",
-                req.target.summary(),
-                grant.scope.summary()
-            ),
-        });
-    }
-    if now_ms >= grant.expires_at_ms {
-        return err(CapabilityError::Expired {
-            expires_at_ms: grant.expires_at_ms,
-            now_ms,
-        });
-    }
-    for caveat in cap.caveats() {
-        match caveat {
-            Caveat::Tools(tools) if !tools.contains(&req.tool) => {
-                return err(CapabilityError::WrongTool {
-                    requested: req.tool.clone(),
-                    why: "a caveat narrows the token to other tools".into(),
-                });
-            }
-            Caveat::Scope(scope) if !scope.covers(&req.target) => {
-                return err(CapabilityError::OutOfScope {
-                    tool: req.tool.clone(),
-                    detail: format!("a caveat narrows the scope to {}", scope.summary()),
-                });
-            }
-            Caveat::ExpiresAt(at) if now_ms >= *at => {
-                return err(CapabilityError::Expired {
-                    expires_at_ms: *at,
-                    now_ms,
-                });
-            }
-            Caveat::Effects(effects) => {
-                if let Some(effect) = req.effects.iter().find(|e| !effects.contains(e)) {
-                    return err(CapabilityError::EffectNotGranted {
-                        tool: req.tool.clone(),
-                        effect: *effect,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+    inv.verifier
+        .check(&inv.capability, &req, now_ms)
+        .map(|_| ())
+        .map_err(|e| refused(&req.tool, &e))
 }
