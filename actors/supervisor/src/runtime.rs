@@ -154,6 +154,32 @@ impl Runtime {
         }
     }
 
+    /// Renew this owner's leases every third of their time to live, for as
+    /// long as the runtime exists. Hosts spawn it once on their executor;
+    /// without it a lease lapses after `RuntimeOptions::lease_ttl` and another
+    /// tab may take the session over (the fence then refuses this one's writes).
+    pub fn heartbeat(&self) -> agent_kernel::maybe_send::BoxFuture<'static, ()> {
+        let weak = Arc::downgrade(&self.inner);
+        Box::pin(async move {
+            loop {
+                let (clock, period) = match weak.upgrade() {
+                    Some(inner) => (
+                        inner.ctx.host.clock.clone(),
+                        inner.ctx.options.lease_ttl / 3,
+                    ),
+                    None => return,
+                };
+                clock
+                    .sleep(period.max(std::time::Duration::from_millis(1)))
+                    .await;
+                let Some(inner) = weak.upgrade() else { return };
+                for e in inner.leases.renew_all().await {
+                    tracing::warn!(error = %e, "a session lease was lost");
+                }
+            }
+        })
+    }
+
     /// This owner's leases (the host renews them with `renew_all`).
     pub fn leases(&self) -> &LeaseManager {
         &self.inner.leases

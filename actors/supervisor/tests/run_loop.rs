@@ -989,3 +989,34 @@ fn s5_1_allowlist_limits_schemas_and_the_supervisors_own_tools() {
         assert!(String::from_utf8(bytes).unwrap().contains("not_allowed"));
     }
 }
+
+#[test]
+fn s3_1_heartbeat_keeps_the_lease_while_the_run_waits() {
+    use agent_kernel::host::Executor;
+    let scenario = r#"{"turns": [{"text": "q", "tool_calls": [{"name": "ask_user", "arguments": {"question": "?"}}]}, {"text": "ok"}]}"#;
+    let env = common::env(scenario);
+    env.mem.executor().spawn(env.runtime.heartbeat());
+    let run = env.start("go", RunConfig::default());
+    assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
+    for _ in 0..6 {
+        env.mem.advance(Duration::from_secs(10));
+    }
+    let other = tab(
+        env.mem.clone(),
+        scenario,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    assert!(
+        matches!(
+            other.block(other.runtime.start(&env.session, "x", RunConfig::default())),
+            Err(RunError::Lease(_))
+        ),
+        "60 s later the lease is still held"
+    );
+    let p = env.block(env.runtime.pending(&run)).unwrap();
+    env.block(env.runtime.respond(&run, &p[0].id, "yes"))
+        .unwrap();
+    assert_eq!(env.settle(&run).status, RunStatus::Completed);
+}
