@@ -438,7 +438,14 @@ impl Runtime {
     /// is resumed and no network work starts. Returns the runs recovered.
     pub async fn recover(&self) -> Result<Vec<RunId>, RunError> {
         let storage = self.host().storage.clone();
-        let runs: Vec<AgentRun> = storage.scan_records("").await?;
+        let mut runs: Vec<AgentRun> = Vec::new();
+        for (key, bytes) in storage.scan_prefix(Table::Runs, "").await? {
+            match serde_json::from_slice(&bytes) {
+                Ok(run) => runs.push(run),
+                // Left untouched for a person to repair; the others still recover.
+                Err(e) => tracing::error!(key = %key, error = %e, "skipping a corrupt run record"),
+            }
+        }
         let mut recovered = Vec::new();
         for run in runs {
             if run.status != RunStatus::Running || self.live_addr(&run.id).is_some() {

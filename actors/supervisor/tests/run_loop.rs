@@ -1020,3 +1020,44 @@ fn s3_1_heartbeat_keeps_the_lease_while_the_run_waits() {
         .unwrap();
     assert_eq!(env.settle(&run).status, RunStatus::Completed);
 }
+
+#[test]
+fn corrupt_records_give_typed_errors_and_do_not_block_recovery() {
+    let env1 = common::env(SLOW_MODEL);
+    let run = env1.start("go", RunConfig::default());
+    env1.mem.executor().run_until_stalled();
+    env1.kill();
+    let storage = env1.storage();
+    storage
+        .corrupt_for_tests(Table::Runs, "run-broken", b"{not json")
+        .unwrap();
+    env1.mem.clock().advance(Duration::from_secs(31));
+    let env2 = tab(
+        env1.mem.clone(),
+        SLOW_MODEL,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    assert_eq!(
+        env2.block(env2.runtime.recover()).unwrap(),
+        vec![run.clone()]
+    );
+    let broken = agent_kernel::ids::RunId::new("run-broken").unwrap();
+    assert!(matches!(
+        env2.block(env2.runtime.run(&broken)),
+        Err(RunError::Storage(
+            agent_kernel::host::StorageError::Corrupt { .. }
+        ))
+    ));
+    assert!(env2.block(env2.runtime.resume(&broken)).is_err());
+    assert_eq!(
+        env2.block(storage.get(Table::Runs, "run-broken"))
+            .unwrap()
+            .as_deref(),
+        Some(&b"{not json"[..]),
+        "the corrupt record is left as it was"
+    );
+    env2.block(env2.runtime.resume(&run)).unwrap();
+    assert_eq!(env2.settle(&run).status, RunStatus::Completed);
+}
