@@ -30,7 +30,9 @@ pub fn definitions() -> Vec<ToolDefinition> {
         def(
             ASK_USER,
             "Ask the person a question and wait for the answer.",
-            json!({"type": "object", "properties": {"question": {"type": "string"}},
+            json!({"type": "object",
+                   "properties": {"question": {"type": "string"},
+                                  "schema": {"type": "object", "description": "optional JSON Schema of the answer"}},
                    "required": ["question"], "additionalProperties": false}),
         ),
         def(

@@ -1467,6 +1467,15 @@ impl Supervisor {
             .await?;
         let storage = self.ctx.host.storage.clone();
         let question_blob = put_blob(&*storage, question.into_bytes()).await?;
+        // An optional JSON Schema for a structured answer, shown by the UI.
+        let schema = match serde_json::from_str::<Value>(&call.arguments)
+            .ok()
+            .and_then(|v| v.get("schema").cloned())
+            .filter(Value::is_object)
+        {
+            Some(schema) => Some(put_json_blob(&*storage, &schema).await?),
+            None => None,
+        };
         let mut tx = self.writer.begin();
         tx.run.usage.tool_calls += 1;
         tx.activity(ActivityKind::ToolCall {
@@ -1475,7 +1484,7 @@ impl Supervisor {
             state: CallState::Prepared,
         });
         tx.put(&record);
-        self.request_input(&mut tx, &call_id, question_blob)?;
+        self.request_input(&mut tx, &call_id, question_blob, schema)?;
         self.writer.commit(tx).await
     }
 
@@ -1484,6 +1493,7 @@ impl Supervisor {
         tx: &mut Tx,
         call_id: &CallId,
         question: BlobRef,
+        schema: Option<BlobRef>,
     ) -> Result<(), RunError> {
         let request = input_request(call_id)?;
         tx.put(&PendingRequest {
@@ -1492,7 +1502,7 @@ impl Supervisor {
             kind: PendingKind::Input {
                 call_id: call_id.clone(),
                 question,
-                schema: None,
+                schema,
             },
             created_at_ms: tx.now(),
             presented: false,
@@ -1523,7 +1533,7 @@ impl Supervisor {
                     .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned))
                     .unwrap_or_default();
                 let blob = put_blob(&*self.ctx.host.storage, question.into_bytes()).await?;
-                self.request_input(&mut tx, &record.call_id, blob)?;
+                self.request_input(&mut tx, &record.call_id, blob, None)?;
             }
         }
         self.writer.commit(tx).await

@@ -459,15 +459,22 @@ fn s6_1_no_grant_is_ever_persisted() {
 fn ask_user_waits_for_respond_and_the_answer_reaches_the_model() {
     let env = common::env(
         r#"{"turns": [
-      {"text": "need input", "tool_calls": [{"name": "ask_user", "arguments": {"question": "which file?"}}]},
+      {"text": "need input", "tool_calls": [{"name": "ask_user", "arguments": {"question": "which file?", "schema": {"type": "string"}}}]},
       {"text": "thanks"}]}"#,
     );
     let run = env.start("go", RunConfig::default());
     assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
     let pending = env.block(env.runtime.pending(&run)).unwrap();
-    let PendingKind::Input { question, .. } = &pending[0].kind else {
+    let PendingKind::Input {
+        question, schema, ..
+    } = &pending[0].kind
+    else {
         panic!("expected an input request")
     };
+    let schema = env
+        .block(env.runtime.blob(&run, schema.as_ref().unwrap()))
+        .unwrap();
+    assert_eq!(schema, br#"{"type":"string"}"#);
     assert_eq!(
         env.block(env.runtime.blob(&run, question)).unwrap(),
         b"which file?"
