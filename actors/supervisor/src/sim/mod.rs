@@ -140,13 +140,13 @@ where
     let n = boundaries[usize::from(strict)];
     let step = seed / 2;
     let mut plan = vec![if step % 4 == 3 {
-        Kill::AfterPolls(1 + rng.below(80))
+        Kill::AfterPolls(1 + rng.below(40))
     } else {
         Kill::AtCommit(1 + (step - step / 4) % n)
     }];
     for _ in 0..rng.below(3) {
         plan.push(if rng.below(3) == 0 {
-            Kill::AfterPolls(1 + rng.below(80))
+            Kill::AfterPolls(1 + rng.below(40))
         } else {
             Kill::AtCommit(1 + rng.below(n))
         });
