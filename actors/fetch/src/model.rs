@@ -211,6 +211,8 @@ pub enum FetchError {
     Unsupported { content_type: String },
     #[error("the native gateway failed: {detail}")]
     Gateway { status: Option<u16>, detail: String },
+    #[error("internal failure of the reader: {detail}; try again")]
+    Internal { detail: String },
 }
 
 impl FetchError {
@@ -233,6 +235,7 @@ impl FetchError {
             FetchError::HttpStatus { .. } => "http_status",
             FetchError::Unsupported { .. } => "unsupported_content",
             FetchError::Gateway { .. } => "gateway",
+            FetchError::Internal { .. } => "internal",
         }
     }
 
@@ -242,7 +245,8 @@ impl FetchError {
             FetchError::Timeout { .. }
             | FetchError::TotalDeadline { .. }
             | FetchError::Network { .. }
-            | FetchError::Gateway { .. } => true,
+            | FetchError::Gateway { .. }
+            | FetchError::Internal { .. } => true,
             FetchError::HttpStatus { status } => *status >= 500,
             _ => false,
         }

@@ -80,7 +80,9 @@ async fn setup() -> Setup {
     let server = serve(app).await;
     let resolver = ScriptedResolver::new().answer("site.example", [LOCALHOST]);
     let clock = ManualClock::new(1_700_000_000_000);
-    let reader = reader(test_policy(resolver, &[server]), None, &clock);
+    // Extraction on blocking threads, as the hosts run it.
+    let reader = reader(test_policy(resolver, &[server]), None, &clock)
+        .with_blocking(Arc::new(TokioExecutor));
     let storage = Arc::new(MemoryStorage::new());
     let (addr, canceller) =
         FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
