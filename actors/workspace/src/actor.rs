@@ -85,7 +85,10 @@ enum WorkspaceMsg {
     },
 }
 
-async fn run_workspace(ws: Workspace, inbox: Inbox<WorkspaceMsg>) -> Result<(), WorkspaceError> {
+async fn run_workspace(
+    mut ws: Workspace,
+    inbox: Inbox<WorkspaceMsg>,
+) -> Result<(), WorkspaceError> {
     let span = tracing::debug_span!("workspace", session = %ws.session());
     async move {
         // A reply whose asker went away is dropped inside `Reply::send`:

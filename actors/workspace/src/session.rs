@@ -112,20 +112,55 @@ pub async fn copy_session(
         );
         report.artifacts += 1;
     }
-    let counter_key = RevisionCounter::key_for(from);
-    if let Some(raw) = storage.get(Table::Meta, &counter_key).await? {
-        let mut c: RevisionCounter = decode(&counter_key, &raw)?;
-        c.session = target.clone();
-        batch = batch
-            .expect_absent(Table::Meta, c.key())
-            .put(Table::Meta, c.key(), encode(&c)?);
+    // The target's counter moves past both sessions' revisions, so no
+    // revision the target ever handed out is reused.
+    let from_last = last_revision(storage, from)
+        .await?
+        .map_or(0, |(c, _)| c.last);
+    batch = advance_counter(storage, target, batch, from_last).await?;
+    match storage.commit(batch).await {
+        Ok(()) => Ok(report),
+        Err(StorageError::ConditionFailed { .. }) => Err(WorkspaceError::Busy),
+        Err(e) => Err(e.into()),
     }
-    storage.commit(batch).await?;
-    Ok(report)
+}
+
+async fn last_revision(
+    storage: &dyn Storage,
+    session: &SessionId,
+) -> Result<Option<(RevisionCounter, Vec<u8>)>, WorkspaceError> {
+    let key = RevisionCounter::key_for(session);
+    match storage.get(Table::Meta, &key).await? {
+        Some(raw) => Ok(Some((decode(&key, &raw)?, raw))),
+        None => Ok(None),
+    }
+}
+
+/// Put `session`'s revision counter past its own value and `at_least`,
+/// guarded by its current bytes. The counter is never deleted: revisions
+/// stay unique for the session's whole life, and every workspace actor's
+/// snapshot cache notices the change.
+async fn advance_counter(
+    storage: &dyn Storage,
+    session: &SessionId,
+    batch: Batch,
+    at_least: u64,
+) -> Result<Batch, WorkspaceError> {
+    let key = RevisionCounter::key_for(session);
+    let (batch, last) = match last_revision(storage, session).await? {
+        Some((c, raw)) => (batch.expect_value(Table::Meta, key.clone(), raw), c.last),
+        None => (batch.expect_absent(Table::Meta, key.clone()), 0),
+    };
+    let counter = RevisionCounter {
+        session: session.clone(),
+        last: last.max(at_least) + 1,
+    };
+    Ok(batch.put(Table::Meta, key, encode(&counter)?))
 }
 
 /// Delete the workspace, trash and Artifact references of `fence.session`
-/// in one fenced batch, then free the blobs nothing references any more: an
+/// in one fenced batch (its revision counter stays, advanced, so that a
+/// later workspace of the same session never reuses a revision), then free the blobs nothing references any more: an
 /// Artifact or file another session still references keeps its blob.
 pub async fn delete_session(
     storage: &dyn Storage,
@@ -160,12 +195,7 @@ pub async fn delete_session(
             .delete(Table::Artifacts, key);
         report.artifacts += 1;
     }
-    let counter_key = RevisionCounter::key_for(session);
-    if let Some(raw) = storage.get(Table::Meta, &counter_key).await? {
-        batch = batch
-            .expect_value(Table::Meta, counter_key.clone(), raw)
-            .delete(Table::Meta, counter_key);
-    }
+    batch = advance_counter(storage, session, batch, 0).await?;
     match storage.commit(batch).await {
         Ok(()) => {}
         Err(StorageError::ConditionFailed { .. }) => return Err(WorkspaceError::Busy),

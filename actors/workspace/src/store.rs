@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use agent_capabilities::canonical::sha256_hex;
 use agent_kernel::SessionId;
-use agent_kernel::host::{Batch, Clock, Fence, Record, Storage, StorageError, Table};
+use agent_kernel::host::{Batch, Clock, Fence, Op, Record, Storage, StorageError, Table};
 
 use crate::error::WorkspaceError;
 use crate::gc;
@@ -68,6 +68,59 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
+    /// Bring the snapshot up to date with a batch this workspace committed.
+    fn apply(&mut self, ops: &[Op], session: &SessionId) -> Result<(), WorkspaceError> {
+        let prefix = format!("{session}/");
+        let counter_key = RevisionCounter::key_for(session);
+        for op in ops {
+            match op {
+                Op::Put {
+                    table: Table::Manifests,
+                    key,
+                    value,
+                } => {
+                    let entry: FileEntry = decode(Table::Manifests, key, value)?;
+                    self.files
+                        .insert(entry.path.clone(), (entry, value.clone()));
+                }
+                Op::Delete {
+                    table: Table::Manifests,
+                    key,
+                } => {
+                    if let Some(path) = key.strip_prefix(&prefix) {
+                        self.files.retain(|p, _| p.as_str() != path);
+                    }
+                }
+                Op::Put {
+                    table: Table::Trash,
+                    key,
+                    value,
+                } => {
+                    let entry: TrashEntry = decode(Table::Trash, key, value)?;
+                    self.trash.insert(entry.id.clone(), (entry, value.clone()));
+                }
+                Op::Delete {
+                    table: Table::Trash,
+                    key,
+                } => {
+                    if let Some(id) = key.strip_prefix(&prefix) {
+                        self.trash.remove(id);
+                    }
+                }
+                Op::Put {
+                    table: Table::Meta,
+                    key,
+                    value,
+                } if *key == counter_key => {
+                    self.last = decode::<RevisionCounter>(Table::Meta, key, value)?.last;
+                    self.counter = Some(value.clone());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn usage(&self) -> Usage {
         let mut u = Usage::default();
         for (e, _) in self.files.values() {
@@ -158,6 +211,10 @@ pub struct Workspace {
     session: SessionId,
     fence: Fence,
     quotas: Quotas,
+    /// The last snapshot, valid while the stored revision counter is
+    /// byte-for-byte the one it holds: every workspace mutation, by this
+    /// actor or any other writer, moves the counter.
+    cache: Option<Snapshot>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -186,6 +243,7 @@ impl Workspace {
             session: fence.session.clone(),
             fence,
             quotas,
+            cache: None,
         }
     }
 
@@ -201,7 +259,17 @@ impl Workspace {
         format!("{}/", self.session)
     }
 
-    pub(crate) async fn snapshot(&self) -> Result<Snapshot, WorkspaceError> {
+    /// The session's records: the cached snapshot when the counter has not
+    /// moved since, otherwise a fresh scan. The counter is read first, so a
+    /// snapshot is never newer than the counter it is filed under.
+    async fn snapshot(&mut self) -> Result<Snapshot, WorkspaceError> {
+        let counter_key = RevisionCounter::key_for(&self.session);
+        let counter = self.storage.get(Table::Meta, &counter_key).await?;
+        if let Some(cached) = self.cache.take()
+            && cached.counter == counter
+        {
+            return Ok(cached);
+        }
         let prefix = self.prefix();
         let mut files = BTreeMap::new();
         for (key, raw) in self.storage.scan_prefix(Table::Manifests, &prefix).await? {
@@ -213,8 +281,6 @@ impl Workspace {
             let entry: TrashEntry = decode(Table::Trash, &key, &raw)?;
             trash.insert(entry.id.clone(), (entry, raw));
         }
-        let counter_key = RevisionCounter::key_for(&self.session);
-        let counter = self.storage.get(Table::Meta, &counter_key).await?;
         let last = match &counter {
             Some(raw) => decode::<RevisionCounter>(Table::Meta, &counter_key, raw)?.last,
             None => 0,
@@ -247,19 +313,35 @@ impl Workspace {
     /// Plan against a fresh snapshot, store `blob` (before the records that
     /// name it), commit; re-plan when another writer won a race.
     async fn mutate<T>(
-        &self,
+        &mut self,
         mut blob: Option<(String, Vec<u8>)>,
         mut plan: impl FnMut(&Snapshot, Batch, u64) -> Result<(Batch, T), WorkspaceError>,
     ) -> Result<T, WorkspaceError> {
         for _ in 0..ATTEMPTS {
-            let snap = self.snapshot().await?;
-            let (batch, next) = self.begin(&snap)?;
-            let (batch, out) = plan(&snap, batch, next)?;
+            let mut snap = self.snapshot().await?;
+            let planned = self
+                .begin(&snap)
+                .and_then(|(batch, next)| plan(&snap, batch, next));
+            let (batch, out) = match planned {
+                Ok(p) => p,
+                Err(e) => {
+                    // Nothing was written: the snapshot is still current.
+                    self.cache = Some(snap);
+                    return Err(e);
+                }
+            };
             if let Some((hash, bytes)) = blob.take() {
                 self.storage.put_blob(&hash, bytes).await?;
             }
+            let ops = batch.ops.clone();
             match self.storage.commit(batch).await {
-                Ok(()) => return Ok(out),
+                Ok(()) => {
+                    // A snapshot that cannot follow is dropped and rescanned next time.
+                    if snap.apply(&ops, &self.session).is_ok() {
+                        self.cache = Some(snap);
+                    }
+                    return Ok(out);
+                }
                 Err(StorageError::ConditionFailed { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -281,7 +363,7 @@ impl Workspace {
     /// Create or replace a file. `expect` guards the replace (S7.3): a stale
     /// revision fails with the latest entry and changes nothing.
     pub async fn write(
-        &self,
+        &mut self,
         path: &WorkspacePath,
         bytes: Vec<u8>,
         mime: &str,
@@ -294,7 +376,7 @@ impl Workspace {
 
     /// Create a file that must not exist yet.
     pub async fn create(
-        &self,
+        &mut self,
         path: &WorkspacePath,
         bytes: Vec<u8>,
         mime: &str,
@@ -305,7 +387,7 @@ impl Workspace {
     }
 
     async fn put_content(
-        &self,
+        &mut self,
         path: &WorkspacePath,
         bytes: Vec<u8>,
         mime: &str,
@@ -381,7 +463,7 @@ impl Workspace {
     /// Add `bytes` to the end of a file, creating it when it does not exist
     /// (then `expect` must not name a revision).
     pub async fn append(
-        &self,
+        &mut self,
         path: &WorkspacePath,
         bytes: Vec<u8>,
         mime: &str,
@@ -489,7 +571,7 @@ impl Workspace {
     /// Move or rename a file. The destination must be free; `expect` guards
     /// the source. A rename that changes only letter case is allowed.
     pub async fn rename(
-        &self,
+        &mut self,
         from: &WorkspacePath,
         to: &WorkspacePath,
         expect: Expect,
@@ -547,7 +629,7 @@ impl Workspace {
 
     /// Move a file to the trash, keeping its path and revision (S7.3).
     pub async fn delete(
-        &self,
+        &mut self,
         path: &WorkspacePath,
         expect: Expect,
         source: Source,
@@ -624,7 +706,7 @@ impl Workspace {
 
     /// Put a trashed file back at its original path, with a new revision. A
     /// path that is taken again is a `RestoreConflict` naming the occupant.
-    pub async fn restore(&self, id: &str) -> Result<(FileEntry, Receipt), WorkspaceError> {
+    pub async fn restore(&mut self, id: &str) -> Result<(FileEntry, Receipt), WorkspaceError> {
         let now = self.clock.wall_ms();
         let quotas = self.quotas;
         self.mutate(None, |snap, batch, next| {
@@ -671,7 +753,7 @@ impl Workspace {
     /// Remove every trash entry for good (a destructive effect: the caller
     /// must hold an approved capability), then free the blobs nothing else
     /// references. Returns the removed entries' count in the receipt.
-    pub async fn empty_trash(&self) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
+    pub async fn empty_trash(&mut self) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
         let (removed, receipt) = self
             .mutate(None, |snap, mut batch, _next| {
                 let mut removed = Vec::new();
@@ -693,7 +775,7 @@ impl Workspace {
     }
 
     /// The session's quota usage.
-    pub async fn usage(&self) -> Result<Usage, WorkspaceError> {
+    pub async fn usage(&mut self) -> Result<Usage, WorkspaceError> {
         Ok(self.snapshot().await?.usage())
     }
 }

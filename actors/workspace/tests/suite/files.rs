@@ -719,9 +719,12 @@ pub fn corrupt_record_and_missing_blob_are_typed_errors() {
         matches!(err, WorkspaceError::Storage(StorageError::Corrupt { .. })),
         "{err:?}"
     );
-    // A mutation refuses to act on a corrupt workspace rather than guess.
+    // A workspace actor that has to scan (a fresh one: the planted record
+    // bypassed the revision counter that the snapshot cache follows) refuses
+    // to mutate a corrupt workspace rather than guess.
+    let fresh = ws(&env);
     let err = env
-        .run(w.create(&p("new"), b"x".to_vec(), "text/plain", user()))
+        .run(fresh.create(&p("new"), b"x".to_vec(), "text/plain", user()))
         .unwrap_err();
     assert_eq!(err.code(), "storage_error");
     // The corrupt record is left untouched.
@@ -734,4 +737,65 @@ pub fn corrupt_record_and_missing_blob_are_typed_errors() {
     env.run(env.host.storage.delete_blob(&e.hash)).unwrap();
     let err = env.run(w.read(&p("ok"))).unwrap_err();
     assert_eq!(err.code(), "content_missing", "{err}");
+}
+
+pub fn s7_3_two_writers_on_one_session_see_each_other() {
+    // Two workspace actors of one session (two handles a host opened): each
+    // notices the other's writes through the revision counter, never acting
+    // on a stale snapshot.
+    let env = Env::new("s1");
+    let (a, b) = (ws(&env), ws(&env));
+    env.run(a.create(&p("f"), b"a1".to_vec(), "text/plain", user()))
+        .unwrap();
+    assert_eq!(env.run(b.usage()).unwrap().files, 1);
+    env.run(b.write(
+        &p("f"),
+        b"b2".to_vec(),
+        "text/plain",
+        Expect::Revision(1),
+        user(),
+    ))
+    .unwrap();
+    let err = env
+        .run(a.write(
+            &p("f"),
+            b"a3".to_vec(),
+            "text/plain",
+            Expect::Revision(1),
+            user(),
+        ))
+        .unwrap_err();
+    assert!(matches!(&err, WorkspaceError::StaleRevision { latest, .. } if latest.revision == 2));
+    env.run(b.create(&p("F2"), b"x".to_vec(), "text/plain", user()))
+        .unwrap();
+    assert_eq!(
+        env.run(a.create(&p("f2"), b"y".to_vec(), "text/plain", user()))
+            .unwrap_err()
+            .code(),
+        "case_conflict",
+        "a sees b's new file"
+    );
+    env.run(a.delete(&p("F2"), Expect::Any, user())).unwrap();
+    assert_eq!(env.run(b.list_trash()).unwrap().len(), 1);
+    let u = env.run(b.usage()).unwrap();
+    assert_eq!((u.files, u.trash_entries), (1, 1));
+    // Deleting the session under both: neither resurrects anything.
+    env.run(agent_workspace::delete_session(
+        env.host.storage.as_ref(),
+        &env.fence,
+    ))
+    .unwrap();
+    assert_eq!(
+        env.run(a.usage()).unwrap(),
+        agent_workspace::Usage::default()
+    );
+    let (e, _) = env
+        .run(b.create(&p("new"), b"n".to_vec(), "text/plain", user()))
+        .unwrap();
+    assert!(
+        e.revision > 5,
+        "revisions are not reused after deletion: {}",
+        e.revision
+    );
+    assert_eq!(env.run(a.usage()).unwrap().files, 1);
 }

@@ -135,6 +135,7 @@ macro_rules! suite_cases {
             files::quota_trash_entries_at_below_and_above,
             files::s3_3_stale_fence_writes_nothing,
             files::corrupt_record_and_missing_blob_are_typed_errors,
+            files::s7_3_two_writers_on_one_session_see_each_other,
             artifacts::s7_4_artifact_immutable_after_edit_and_delete,
             artifacts::s7_4_identical_bytes_stored_once,
             artifacts::s7_5_session_copy_and_delete_keep_references,
