@@ -23,7 +23,9 @@ pub enum CallState {
 impl CallState {
     /// Legal journal moves. `effect_unknown` → `running` is the person's
     /// "retry anyway"; `effect_unknown` → `committed` is "mark as done";
-    /// `running` → `running` is a retry with a higher attempt.
+    /// `running` → `running` is a retry with a higher attempt. `committed` →
+    /// `running` / `effect_unknown` happen only on resume, when a committed
+    /// result no longer verifies (see [`replay_decision`]).
     pub fn can_advance_to(self, to: CallState) -> bool {
         use CallState::*;
         matches!(
@@ -34,6 +36,8 @@ impl CallState {
                 | (Running, Committed)
                 | (Running, Failed)
                 | (Running, EffectUnknown)
+                | (Committed, Running)
+                | (Committed, EffectUnknown)
                 | (EffectUnknown, Running)
                 | (EffectUnknown, Committed)
                 | (EffectUnknown, Failed)

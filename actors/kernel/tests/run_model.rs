@@ -398,7 +398,7 @@ use CallState::{
 const MOVES: [(CallState, [bool; 5]); 5] = [
     (JPre, [false, true, false, true, false]),
     (JRun, [false, true, true, true, true]),
-    (JCom, [false, false, false, false, false]),
+    (JCom, [false, true, false, false, true]),
     (JFai, [false, false, false, false, false]),
     (JUnk, [false, true, true, true, false]),
 ];

@@ -477,7 +477,7 @@ impl Runtime {
                 if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown
                     && !self.inner.ctx.sabotage.retry_unsafe_on_resume
                 {
-                    mark_effect_unknown(&mut rec, now);
+                    mark_effect_unknown(&mut rec, now)?;
                     tx.put(&rec);
                     tx.activity(ActivityKind::ToolCall {
                         call_id: rec.call_id.clone(),

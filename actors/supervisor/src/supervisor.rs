@@ -181,14 +181,19 @@ pub(crate) fn decision_pending(
     })
 }
 
-/// Move a record to `effect_unknown`. A committed record whose result no
-/// longer verifies also lands here (the replay rule), a move the normal
-/// journal table does not offer, so it is set directly.
-pub(crate) fn mark_effect_unknown(record: &mut JournalRecord, now: u64) {
-    if record.advance(CallState::EffectUnknown, now).is_err() {
-        record.state = CallState::EffectUnknown;
-        record.updated_at_ms = now;
+/// Move a record to `effect_unknown` (from `running`, or from `committed`
+/// when its result no longer verifies and the work is unsafe to repeat). A
+/// record already there stays as it is.
+pub(crate) fn mark_effect_unknown(record: &mut JournalRecord, now: u64) -> Result<(), RunError> {
+    if record.state == CallState::EffectUnknown {
+        return Ok(());
     }
+    record
+        .advance(CallState::EffectUnknown, now)
+        .map_err(|e| RunError::Inconsistent {
+            run: record.run.clone(),
+            detail: e.to_string(),
+        })
 }
 
 /// What a running run does next. Replay is a state of the machine, not a
@@ -1286,7 +1291,7 @@ impl Supervisor {
         let mut tx = self.writer.begin();
         let now = tx.now();
         if record.state != CallState::EffectUnknown {
-            mark_effect_unknown(record, now);
+            mark_effect_unknown(record, now)?;
             tx.put(&*record);
             tx.activity(ActivityKind::ToolCall {
                 call_id: record.call_id.clone(),
@@ -1337,7 +1342,7 @@ impl Supervisor {
                 retryable: true,
             });
         } else {
-            mark_effect_unknown(&mut record, now);
+            mark_effect_unknown(&mut record, now)?;
         }
         tx.put(&record);
         tx.activity(ActivityKind::ToolCall {
@@ -1713,7 +1718,7 @@ impl Supervisor {
                     retryable: true,
                 });
             } else {
-                mark_effect_unknown(&mut record, now);
+                mark_effect_unknown(&mut record, now)?;
             }
             tx.put(&record);
             tx.activity(ActivityKind::ToolCall {

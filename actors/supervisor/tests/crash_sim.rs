@@ -82,30 +82,3 @@ fn crash_sim_detects_unsafe_retry_on_resume() {
         "the simulator must catch the sabotage"
     );
 }
-
-#[test]
-#[ignore]
-fn crash_sim_violation_kinds() {
-    let summary = run_seeds(0..1000, memory, Sabotage::default());
-    let mut kinds = std::collections::BTreeMap::new();
-    for (seed, v) in &summary.violations {
-        let k: String = v.chars().filter(|c| !c.is_ascii_digit()).collect();
-        kinds.entry(k).or_insert((*seed, v.clone()));
-    }
-    for (k, (seed, v)) in kinds {
-        println!("{seed}: {v}   [{k}]");
-    }
-}
-
-#[test]
-#[ignore]
-fn crash_sim_final_statuses() {
-    let mut counts = std::collections::BTreeMap::new();
-    let mut points = 0;
-    for seed in 0..300 {
-        let r = run_seed(seed, &memory, Sabotage::default());
-        points += r.crash_points;
-        *counts.entry(format!("{:?}", r.final_status)).or_insert(0) += 1;
-    }
-    println!("{counts:?} points {points}");
-}
