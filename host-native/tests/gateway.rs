@@ -4,8 +4,7 @@
 //! is a server on loopback started here; the Jina-compatible reader is user
 //! configuration, so it may live on loopback.
 
-#[path = "../src/gateway.rs"]
-mod gateway;
+use agent_host_native::gateway;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
