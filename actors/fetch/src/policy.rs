@@ -210,7 +210,7 @@ impl CheckedUrl {
 
 /// The URL policy. [`UrlPolicy::public_web`] is the only policy reachable from
 /// configuration or model input; tests may widen it only through
-/// [`crate::testing::TestLoopback`].
+/// `testing::TestLoopback` (compiled only for tests).
 #[derive(Clone)]
 pub struct UrlPolicy {
     resolver: Arc<dyn Resolver>,
