@@ -1,0 +1,366 @@
+//! Benchmarks of issue 8 item 7, printing medians (a bench binary, not
+//! criterion: most figures are per-round distributions and counts, not one
+//! timed closure).
+//!
+//! ```text
+//! cargo bench -p agent-host-native --bench runtime
+//! BENCH_QUICK=1 cargo bench -p agent-host-native --bench runtime   # smaller runs
+//! ```
+//!
+//! 1. Runtime overhead per tool round (scripted model, trivial read-only
+//!    tool) on the memory host and on SQLite, runs of 100 and 1,000 rounds;
+//!    the median round of the last tenth against the first tenth.
+//! 2. Durable commits per effectful tool round on SQLite, and the SQLite
+//!    round time as a multiple of one `fsync` and of one bare SQLite commit
+//!    measured on the same disk in the same run.
+//! 3. Stored bytes per tool round (tables only, no blobs).
+//! 4. Resume time for runs with 10, 100, 1,000 and 10,000 journal records.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_host_native::host::{SystemClock, TokioExecutor};
+use agent_host_native::process::Liveness;
+use agent_host_native::sqlite::SqliteStorage;
+use agent_kernel::budget::Budget;
+use agent_kernel::host::{Batch, Host, Lifecycle, SeededEntropy, Storage, Table};
+use agent_kernel::memory::MemoryHost;
+use agent_kernel::run::{ActivityKind, PendingKind, RunStatus};
+use agent_kernel::{OwnerId, RunId, SessionId};
+use agent_supervisor::sim::tools::{SimToolsConfig, ToolLog, spawn_sim_tools};
+use agent_supervisor::{RunConfig, RunEvent, Runtime, RuntimeOptions, Scenario, ScriptedProvider};
+use serde_json::json;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// A scenario of `rounds` tool rounds, each with `calls` calls of `tool`,
+/// optionally ending with a question (so that the run waits, for resume).
+fn scenario(rounds: usize, calls: usize, tool: &str, ask_at_end: bool) -> Scenario {
+    let mut turns = Vec::with_capacity(rounds + 2);
+    for r in 0..rounds {
+        let calls: Vec<_> = (0..calls)
+            .map(|c| {
+                let args = if tool == "write_note" {
+                    json!({"path": format!("notes/n{}.txt", (r * 7 + c) % 50), "text": "x"})
+                } else {
+                    json!({"path": "notes/a.txt"})
+                };
+                json!({"name": tool, "arguments": args})
+            })
+            .collect();
+        turns.push(json!({"text": "", "tool_calls": calls, "usage": {"input_tokens": 10, "output_tokens": 2}}));
+    }
+    if ask_at_end {
+        turns.push(json!({"text": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": "go on?"}}],
+            "usage": {"input_tokens": 10, "output_tokens": 2}}));
+    }
+    turns.push(json!({"text": "done", "usage": {"input_tokens": 10, "output_tokens": 2}}));
+    Scenario::from_json(&json!({ "turns": turns }).to_string()).expect("scenario")
+}
+
+fn config(rounds: usize, calls: usize) -> RunConfig {
+    RunConfig {
+        budget: Budget {
+            max_tool_rounds: u32::try_from(rounds + 1).unwrap_or(1000).min(1000),
+            max_tool_calls: u32::try_from(rounds * calls + 1).unwrap_or(10_000).min(10_000),
+            max_tokens: None,
+            max_duration_ms: None,
+        },
+        ..RunConfig::default()
+    }
+}
+
+/// Per-round durations from the instants of successive model requests.
+fn rounds_from(stamps: &[Instant]) -> Vec<Duration> {
+    stamps.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+struct Measured {
+    per_round: Vec<Duration>,
+    total: Duration,
+}
+
+fn report_rounds(label: &str, m: &Measured) {
+    let n = m.per_round.len();
+    let tenth = (n / 10).max(1);
+    let first = median(m.per_round[..tenth].to_vec());
+    let last = median(m.per_round[n - tenth..].to_vec());
+    let all = median(m.per_round.clone());
+    println!(
+        "{label:<34} rounds {n:>5}  median {:>9.1} µs  first tenth {:>9.1} µs  last tenth {:>9.1} µs  (last/first {:.2})  mean {:>9.1} µs",
+        us(all),
+        us(first),
+        us(last),
+        us(last) / us(first).max(1e-9),
+        us(m.total) / n.max(1) as f64
+    );
+}
+
+// ---------------------------------------------------------------------------
+// memory host
+// ---------------------------------------------------------------------------
+
+fn run_memory(rounds: usize, calls: usize, tool: &str, ask: bool) -> (MemoryHost, RunId, Measured) {
+    let mem = MemoryHost::fifo(1);
+    let host = mem.host();
+    let tools = spawn_sim_tools(
+        mem.executor(),
+        host.clock.clone(),
+        ToolLog::default(),
+        SimToolsConfig::default(),
+    );
+    let provider = Arc::new(ScriptedProvider::new(scenario(rounds, calls, tool, ask), host.clock.clone()));
+    let runtime = Runtime::new(
+        host.clone(),
+        OwnerId::new("bench").expect("owner"),
+        tools,
+        provider,
+        RuntimeOptions::default(),
+    );
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let events = runtime.subscribe();
+    {
+        let stamps = stamps.clone();
+        agent_kernel::host::Executor::spawn(
+            mem.executor(),
+            Box::pin(async move {
+                while let Ok(e) = events.recv().await {
+                    if let RunEvent::Activity(a) = e
+                        && matches!(a.kind, ActivityKind::ModelRequest { .. })
+                    {
+                        stamps.lock().expect("stamps").push(Instant::now());
+                    }
+                }
+            }),
+        );
+    }
+    let session = SessionId::new("bench-session").expect("session");
+    let start = Instant::now();
+    let run = mem
+        .block_on_advancing(async {
+            let run = runtime.start(&session, "bench", config(rounds, calls)).await?;
+            runtime.wait_settled(&run).await?;
+            Ok::<_, agent_supervisor::RunError>(run)
+        })
+        .expect("settled")
+        .expect("run");
+    let total = start.elapsed();
+    let per_round = rounds_from(&stamps.lock().expect("stamps"));
+    (mem, run, Measured { per_round, total })
+}
+
+// ---------------------------------------------------------------------------
+// SQLite on tokio
+// ---------------------------------------------------------------------------
+
+async fn sqlite_runtime(path: &Path, rounds: usize, calls: usize, tool: &str, ask: bool) -> (Runtime, Arc<SqliteStorage>) {
+    let storage = Arc::new(
+        SqliteStorage::open_with_liveness(path, Arc::new(|_: &OwnerId| Liveness::Unknown))
+            .await
+            .expect("open"),
+    );
+    let handle = tokio::runtime::Handle::current();
+    let executor = Arc::new(TokioExecutor::new(handle.clone()));
+    let host = Host {
+        storage: storage.clone(),
+        clock: Arc::new(SystemClock::new(handle)),
+        executor: executor.clone(),
+        entropy: Arc::new(SeededEntropy::new(2)),
+        lifecycle: Lifecycle::new(),
+        durable: true,
+    };
+    let tools = spawn_sim_tools(executor.as_ref(), host.clock.clone(), ToolLog::default(), SimToolsConfig::default());
+    let provider = Arc::new(ScriptedProvider::new(scenario(rounds, calls, tool, ask), host.clock.clone()));
+    let runtime = Runtime::new(host, OwnerId::new("bench").expect("owner"), tools, provider, RuntimeOptions::default());
+    (runtime, storage)
+}
+
+async fn run_sqlite(path: &Path, rounds: usize, calls: usize, tool: &str) -> (Arc<SqliteStorage>, Measured, u64) {
+    let (runtime, storage) = sqlite_runtime(path, rounds, calls, tool, false).await;
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let events = runtime.subscribe();
+    {
+        let stamps = stamps.clone();
+        tokio::spawn(async move {
+            while let Ok(e) = events.recv().await {
+                if let RunEvent::Activity(a) = e
+                    && matches!(a.kind, ActivityKind::ModelRequest { .. })
+                {
+                    stamps.lock().expect("stamps").push(Instant::now());
+                }
+            }
+        });
+    }
+    let session = SessionId::new("bench-session").expect("session");
+    let before = storage.commit_count();
+    let start = Instant::now();
+    let run = runtime.start(&session, "bench", config(rounds, calls)).await.expect("start");
+    let settled = runtime.wait_settled(&run).await.expect("settled");
+    let total = start.elapsed();
+    assert_eq!(settled.status, RunStatus::Completed, "{:?}", settled.stop_reason);
+    let commits = storage.commit_count() - before;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let per_round = rounds_from(&stamps.lock().expect("stamps"));
+    (storage, Measured { per_round, total }, commits)
+}
+
+/// One `write` + `fsync` of 4 KiB in `dir`, and one bare SQLite commit (one
+/// row, WAL, synchronous=FULL), medians of `n`.
+fn disk_baselines(dir: &Path, n: usize) -> (Duration, Duration) {
+    use std::io::Write;
+    let mut fsyncs = Vec::new();
+    let mut f = std::fs::File::create(dir.join("fsync.bin")).expect("file");
+    for _ in 0..n {
+        let t = Instant::now();
+        f.write_all(&[7u8; 4096]).expect("write");
+        f.sync_all().expect("fsync");
+        fsyncs.push(t.elapsed());
+    }
+    let conn = rusqlite::Connection::open(dir.join("bare.sqlite3")).expect("open");
+    conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
+    conn.pragma_update(None, "synchronous", "FULL").expect("full");
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)", []).expect("table");
+    let mut commits = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        conn.execute("INSERT INTO t (k, v) VALUES (?1, ?2)", rusqlite::params![i as i64, vec![1u8; 200]])
+            .expect("insert");
+        commits.push(t.elapsed());
+    }
+    (median(fsyncs), median(commits))
+}
+
+/// Copy everything of a memory store into SQLite (tables and blobs).
+async fn copy_into(from: &dyn Storage, to: &SqliteStorage) {
+    for hash in from.list_blobs().await.expect("blobs") {
+        let bytes = from.get_blob(&hash).await.expect("get").expect("blob");
+        to.put_blob(&hash, bytes).await.expect("put");
+    }
+    for table in Table::ALL {
+        let rows = from.scan_prefix(table, "").await.expect("scan");
+        for chunk in rows.chunks(2000) {
+            let mut batch = Batch::new();
+            for (k, v) in chunk {
+                batch = batch.put(table, k.clone(), v.clone());
+            }
+            to.commit(batch).await.expect("commit");
+        }
+    }
+}
+
+fn main() {
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let dir = tempfile::tempdir_in(std::env::var_os("BENCH_DIR").unwrap_or_else(|| ".".into())).expect("dir");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let sizes: &[usize] = if quick { &[100] } else { &[100, 1000] };
+
+    println!("== 1. runtime overhead per tool round (scripted model, read-only tool) ==");
+    for &n in sizes {
+        let (_, _, m) = run_memory(n, 1, "read_note", false);
+        report_rounds(&format!("memory host, {n} rounds"), &m);
+    }
+    let mut sqlite_round = Duration::ZERO;
+    for &n in sizes {
+        let path = dir.path().join(format!("overhead-{n}.sqlite3"));
+        let (_, m, _) = rt.block_on(run_sqlite(&path, n, 1, "read_note"));
+        report_rounds(&format!("sqlite (tokio), {n} rounds"), &m);
+        sqlite_round = median(m.per_round.clone());
+    }
+
+    println!("\n== 2. durable commits per effectful tool round (write_note, SQLite) ==");
+    let n = if quick { 50 } else { 200 };
+    let path = dir.path().join("effects.sqlite3");
+    let (storage, m, commits) = rt.block_on(run_sqlite(&path, n, 1, "write_note"));
+    let (fsync, bare) = disk_baselines(dir.path(), if quick { 30 } else { 100 });
+    let round = median(m.per_round.clone());
+    println!(
+        "effectful rounds {n}: {commits} commits in the run = {:.2} per round (incl. start and final answer)",
+        commits as f64 / n as f64
+    );
+    println!("one fsync (4 KiB) on this disk: {:.1} µs; one bare SQLite commit (WAL, FULL): {:.1} µs", us(fsync), us(bare));
+    println!(
+        "median effectful round on SQLite: {:.1} µs = {:.1} x fsync = {:.1} x bare commit; read-only round {:.1} µs",
+        us(round),
+        us(round) / us(fsync).max(1e-9),
+        us(round) / us(bare).max(1e-9),
+        us(sqlite_round)
+    );
+
+    println!("\n== 3. stored bytes per tool round (tables only, no blobs) ==");
+    let (rows, bytes) = rt.block_on(storage.table_footprint()).expect("footprint");
+    println!(
+        "after {n} effectful rounds: {rows} rows, {bytes} bytes = {:.0} bytes per round (incl. the run's fixed records)",
+        bytes as f64 / n as f64
+    );
+    if !quick {
+        let small = dir.path().join("bytes-100.sqlite3");
+        let large = dir.path().join("bytes-1000.sqlite3");
+        let (s, _, _) = rt.block_on(run_sqlite(&small, 100, 1, "write_note"));
+        let (l, _, _) = rt.block_on(run_sqlite(&large, 1000, 1, "write_note"));
+        let (_, sb) = rt.block_on(s.table_footprint()).expect("fp");
+        let (_, lb) = rt.block_on(l.table_footprint()).expect("fp");
+        println!(
+            "marginal: (bytes at 1000 rounds - bytes at 100 rounds) / 900 = {:.0} bytes per round",
+            (lb as f64 - sb as f64) / 900.0
+        );
+    }
+
+    println!("\n== 4. resume time by journal length (SQLite; a fresh runtime answers the pending question) ==");
+    let lengths: &[usize] = if quick { &[10, 100] } else { &[10, 100, 1000, 10_000] };
+    for &records in lengths {
+        let calls = if records >= 1000 { 10 } else { 1 };
+        let rounds = records / calls;
+        let (mem, run, _) = run_memory(rounds, calls, "read_note", true);
+        let journal = rt
+            .block_on(mem.storage().scan_prefix(Table::Journal, &format!("{run}/")))
+            .expect("journal")
+            .len();
+        let mut samples = Vec::new();
+        for rep in 0..(if quick { 3 } else { 5 }) {
+            let path = dir.path().join(format!("resume-{records}-{rep}.sqlite3"));
+            let sample = rt.block_on(async {
+                {
+                    let target = SqliteStorage::open(&path).await.expect("open");
+                    copy_into(mem.storage().as_ref(), &target).await;
+                }
+                let (runtime, _storage) = sqlite_runtime(&path, rounds, calls, "read_note", true).await;
+                let pending = runtime.pending(&run).await.expect("pending");
+                let request = pending
+                    .iter()
+                    .find(|p| matches!(p.kind, PendingKind::Input { .. }))
+                    .expect("question pending")
+                    .id
+                    .clone();
+                let t = Instant::now();
+                runtime.respond(&run, &request, "yes").await.expect("respond");
+                let loaded = t.elapsed();
+                let done = runtime.wait_settled(&run).await.expect("settled");
+                assert_eq!(done.status, RunStatus::Completed);
+                (loaded, t.elapsed())
+            });
+            samples.push(sample);
+        }
+        let loaded = median(samples.iter().map(|s| s.0).collect());
+        let total = median(samples.iter().map(|s| s.1).collect());
+        println!(
+            "{journal:>6} journal records: resume (load + accept the answer) {:>9.2} ms; to completion {:>9.2} ms",
+            loaded.as_secs_f64() * 1e3,
+            total.as_secs_f64() * 1e3
+        );
+    }
+}
