@@ -1079,29 +1079,27 @@ async fn follow(
             if let Some(p) = pending
                 .iter()
                 .find(|p| matches!(p.kind, PendingKind::Approval { .. }))
-            {
-                if let PendingKind::Approval {
+                && let PendingKind::Approval {
                     tool,
                     target_summary,
                     reason,
                     ..
                 } = &p.kind
+            {
+                eprint!("{tool} on {target_summary}: {reason}. Approve? [y/N] ");
+                let _ = std::io::stderr().flush();
+                let mut answer = String::new();
+                std::io::stdin()
+                    .read_line(&mut answer)
+                    .context("reading the answer")?;
+                if answer.trim().eq_ignore_ascii_case("y")
+                    || answer.trim().eq_ignore_ascii_case("yes")
                 {
-                    eprint!("{tool} on {target_summary}: {reason}. Approve? [y/N] ");
-                    let _ = std::io::stderr().flush();
-                    let mut answer = String::new();
-                    std::io::stdin()
-                        .read_line(&mut answer)
-                        .context("reading the answer")?;
-                    if answer.trim().eq_ignore_ascii_case("y")
-                        || answer.trim().eq_ignore_ascii_case("yes")
-                    {
-                        app.runtime().approve(run, &p.id).await?;
-                    } else {
-                        app.runtime().deny(run, &p.id).await?;
-                    }
-                    continue;
+                    app.runtime().approve(run, &p.id).await?;
+                } else {
+                    app.runtime().deny(run, &p.id).await?;
                 }
+                continue;
             }
         }
         let card = card(app.native().host().storage.as_ref(), run).await?;
