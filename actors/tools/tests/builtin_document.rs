@@ -25,7 +25,9 @@ use serde_json::json;
 
 /// Escape text for a PDF literal string.
 fn pdf_string(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('(', "\\(").replace(')', "\\)")
+    text.replace('\\', "\\\\")
+        .replace('(', "\\(")
+        .replace(')', "\\)")
 }
 
 /// A minimal but complete PDF 1.4: catalog, page tree, one page per entry
@@ -37,9 +39,17 @@ fn make_pdf(pages: &[&str], title: &str) -> Vec<u8> {
     let mut objects: Vec<String> = Vec::new();
     objects.push("<< /Type /Catalog /Pages 2 0 R >>".into());
     let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 5 + 2 * i)).collect();
-    objects.push(format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")));
-    objects.push("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".into());
-    objects.push(format!("<< /Title ({}) /Producer (builtin_document test) >>", pdf_string(title)));
+    objects.push(format!(
+        "<< /Type /Pages /Kids [{}] /Count {n} >>",
+        kids.join(" ")
+    ));
+    objects.push(
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".into(),
+    );
+    objects.push(format!(
+        "<< /Title ({}) /Producer (builtin_document test) >>",
+        pdf_string(title)
+    ));
     for (i, text) in pages.iter().enumerate() {
         let content_id = 6 + 2 * i;
         objects.push(format!(
@@ -65,7 +75,9 @@ fn make_pdf(pages: &[&str], title: &str) -> Vec<u8> {
         out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
     }
     let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
     for off in offsets {
         out.extend_from_slice(format!("{off:010} 00000 n \n").as_bytes());
     }
@@ -101,8 +113,7 @@ fn hint(name: &str) -> DocumentHint<'_> {
 }
 
 fn ok(bytes: &[u8], name: &str) -> document::Extracted {
-    extract(bytes, &hint(name), &ExtractLimits::DEFAULT)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    extract(bytes, &hint(name), &ExtractLimits::DEFAULT).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn malformed(bytes: &[u8], name: &str) -> (DocumentFormat, String) {
@@ -146,10 +157,21 @@ fn extracts_readable_text_from_html() {
     assert!(out.text.contains("predictable years ahead"), "{}", out.text);
     assert!(out.text.contains("maintenance burden"));
     assert!(!out.text.contains("<p>"), "no markup in readable text");
-    assert!(!out.text.contains("Buy now"), "boilerplate removed: {}", out.text);
+    assert!(
+        !out.text.contains("Buy now"),
+        "boilerplate removed: {}",
+        out.text
+    );
     // A short page that readability cannot score still gives its text.
-    let short = ok(b"<html><body><p>Just one short line.</p></body></html>", "s.htm");
-    assert!(short.text.contains("Just one short line."), "{}", short.text);
+    let short = ok(
+        b"<html><body><p>Just one short line.</p></body></html>",
+        "s.htm",
+    );
+    assert!(
+        short.text.contains("Just one short line."),
+        "{}",
+        short.text
+    );
     // A declared legacy charset is honoured.
     let latin1 = b"<html><head><meta charset=\"iso-8859-1\"></head><body><p>caf\xe9 cr\xe8me</p></body></html>";
     assert!(ok(latin1, "l.html").text.contains("café crème"));
@@ -178,7 +200,10 @@ fn extracts_csv_rows() {
 #[test]
 fn extracts_a_real_pdf() {
     let pdf = make_pdf(
-        &["Quarterly report (Q3)\nRevenue grew by 12 percent.", "Page two: outlook for Q4."],
+        &[
+            "Quarterly report (Q3)\nRevenue grew by 12 percent.",
+            "Page two: outlook for Q4.",
+        ],
         "Quarterly report",
     );
     let out = ok(&pdf, "report.pdf");
@@ -186,11 +211,16 @@ fn extracts_a_real_pdf() {
     assert_eq!(out.pages, Some(2));
     assert_eq!(out.title.as_deref(), Some("Quarterly report"));
     assert!(out.text.contains("Quarterly report (Q3)"), "{:?}", out.text);
-    assert!(out.text.contains("Revenue grew by 12 percent."), "{:?}", out.text);
+    assert!(
+        out.text.contains("Revenue grew by 12 percent."),
+        "{:?}",
+        out.text
+    );
     assert!(out.text.contains("outlook for Q4"), "{:?}", out.text);
     assert!(!out.truncated);
     // Detected by content, without a name or type.
-    let sniffed = extract(&pdf, &DocumentHint::default(), &ExtractLimits::DEFAULT).expect("sniffed");
+    let sniffed =
+        extract(&pdf, &DocumentHint::default(), &ExtractLimits::DEFAULT).expect("sniffed");
     assert_eq!(sniffed.format, DocumentFormat::Pdf);
 }
 
@@ -220,7 +250,10 @@ fn format_comes_from_explicit_choice_mime_name_then_content() {
     .expect("csv");
     assert_eq!(by_mime.format, DocumentFormat::Csv);
     for (bytes, format) in [
-        (&b"<!DOCTYPE html><html><body><p>x</p></body></html>"[..], DocumentFormat::Html),
+        (
+            &b"<!DOCTYPE html><html><body><p>x</p></body></html>"[..],
+            DocumentFormat::Html,
+        ),
         (&b"[1, 2]"[..], DocumentFormat::Json),
         (&b"[not json"[..], DocumentFormat::Text),
         (&b"plain words"[..], DocumentFormat::Text),
@@ -257,7 +290,13 @@ fn truncation_is_reported_for_every_format() {
     };
     let long = "word ".repeat(200);
     let csv: String = (0..100).map(|i| format!("{i},value {i}\n")).collect();
-    let json = format!("{{\"items\": [{}]}}", (0..100).map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+    let json = format!(
+        "{{\"items\": [{}]}}",
+        (0..100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
     let pdf = make_pdf(&[&long, "second page"], "Long");
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (long.clone().into_bytes(), "t.txt"),
@@ -270,7 +309,11 @@ fn truncation_is_reported_for_every_format() {
     for (bytes, name) in cases {
         let out = extract(&bytes, &hint(name), &limits).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(out.truncated, "{name} must report truncation");
-        assert!(out.text.chars().count() <= 50, "{name}: {} chars", out.text.chars().count());
+        assert!(
+            out.text.chars().count() <= 50,
+            "{name}: {} chars",
+            out.text.chars().count()
+        );
         assert_eq!(out.chars, out.text.chars().count(), "{name}");
     }
     // Only the first pages of a long PDF are read.
@@ -359,7 +402,11 @@ fn documents_without_text_and_unsupported_types_are_refused() {
         })
     ));
     assert!(matches!(
-        extract(b"<html><body></body></html>", &hint("e.html"), &ExtractLimits::DEFAULT),
+        extract(
+            b"<html><body></body></html>",
+            &hint("e.html"),
+            &ExtractLimits::DEFAULT
+        ),
         Err(ExtractError::NoText { .. })
     ));
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
@@ -377,7 +424,10 @@ fn documents_without_text_and_unsupported_types_are_refused() {
     ] {
         match extract(bytes, &h, &ExtractLimits::DEFAULT) {
             Err(e @ ExtractError::Unsupported { .. }) => {
-                assert!(e.to_string().contains("PDF"), "the message lists what is supported: {e}");
+                assert!(
+                    e.to_string().contains("PDF"),
+                    "the message lists what is supported: {e}"
+                );
             }
             other => panic!("expected Unsupported, got {other:?}"),
         }
@@ -444,16 +494,32 @@ fn actor_extracts_with_a_verified_capability_and_labels_trust_by_origin() {
     let exec = mem.executor().clone();
     let pdf = make_pdf(&["Attached invoice: 42 EUR"], "Invoice");
     let files: Vec<(&str, Vec<u8>, Option<&str>, DocumentOrigin)> = vec![
-        ("attachments/invoice.pdf", pdf, Some("application/pdf"), DocumentOrigin::External),
-        ("notes/todo.md", b"# Todo\n- call Ana\n".to_vec(), None, DocumentOrigin::User),
+        (
+            "attachments/invoice.pdf",
+            pdf,
+            Some("application/pdf"),
+            DocumentOrigin::External,
+        ),
+        (
+            "notes/todo.md",
+            b"# Todo\n- call Ana\n".to_vec(),
+            None,
+            DocumentOrigin::User,
+        ),
     ];
     let mut index = BTreeMap::new();
     for (path, bytes, mime, origin) in files {
         let blob = exec
-            .block_on(host.storage.put_blob(&agent_capabilities::sha256_hex(&bytes), bytes))
+            .block_on(
+                host.storage
+                    .put_blob(&agent_capabilities::sha256_hex(&bytes), bytes),
+            )
             .expect("ran")
             .expect("stored");
-        index.insert(path.to_owned(), (blob.hash, mime.map(str::to_owned), origin));
+        index.insert(
+            path.to_owned(),
+            (blob.hash, mime.map(str::to_owned), origin),
+        );
     }
     let source = Arc::new(BlobDocuments {
         storage: mem.storage().clone(),
@@ -477,15 +543,22 @@ fn actor_extracts_with_a_verified_capability_and_labels_trust_by_origin() {
             cap,
             &authority,
         );
-        exec.block_on(addr.ask(|reply| ToolMsg::Invoke { invocation: inv, reply }))
-            .expect("ran")
-            .expect("answered")
+        exec.block_on(addr.ask(|reply| ToolMsg::Invoke {
+            invocation: inv,
+            reply,
+        }))
+        .expect("ran")
+        .expect("answered")
     };
-    let whole = || TargetScope::Workspace { prefix: String::new() };
+    let whole = || TargetScope::Workspace {
+        prefix: String::new(),
+    };
 
     // An attachment: its text is external_untrusted.
     let result = call("d1", "attachments/invoice.pdf", json!({}), whole());
-    let ToolResult::Success(s) = &result else { panic!("{result:?}") };
+    let ToolResult::Success(s) = &result else {
+        panic!("{result:?}")
+    };
     assert_eq!(s.trust, Trust::ExternalUntrusted);
     assert!(s.content["text"].as_str().unwrap_or("").contains("42 EUR"));
     assert_eq!(s.content["format"], json!("pdf"));
@@ -494,7 +567,9 @@ fn actor_extracts_with_a_verified_capability_and_labels_trust_by_origin() {
 
     // A file the person wrote: user trust; max_chars bounds and reports.
     let result = call("d2", "notes/todo.md", json!({"max_chars": 6}), whole());
-    let ToolResult::Success(s) = &result else { panic!("{result:?}") };
+    let ToolResult::Success(s) = &result else {
+        panic!("{result:?}")
+    };
     assert_eq!(s.trust, Trust::User);
     assert_eq!(s.content["text"], json!("# Todo"));
     assert_eq!(s.content["truncated"], json!(true));
@@ -505,23 +580,38 @@ fn actor_extracts_with_a_verified_capability_and_labels_trust_by_origin() {
         "d3",
         "attachments/invoice.pdf",
         json!({}),
-        TargetScope::Workspace { prefix: "notes".into() },
+        TargetScope::Workspace {
+            prefix: "notes".into(),
+        },
     );
-    let ToolResult::Error(e) = &result else { panic!("{result:?}") };
+    let ToolResult::Error(e) = &result else {
+        panic!("{result:?}")
+    };
     assert_eq!(e.code, "capability_refused");
     assert_eq!(source.reads.load(Ordering::SeqCst), before);
 
     // A missing file and a bad format argument.
     let result = call("d4", "nope.txt", json!({}), whole());
-    let ToolResult::Error(e) = &result else { panic!("{result:?}") };
+    let ToolResult::Error(e) = &result else {
+        panic!("{result:?}")
+    };
     assert_eq!(e.code, "document_not_found");
     let result = call("d5", "notes/todo.md", json!({"format": "docx"}), whole());
-    let ToolResult::Error(e) = &result else { panic!("{result:?}") };
+    let ToolResult::Error(e) = &result else {
+        panic!("{result:?}")
+    };
     assert_eq!(e.code, "invalid_arguments");
 
     // Reading an attachment as the wrong format is a typed, labelled failure.
-    let result = call("d6", "attachments/invoice.pdf", json!({"format": "json"}), whole());
-    let ToolResult::Error(e) = &result else { panic!("{result:?}") };
+    let result = call(
+        "d6",
+        "attachments/invoice.pdf",
+        json!({"format": "json"}),
+        whole(),
+    );
+    let ToolResult::Error(e) = &result else {
+        panic!("{result:?}")
+    };
     assert_eq!(e.code, "document_malformed");
     assert_eq!(e.trust, Trust::ExternalUntrusted);
 }
@@ -532,11 +622,15 @@ fn definition_is_a_local_read_of_one_path() {
     assert_eq!(def.name, "extract_document");
     assert_eq!(
         def.effects,
-        [agent_capabilities::EffectClass::ReadLocal].into_iter().collect()
+        [agent_capabilities::EffectClass::ReadLocal]
+            .into_iter()
+            .collect()
     );
     assert_eq!(
         def.target,
-        agent_kernel::protocol::TargetRule::WorkspacePathArg { field: "path".into() }
+        agent_kernel::protocol::TargetRule::WorkspacePathArg {
+            field: "path".into()
+        }
     );
     assert!(jsonschema::validator_for(&def.parameters).is_ok());
 }

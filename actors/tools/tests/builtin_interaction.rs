@@ -9,7 +9,7 @@ use agent_kernel::protocol::{TargetRule, ToolResult};
 use agent_tools::builtin::ask_user::{
     self, AnswerError, AskUserError, AskUserRequest, MAX_CHOICES, MAX_QUESTION_CHARS,
 };
-use agent_tools::builtin::plan::{self, MAX_STEPS, MAX_STEP_CHARS, Plan, PlanError, StepStatus};
+use agent_tools::builtin::plan::{self, MAX_STEP_CHARS, MAX_STEPS, Plan, PlanError, StepStatus};
 use agent_tools::builtin::{BUILTIN_TOOL_NAMES, definitions};
 use serde_json::json;
 
@@ -22,11 +22,13 @@ fn every_builtin_exports_a_fingerprinted_builtin_definition_with_a_valid_schema(
         assert_eq!(def.origin, Origin::Builtin, "{}", def.name);
         assert!(def.provider.is_none());
         assert!(def.fingerprint().is_ok());
-        jsonschema::validator_for(&def.parameters)
-            .unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        jsonschema::validator_for(&def.parameters).unwrap_or_else(|e| panic!("{}: {e}", def.name));
     }
     // Stable: the same definitions give the same fingerprints.
-    let again: Vec<_> = definitions().iter().map(|d| d.fingerprint().expect("fp")).collect();
+    let again: Vec<_> = definitions()
+        .iter()
+        .map(|d| d.fingerprint().expect("fp"))
+        .collect();
     let first: Vec<_> = defs.iter().map(|d| d.fingerprint().expect("fp")).collect();
     assert_eq!(first, again);
     // ask_user and update_plan change only the run.
@@ -40,9 +42,14 @@ fn every_builtin_exports_a_fingerprinted_builtin_definition_with_a_valid_schema(
 
 #[test]
 fn ask_user_accepts_a_question_with_choices_or_a_schema() {
-    let q = AskUserRequest::from_arguments(&json!({"question": "Which region?", "choices": ["EU", "US"]}))
-        .expect("valid");
-    assert_eq!(q.choices.as_deref(), Some(&["EU".to_owned(), "US".to_owned()][..]));
+    let q = AskUserRequest::from_arguments(
+        &json!({"question": "Which region?", "choices": ["EU", "US"]}),
+    )
+    .expect("valid");
+    assert_eq!(
+        q.choices.as_deref(),
+        Some(&["EU".to_owned(), "US".to_owned()][..])
+    );
     assert!(q.validate_answer(&json!("EU")).is_ok());
     assert_eq!(
         q.validate_answer(&json!("Mars")),
@@ -57,9 +64,14 @@ fn ask_user_accepts_a_question_with_choices_or_a_schema() {
         "required": ["date", "guests"],
         "additionalProperties": false
     });
-    let q = AskUserRequest::from_arguments(&json!({"question": "When, and how many?", "answer_schema": schema}))
-        .expect("valid");
-    assert!(q.validate_answer(&json!({"date": "2026-12-24", "guests": 4})).is_ok());
+    let q = AskUserRequest::from_arguments(
+        &json!({"question": "When, and how many?", "answer_schema": schema}),
+    )
+    .expect("valid");
+    assert!(
+        q.validate_answer(&json!({"date": "2026-12-24", "guests": 4}))
+            .is_ok()
+    );
     match q.validate_answer(&json!({"date": "tomorrow", "guests": 0})) {
         Err(AnswerError::SchemaMismatch { errors }) => {
             assert_eq!(errors.len(), 2, "{errors:?}");
@@ -74,7 +86,9 @@ fn ask_user_accepts_a_question_with_choices_or_a_schema() {
     assert_eq!(q.validate_answer(&json!(7)), Err(AnswerError::NotText));
     // The answer becomes a user-trusted result.
     let result = q.answer_result(&json!("No, thanks")).expect("valid");
-    let ToolResult::Success(s) = result else { panic!("success") };
+    let ToolResult::Success(s) = result else {
+        panic!("success")
+    };
     assert_eq!(s.trust, Trust::User);
     assert_eq!(s.content, json!({"answer": "No, thanks"}));
     assert!(q.answer_result(&json!("")).is_err());
@@ -86,17 +100,38 @@ fn ask_user_refuses_bad_arguments() {
     assert_eq!(bad(json!("why?")), AskUserError::NotAnObject);
     assert_eq!(bad(json!({})), AskUserError::MissingQuestion);
     assert_eq!(bad(json!({"question": ""})), AskUserError::MissingQuestion);
-    assert_eq!(bad(json!({"question": "q", "urgent": true})), AskUserError::UnknownField("urgent".into()));
-    assert!(matches!(bad(json!({"question": "q", "choices": []})), AskUserError::BadChoices(_)));
-    assert!(matches!(bad(json!({"question": "q", "choices": ["a", "a"]})), AskUserError::BadChoices(_)));
-    assert!(matches!(bad(json!({"question": "q", "choices": "a"})), AskUserError::BadChoices(_)));
+    assert_eq!(
+        bad(json!({"question": "q", "urgent": true})),
+        AskUserError::UnknownField("urgent".into())
+    );
+    assert!(matches!(
+        bad(json!({"question": "q", "choices": []})),
+        AskUserError::BadChoices(_)
+    ));
+    assert!(matches!(
+        bad(json!({"question": "q", "choices": ["a", "a"]})),
+        AskUserError::BadChoices(_)
+    ));
+    assert!(matches!(
+        bad(json!({"question": "q", "choices": "a"})),
+        AskUserError::BadChoices(_)
+    ));
     let too_many: Vec<String> = (0..=MAX_CHOICES).map(|i| i.to_string()).collect();
-    assert!(matches!(bad(json!({"question": "q", "choices": too_many})), AskUserError::BadChoices(_)));
+    assert!(matches!(
+        bad(json!({"question": "q", "choices": too_many})),
+        AskUserError::BadChoices(_)
+    ));
     let at_max: Vec<String> = (0..MAX_CHOICES).map(|i| i.to_string()).collect();
     assert!(AskUserRequest::from_arguments(&json!({"question": "q", "choices": at_max})).is_ok());
     // Question length at, below and above.
-    assert!(AskUserRequest::from_arguments(&json!({"question": "q".repeat(MAX_QUESTION_CHARS)})).is_ok());
-    assert!(AskUserRequest::from_arguments(&json!({"question": "q".repeat(MAX_QUESTION_CHARS - 1)})).is_ok());
+    assert!(
+        AskUserRequest::from_arguments(&json!({"question": "q".repeat(MAX_QUESTION_CHARS)}))
+            .is_ok()
+    );
+    assert!(
+        AskUserRequest::from_arguments(&json!({"question": "q".repeat(MAX_QUESTION_CHARS - 1)}))
+            .is_ok()
+    );
     assert!(matches!(
         bad(json!({"question": "q".repeat(MAX_QUESTION_CHARS + 1)})),
         AskUserError::TooLong { .. }
@@ -131,12 +166,18 @@ fn update_plan_keeps_steps_with_statuses() {
     }))
     .expect("valid");
     assert_eq!(plan.progress(), (1, 4));
-    assert_eq!(plan.current().map(|s| s.title.as_str()), Some("Draft report"));
+    assert_eq!(
+        plan.current().map(|s| s.title.as_str()),
+        Some("Draft report")
+    );
     assert_eq!(plan.steps[3].status, StepStatus::Cancelled);
     // It round-trips as the run record stores it.
     let stored = serde_json::to_value(&plan).expect("serialise");
     assert_eq!(stored["steps"][1]["status"], json!("in_progress"));
-    assert_eq!(serde_json::from_value::<Plan>(stored).expect("read back"), plan);
+    assert_eq!(
+        serde_json::from_value::<Plan>(stored).expect("read back"),
+        plan
+    );
 }
 
 #[test]
@@ -146,10 +187,21 @@ fn update_plan_refuses_bad_plans() {
     assert_eq!(bad(json!([])), PlanError::NotAnObject);
     assert!(matches!(bad(json!({})), PlanError::BadSteps(_)));
     assert!(matches!(bad(json!({"steps": []})), PlanError::BadSteps(_)));
-    assert_eq!(bad(json!({"steps": [step("a", "pending")], "owner": "me"})), PlanError::UnknownField("owner".into()));
-    assert!(matches!(bad(json!({"steps": [step("a", "done")]})), PlanError::BadStep { field, .. } if field == "steps[0].status"));
-    assert!(matches!(bad(json!({"steps": [step("", "pending")]})), PlanError::BadStep { .. }));
-    assert!(matches!(bad(json!({"steps": [{"title": "a", "status": "pending", "eta": 3}]})), PlanError::BadStep { .. }));
+    assert_eq!(
+        bad(json!({"steps": [step("a", "pending")], "owner": "me"})),
+        PlanError::UnknownField("owner".into())
+    );
+    assert!(
+        matches!(bad(json!({"steps": [step("a", "done")]})), PlanError::BadStep { field, .. } if field == "steps[0].status")
+    );
+    assert!(matches!(
+        bad(json!({"steps": [step("", "pending")]})),
+        PlanError::BadStep { .. }
+    ));
+    assert!(matches!(
+        bad(json!({"steps": [{"title": "a", "status": "pending", "eta": 3}]})),
+        PlanError::BadStep { .. }
+    ));
     assert_eq!(
         bad(json!({"steps": [step("a", "in_progress"), step("b", "in_progress")]})),
         PlanError::SeveralInProgress(vec![0, 1])
@@ -163,7 +215,10 @@ fn update_plan_refuses_bad_plans() {
     assert!(Plan::from_arguments(&steps(MAX_STEPS)).is_ok());
     assert!(Plan::from_arguments(&steps(MAX_STEPS - 1)).is_ok());
     assert!(matches!(bad(steps(MAX_STEPS + 1)), PlanError::BadSteps(_)));
-    assert!(Plan::from_arguments(&json!({"steps": [step(&"t".repeat(MAX_STEP_CHARS), "pending")]})).is_ok());
+    assert!(
+        Plan::from_arguments(&json!({"steps": [step(&"t".repeat(MAX_STEP_CHARS), "pending")]}))
+            .is_ok()
+    );
     assert!(matches!(
         bad(json!({"steps": [step(&"t".repeat(MAX_STEP_CHARS + 1), "pending")]})),
         PlanError::TooLong { .. }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_capabilities::{Target, TargetScope, Uses};
+use agent_kernel::Reply;
 use agent_kernel::actor::spawn_actor;
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::protocol::{ToolMsg, ToolResult};
-use agent_kernel::Reply;
 use agent_tools::builtin::javascript::{
     self, JavascriptTool, JsError, JsLimitError, JsLimits, monotonic_from, run_script,
 };
@@ -45,10 +45,16 @@ fn s5_7_completion_value_and_input_round_trip_as_json() {
         Ok(json!({"total": 6.5, "name": "SUM"}))
     );
     assert_eq!(run("let x = 5;"), Ok(json!(null)), "undefined becomes null");
-    assert_eq!(run("[1, 'a', null, true, {b: [2]}]"), Ok(json!([1, "a", null, true, {"b": [2]}])));
+    assert_eq!(
+        run("[1, 'a', null, true, {b: [2]}]"),
+        Ok(json!([1, "a", null, true, {"b": [2]}]))
+    );
     assert_eq!(run("NaN"), Ok(json!(null)), "JSON has no NaN");
     // Promise chains settle within the call; an async function's value is returned.
-    assert_eq!(run("(async () => { await null; return 41 + 1 })()"), Ok(json!(42)));
+    assert_eq!(
+        run("(async () => { await null; return 41 + 1 })()"),
+        Ok(json!(42))
+    );
 }
 
 #[test]
@@ -60,9 +66,22 @@ fn s5_7_script_errors_are_typed() {
         other => panic!("expected Thrown, got {other:?}"),
     }
     assert!(matches!(run("function ("), Err(JsError::Syntax { .. })));
-    assert!(matches!(run("Promise.reject(new Error('no'))"), Err(JsError::Thrown { .. })));
-    for code in ["(() => 1)", "Symbol('s')", "10n", "let o = {}; o.o = o; o", "new Promise(() => {})"] {
-        assert!(matches!(run(code), Err(JsError::NotJson { .. })), "{code}: {:?}", run(code));
+    assert!(matches!(
+        run("Promise.reject(new Error('no'))"),
+        Err(JsError::Thrown { .. })
+    ));
+    for code in [
+        "(() => 1)",
+        "Symbol('s')",
+        "10n",
+        "let o = {}; o.o = o; o",
+        "new Promise(() => {})",
+    ] {
+        assert!(
+            matches!(run(code), Err(JsError::NotJson { .. })),
+            "{code}: {:?}",
+            run(code)
+        );
     }
 }
 
@@ -97,7 +116,12 @@ fn s5_7_no_network_timers_modules_or_host_objects() {
         );
     }
     // Calling them fails as a script error, not a crash.
-    for code in ["fetch('http://127.0.0.1/')", "new XMLHttpRequest()", "require('fs')", "setTimeout(() => 1, 0)"] {
+    for code in [
+        "fetch('http://127.0.0.1/')",
+        "new XMLHttpRequest()",
+        "require('fs')",
+        "setTimeout(() => 1, 0)",
+    ] {
         match run(code) {
             Err(JsError::Thrown { name, .. }) => assert_eq!(name, "ReferenceError", "{code}"),
             other => panic!("{code}: expected a ReferenceError, got {other:?}"),
@@ -105,15 +129,22 @@ fn s5_7_no_network_timers_modules_or_host_objects() {
     }
     // Dynamic import has no loader: it rejects.
     match run("import('fs')") {
-        Err(JsError::Thrown { message, .. }) => assert!(message.contains("could not load module"), "{message}"),
+        Err(JsError::Thrown { message, .. }) => {
+            assert!(message.contains("could not load module"), "{message}")
+        }
         other => panic!("import(): expected a rejection, got {other:?}"),
     }
     assert_eq!(
-        run("(async () => { try { await import('./x.js'); return 'loaded' } catch (e) { return 'refused' } })()"),
+        run(
+            "(async () => { try { await import('./x.js'); return 'loaded' } catch (e) { return 'refused' } })()"
+        ),
         Ok(json!("refused"))
     );
     // Static import is a syntax error in a classic script.
-    assert!(matches!(run("import x from 'fs'; x"), Err(JsError::Syntax { .. })));
+    assert!(matches!(
+        run("import x from 'fs'; x"),
+        Err(JsError::Syntax { .. })
+    ));
 }
 
 // ------------------------------------------------------------- time
@@ -135,8 +166,14 @@ fn s5_7_infinite_loop_stops_within_the_time_limit() {
         let result = run_with(code, &json!(null), &limits);
         let took = started.elapsed();
         assert_eq!(result, Err(JsError::TimeLimit { limit_ms: 250 }), "{code}");
-        assert!(took >= Duration::from_millis(250), "{code}: stopped early, {took:?}");
-        assert!(took < Duration::from_millis(1_000), "{code}: stopped late, {took:?}");
+        assert!(
+            took >= Duration::from_millis(250),
+            "{code}: stopped early, {took:?}"
+        );
+        assert!(
+            took < Duration::from_millis(1_000),
+            "{code}: stopped late, {took:?}"
+        );
     }
     let message = JsError::TimeLimit { limit_ms: 250 }.to_string();
     assert!(message.contains("250 ms"), "{message}");
@@ -286,9 +323,12 @@ fn s5_7_output_at_below_and_above_the_limit() {
         })
     );
     assert!(
-        JsError::OutputTooLarge { len: 1_001, limit: 1_000 }
-            .to_string()
-            .contains("1000 bytes")
+        JsError::OutputTooLarge {
+            len: 1_001,
+            limit: 1_000
+        }
+        .to_string()
+        .contains("1000 bytes")
     );
 }
 
@@ -308,15 +348,24 @@ fn s5_7_code_and_input_size_at_below_and_above() {
     let code_above = format!(" {code_at}");
     assert_eq!(
         run_with(&code_above, &json!(null), &limits),
-        Err(JsError::CodeTooLarge { len: 101, limit: 100 })
+        Err(JsError::CodeTooLarge {
+            len: 101,
+            limit: 100
+        })
     );
     // A JSON string of n characters is n + 2 bytes.
     let input_at = json!("i".repeat(98));
     assert_eq!(run_with("input.length", &input_at, &limits), Ok(json!(98)));
-    assert_eq!(run_with("input.length", &json!("i".repeat(97)), &limits), Ok(json!(97)));
+    assert_eq!(
+        run_with("input.length", &json!("i".repeat(97)), &limits),
+        Ok(json!(97))
+    );
     assert_eq!(
         run_with("input.length", &json!("i".repeat(99)), &limits),
-        Err(JsError::InputTooLarge { len: 101, limit: 100 })
+        Err(JsError::InputTooLarge {
+            len: 101,
+            limit: 100
+        })
     );
 }
 
@@ -324,7 +373,10 @@ fn s5_7_code_and_input_size_at_below_and_above() {
 fn limits_may_only_be_lowered_and_not_below_the_floor() {
     let d = JsLimits::DEFAULT;
     assert_eq!(d, JsLimits::default());
-    assert_eq!((d.time_ms, d.heap_bytes, d.stack_bytes, d.output_bytes), (2_000, 64 << 20, 256 << 10, 64 << 10));
+    assert_eq!(
+        (d.time_ms, d.heap_bytes, d.stack_bytes, d.output_bytes),
+        (2_000, 64 << 20, 256 << 10, 64 << 10)
+    );
     let lower = JsLimits {
         time_ms: 500,
         heap_bytes: 16 << 20,
@@ -356,7 +408,10 @@ fn limits_may_only_be_lowered_and_not_below_the_floor() {
         })
     );
     // The floor itself runs scripts.
-    assert_eq!(run_with("[6 * 7]", &json!(null), &JsLimits::FLOOR), Ok(json!([42])));
+    assert_eq!(
+        run_with("[6 * 7]", &json!(null), &JsLimits::FLOOR),
+        Ok(json!([42]))
+    );
 }
 
 // ------------------------------------------------------------- actor
@@ -367,7 +422,10 @@ fn js_tool(executor: Arc<dyn Executor>, clock: Arc<dyn Clock>, time_ms: u64) -> 
     tool
 }
 
-async fn invoke(addr: &agent_kernel::protocol::ToolAddr, invocation: agent_kernel::protocol::ToolInvocation) -> ToolResult {
+async fn invoke(
+    addr: &agent_kernel::protocol::ToolAddr,
+    invocation: agent_kernel::protocol::ToolInvocation,
+) -> ToolResult {
     addr.ask(|reply| ToolMsg::Invoke { invocation, reply })
         .await
         .expect("the actor answers")
@@ -391,56 +449,134 @@ fn code(result: &ToolResult) -> &str {
 async fn actor_runs_a_script_only_with_a_verified_capability() {
     let executor: Arc<dyn Executor> = Arc::new(TokioExecutor(tokio::runtime::Handle::current()));
     let clock: Arc<dyn Clock> = Arc::new(RealClock::new());
-    let addr = js_tool(executor, clock.clone(), 1_000).spawn(None).expect("spawn");
+    let addr = js_tool(executor, clock.clone(), 1_000)
+        .spawn(None)
+        .expect("spawn");
     let def = javascript::definition();
     let authority = authority();
     let args = json!({"code": "input.a * 2", "input": {"a": 21}});
 
     // A verified capability: the script runs.
     let cap = authority.mint(grant(&def, TargetScope::NoTarget, Uses::ForRun, FAR));
-    let ok = invoke(&addr, invocation(draft(&def, "c1", args.clone(), Target::Nothing), cap, &authority)).await;
+    let ok = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c1", args.clone(), Target::Nothing),
+            cap,
+            &authority,
+        ),
+    )
+    .await;
     assert_eq!(content(&ok), &json!({"result": 42}));
     assert_eq!(ok.trust(), agent_capabilities::Trust::Internal);
 
     // A capability for another tool grants nothing here.
     let other = agent_tools::builtin::document::definition();
     let cap = authority.mint(grant(&other, TargetScope::NoTarget, Uses::ForRun, FAR));
-    let refused = invoke(&addr, invocation(draft(&def, "c2", args.clone(), Target::Nothing), cap, &authority)).await;
+    let refused = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c2", args.clone(), Target::Nothing),
+            cap,
+            &authority,
+        ),
+    )
+    .await;
     assert_eq!(code(&refused), "capability_refused");
 
     // An expired capability.
-    let cap = authority.mint(grant(&def, TargetScope::NoTarget, Uses::ForRun, clock.wall_ms() - 1));
-    let refused = invoke(&addr, invocation(draft(&def, "c3", args.clone(), Target::Nothing), cap, &authority)).await;
+    let cap = authority.mint(grant(
+        &def,
+        TargetScope::NoTarget,
+        Uses::ForRun,
+        clock.wall_ms() - 1,
+    ));
+    let refused = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c3", args.clone(), Target::Nothing),
+            cap,
+            &authority,
+        ),
+    )
+    .await;
     assert_eq!(code(&refused), "capability_refused");
 
     // A capability minted by another authority (say, before a reload).
     let stranger = agent_capabilities::Authority::new(RUN, [9u8; 32]);
     let cap = stranger.mint(grant(&def, TargetScope::NoTarget, Uses::ForRun, FAR));
-    let refused = invoke(&addr, invocation(draft(&def, "c4", args.clone(), Target::Nothing), cap, &authority)).await;
+    let refused = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c4", args.clone(), Target::Nothing),
+            cap,
+            &authority,
+        ),
+    )
+    .await;
     assert_eq!(code(&refused), "capability_refused");
 
     // A draft prepared for another definition of the tool.
     let mut changed = def.clone();
     changed.description.push('!');
     let cap = authority.mint(grant(&def, TargetScope::NoTarget, Uses::ForRun, FAR));
-    let stale = draft_with(&def, changed.fingerprint().expect("fp"), "c5", args.clone(), Target::Nothing);
+    let stale = draft_with(
+        &def,
+        changed.fingerprint().expect("fp"),
+        "c5",
+        args.clone(),
+        Target::Nothing,
+    );
     let refused = invoke(&addr, invocation(stale, cap, &authority)).await;
     assert_eq!(code(&refused), "capability_refused");
 
     // A one-time capability is consumed by its first use.
     let once = authority.mint(grant(&def, TargetScope::NoTarget, Uses::Once, FAR));
-    let first = invoke(&addr, invocation(draft(&def, "c6", args.clone(), Target::Nothing), once.clone(), &authority)).await;
+    let first = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c6", args.clone(), Target::Nothing),
+            once.clone(),
+            &authority,
+        ),
+    )
+    .await;
     assert!(first.is_success());
-    let second = invoke(&addr, invocation(draft(&def, "c7", args.clone(), Target::Nothing), once, &authority)).await;
+    let second = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c7", args.clone(), Target::Nothing),
+            once,
+            &authority,
+        ),
+    )
+    .await;
     assert_eq!(code(&second), "capability_refused");
 
     // Bad arguments are refused before anything runs; limit errors keep their code.
     let cap = authority.mint(grant(&def, TargetScope::NoTarget, Uses::ForRun, FAR));
-    let bad = invoke(&addr, invocation(draft(&def, "c8", json!({"code": 5}), Target::Nothing), cap.clone(), &authority)).await;
+    let bad = invoke(
+        &addr,
+        invocation(
+            draft(&def, "c8", json!({"code": 5}), Target::Nothing),
+            cap.clone(),
+            &authority,
+        ),
+    )
+    .await;
     assert_eq!(code(&bad), "invalid_arguments");
     let big = invoke(
         &addr,
-        invocation(draft(&def, "c9", json!({"code": "new ArrayBuffer(1 << 30)"}), Target::Nothing), cap, &authority),
+        invocation(
+            draft(
+                &def,
+                "c9",
+                json!({"code": "new ArrayBuffer(1 << 30)"}),
+                Target::Nothing,
+            ),
+            cap,
+            &authority,
+        ),
     )
     .await;
     assert_eq!(code(&big), "js_memory_limit");
@@ -455,20 +591,37 @@ async fn native_another_actor_keeps_answering_while_a_script_spins() {
     // One async worker thread: if the script ran on it, nothing else could.
     let executor: Arc<dyn Executor> = Arc::new(TokioExecutor(tokio::runtime::Handle::current()));
     let clock: Arc<dyn Clock> = Arc::new(RealClock::new());
-    let js = js_tool(executor.clone(), clock.clone(), 1_500).spawn(None).expect("spawn");
-    let ping = spawn_actor(&*executor, "ping", 8, None, |inbox: agent_kernel::Inbox<Ping>| async move {
-        let mut count = 0u64;
-        while let Ok(Ping::Ping { reply }) = inbox.recv().await {
-            count += 1;
-            reply.send(count);
-        }
-        Ok::<(), String>(())
-    });
+    let js = js_tool(executor.clone(), clock.clone(), 1_500)
+        .spawn(None)
+        .expect("spawn");
+    let ping = spawn_actor(
+        &*executor,
+        "ping",
+        8,
+        None,
+        |inbox: agent_kernel::Inbox<Ping>| async move {
+            let mut count = 0u64;
+            while let Ok(Ping::Ping { reply }) = inbox.recv().await {
+                count += 1;
+                reply.send(count);
+            }
+            Ok::<(), String>(())
+        },
+    );
 
     let def = javascript::definition();
     let authority = authority();
     let cap = authority.mint(grant(&def, TargetScope::NoTarget, Uses::ForRun, FAR));
-    let spin = invocation(draft(&def, "spin", json!({"code": "while (true) {}"}), Target::Nothing), cap, &authority);
+    let spin = invocation(
+        draft(
+            &def,
+            "spin",
+            json!({"code": "while (true) {}"}),
+            Target::Nothing,
+        ),
+        cap,
+        &authority,
+    );
     let started = Instant::now();
     let script = tokio::spawn({
         let js = js.clone();
@@ -483,18 +636,30 @@ async fn native_another_actor_keeps_answering_while_a_script_spins() {
     let mut slowest = Duration::ZERO;
     while started.elapsed() < Duration::from_millis(1_200) {
         let asked = Instant::now();
-        let n = ping.ask(|reply| Ping::Ping { reply }).await.expect("ping answers");
+        let n = ping
+            .ask(|reply| Ping::Ping { reply })
+            .await
+            .expect("ping answers");
         slowest = slowest.max(asked.elapsed());
         answered = n;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!script.is_finished(), "the script is still spinning");
-    assert!(answered >= 20, "only {answered} pings answered while the script ran");
-    assert!(slowest < Duration::from_millis(100), "a ping took {slowest:?}");
+    assert!(
+        answered >= 20,
+        "only {answered} pings answered while the script ran"
+    );
+    assert!(
+        slowest < Duration::from_millis(100),
+        "a ping took {slowest:?}"
+    );
 
     let (result, took) = script.await.expect("script task");
     assert_eq!(code(&result), "js_time_limit");
-    assert!(took >= Duration::from_millis(1_500) && took < Duration::from_millis(3_000), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(1_500) && took < Duration::from_millis(3_000),
+        "{took:?}"
+    );
 }
 
 #[test]

@@ -30,7 +30,6 @@ fn s5_7_ten_thousand_calls_keep_resident_memory_bounded() {
     let code = "const xs = []; for (let i = 0; i < 200; i++) xs.push({ i, s: 'v' + i, f: () => i }); \
                 ({ n: input.n, sum: xs.reduce((a, x) => a + x.f(), 0), last: xs[xs.length - 1].s })";
     let call = |n: u64| {
-        let now = now;
         let out = run_script(code, &json!({ "n": n }), &limits, now).expect("script runs");
         assert_eq!(out.value["n"], json!(n));
         assert_eq!(out.value["sum"], json!(19_900));

@@ -64,12 +64,19 @@ fn s5_6_a_skill_narrows_to_the_intersection_as_a_caveat() {
     let fetch = grant_for("fetch_url");
     let read_cap = authority.mint(read.clone());
     let fetch_cap = authority.mint(fetch.clone());
-    assert!(verifier.verify(&fetch_cap, &request(&fetch), 0).is_ok(), "before the Skill");
+    assert!(
+        verifier.verify(&fetch_cap, &request(&fetch), 0).is_ok(),
+        "before the Skill"
+    );
 
     let narrowed = skill.narrow(&read_cap, &authorised);
     assert_eq!(narrowed.tools, set(&["read_file", "write_file"]));
     assert!(narrowed.not_granted.is_empty());
-    assert!(verifier.verify(&narrowed.capability, &request(&read), 0).is_ok());
+    assert!(
+        verifier
+            .verify(&narrowed.capability, &request(&read), 0)
+            .is_ok()
+    );
 
     // The same caveat on the fetch capability: verification now refuses it.
     let fetch_narrowed = skill.narrow(&fetch_cap, &authorised);
@@ -80,9 +87,15 @@ fn s5_6_a_skill_narrows_to_the_intersection_as_a_caveat() {
     // The caveat is in the token, not a flag beside it.
     assert_eq!(
         fetch_narrowed.capability.caveats(),
-        &[agent_capabilities::Caveat::Tools(set(&["read_file", "write_file"]))]
+        &[agent_capabilities::Caveat::Tools(set(&[
+            "read_file",
+            "write_file"
+        ]))]
     );
-    assert_eq!(skill.caveat(&authorised), agent_capabilities::Caveat::Tools(narrowed.tools.clone()));
+    assert_eq!(
+        skill.caveat(&authorised),
+        agent_capabilities::Caveat::Tools(narrowed.tools.clone())
+    );
 }
 
 #[test]
@@ -90,12 +103,20 @@ fn s5_6_naming_a_tool_outside_the_authorised_set_grants_nothing() {
     let authority = authority();
     let verifier = authority.verifier();
     let authorised = set(&["read_file", "fetch_url"]);
-    let skill = Skill::from_json(&manifest(&["read_file", "delete_everything", "send_email"])).expect("valid");
+    let skill = Skill::from_json(&manifest(&["read_file", "delete_everything", "send_email"]))
+        .expect("valid");
 
     let read = grant_for("read_file");
     let narrowed = skill.narrow(&authority.mint(read.clone()), &authorised);
-    assert_eq!(narrowed.tools, set(&["read_file"]), "never wider than authorised");
-    assert_eq!(narrowed.not_granted, set(&["delete_everything", "send_email"]));
+    assert_eq!(
+        narrowed.tools,
+        set(&["read_file"]),
+        "never wider than authorised"
+    );
+    assert_eq!(
+        narrowed.not_granted,
+        set(&["delete_everything", "send_email"])
+    );
     assert!(narrowed.tools.is_subset(&authorised));
 
     // The narrowed capability cannot be used for a tool the Skill named
@@ -108,7 +129,11 @@ fn s5_6_naming_a_tool_outside_the_authorised_set_grants_nothing() {
     let none = Skill::from_json(&manifest(&[])).expect("valid");
     let twice = none.narrow(&narrowed.capability, &narrowed.tools);
     assert!(twice.tools.is_empty());
-    assert!(verifier.verify(&twice.capability, &request(&read), 0).is_err());
+    assert!(
+        verifier
+            .verify(&twice.capability, &request(&read), 0)
+            .is_err()
+    );
 
     // An empty authorised set stays empty whatever the Skill lists.
     assert!(skill.narrow_tools(&BTreeSet::new()).is_empty());
@@ -116,47 +141,81 @@ fn s5_6_naming_a_tool_outside_the_authorised_set_grants_nothing() {
 
 #[test]
 fn s5_6_closed_schema_refuses_every_other_field() {
-    for field in ["script", "run", "url", "env", "secrets", "grant", "tools", "command", "on_load"] {
+    for field in [
+        "script", "run", "url", "env", "secrets", "grant", "tools", "command", "on_load",
+    ] {
         let mut m = manifest(&["read_file"]);
         m[field] = json!("x");
         assert_eq!(
             Skill::from_json(&m),
-            Err(SkillError::UnknownField { field: field.into() }),
+            Err(SkillError::UnknownField {
+                field: field.into()
+            }),
             "{field}"
         );
-        assert!(Skill::from_json(&m).unwrap_err().to_string().contains(field));
+        assert!(
+            Skill::from_json(&m)
+                .unwrap_err()
+                .to_string()
+                .contains(field)
+        );
     }
     for field in ["name", "description", "instructions", "allowed_tools"] {
         let mut m = manifest(&["read_file"]);
         m.as_object_mut().map(|o| o.remove(field));
-        assert!(matches!(Skill::from_json(&m), Err(SkillError::MissingField { .. })), "{field}");
+        assert!(
+            matches!(Skill::from_json(&m), Err(SkillError::MissingField { .. })),
+            "{field}"
+        );
     }
     assert_eq!(Skill::from_json(&json!([1])), Err(SkillError::NotAnObject));
-    assert!(matches!(Skill::parse("{not json"), Err(SkillError::InvalidJson(_))));
+    assert!(matches!(
+        Skill::parse("{not json"),
+        Err(SkillError::InvalidJson(_))
+    ));
     let mut m = manifest(&[]);
     m["allowed_tools"] = json!("read_file");
-    assert!(matches!(Skill::from_json(&m), Err(SkillError::WrongType { .. })));
+    assert!(matches!(
+        Skill::from_json(&m),
+        Err(SkillError::WrongType { .. })
+    ));
     let mut m = manifest(&[]);
     m["allowed_tools"] = json!([1]);
-    assert!(matches!(Skill::from_json(&m), Err(SkillError::WrongType { field, .. }) if field == "allowed_tools[0]"));
+    assert!(
+        matches!(Skill::from_json(&m), Err(SkillError::WrongType { field, .. }) if field == "allowed_tools[0]")
+    );
     let mut m = manifest(&[]);
     m["instructions"] = json!({"step": "one"});
-    assert!(matches!(Skill::from_json(&m), Err(SkillError::WrongType { .. })));
+    assert!(matches!(
+        Skill::from_json(&m),
+        Err(SkillError::WrongType { .. })
+    ));
     let mut m = manifest(&["read_file", "read_file"]);
     assert_eq!(
         Skill::from_json(&m),
-        Err(SkillError::DuplicateTool { tool: "read_file".into() })
+        Err(SkillError::DuplicateTool {
+            tool: "read_file".into()
+        })
     );
     m["allowed_tools"] = json!(["bad tool name"]);
-    assert!(matches!(Skill::from_json(&m), Err(SkillError::InvalidToolName { .. })));
+    assert!(matches!(
+        Skill::from_json(&m),
+        Err(SkillError::InvalidToolName { .. })
+    ));
     let mut m = manifest(&[]);
     m["name"] = json!("Weekly Report");
     assert_eq!(Skill::from_json(&m), Err(SkillError::InvalidName));
     m["name"] = json!("  ");
-    assert!(matches!(Skill::from_json(&m), Err(SkillError::Empty { field: "name" })));
+    assert!(matches!(
+        Skill::from_json(&m),
+        Err(SkillError::Empty { field: "name" })
+    ));
     let mut m = manifest(&[]);
     m["description"] = json!("bell \u{7}");
-    assert!(matches!(Skill::from_json(&m), Err(SkillError::ControlCharacter { .. })));
+    assert!(matches!(
+        Skill::from_json(&m),
+        Err(SkillError::ControlCharacter { .. })
+    ));
 }
 
 #[test]
@@ -168,9 +227,18 @@ fn s5_6_size_limits_at_below_and_above() {
     };
     // Instructions, in bytes (multi-byte characters count by their bytes).
     assert!(with("instructions", json!("i".repeat(MAX_INSTRUCTIONS_BYTES))).is_ok());
-    assert!(with("instructions", json!("i".repeat(MAX_INSTRUCTIONS_BYTES - 1))).is_ok());
+    assert!(
+        with(
+            "instructions",
+            json!("i".repeat(MAX_INSTRUCTIONS_BYTES - 1))
+        )
+        .is_ok()
+    );
     assert_eq!(
-        with("instructions", json!("i".repeat(MAX_INSTRUCTIONS_BYTES + 1))),
+        with(
+            "instructions",
+            json!("i".repeat(MAX_INSTRUCTIONS_BYTES + 1))
+        ),
         Err(SkillError::TooLong {
             field: "instructions",
             len: MAX_INSTRUCTIONS_BYTES + 1,
@@ -178,7 +246,13 @@ fn s5_6_size_limits_at_below_and_above() {
             unit: "bytes"
         })
     );
-    assert!(with("instructions", json!("é".repeat(MAX_INSTRUCTIONS_BYTES / 2 + 1))).is_err());
+    assert!(
+        with(
+            "instructions",
+            json!("é".repeat(MAX_INSTRUCTIONS_BYTES / 2 + 1))
+        )
+        .is_err()
+    );
     // Name and description, in characters.
     assert!(with("name", json!("n".repeat(MAX_NAME_CHARS))).is_ok());
     assert!(with("name", json!("n".repeat(MAX_NAME_CHARS + 1))).is_err());
@@ -186,7 +260,10 @@ fn s5_6_size_limits_at_below_and_above() {
     assert!(with("description", json!("d".repeat(MAX_DESCRIPTION_CHARS - 1))).is_ok());
     assert!(matches!(
         with("description", json!("d".repeat(MAX_DESCRIPTION_CHARS + 1))),
-        Err(SkillError::TooLong { field: "description", .. })
+        Err(SkillError::TooLong {
+            field: "description",
+            ..
+        })
     ));
     // Tool count.
     let tools = |n: usize| json!((0..n).map(|i| format!("tool_{i}")).collect::<Vec<_>>());
@@ -235,7 +312,9 @@ fn s5_6_secret_looking_values_are_refused_naming_the_field() {
         ),
         (
             "description",
-            json!("session eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"),
+            json!(
+                "session eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+            ),
             SecretKind::Jwt,
             "description",
         ),
@@ -256,7 +335,14 @@ fn s5_6_secret_looking_values_are_refused_naming_the_field() {
         let mut m = manifest(&["read_file"]);
         m[field] = value.clone();
         let err = Skill::from_json(&m).expect_err(named);
-        assert_eq!(err, SkillError::SecretLike { field: named.into(), kind }, "{named}");
+        assert_eq!(
+            err,
+            SkillError::SecretLike {
+                field: named.into(),
+                kind
+            },
+            "{named}"
+        );
         let message = err.to_string();
         assert!(message.contains(named), "{message}");
         // The message never repeats the secret itself.
@@ -267,7 +353,8 @@ fn s5_6_secret_looking_values_are_refused_naming_the_field() {
     }
     // Ordinary prose about secrets passes.
     let mut m = manifest(&["read_file"]);
-    m["instructions"] = json!("Never paste API keys or Bearer tokens; ask the person to configure them.");
+    m["instructions"] =
+        json!("Never paste API keys or Bearer tokens; ask the person to configure them.");
     assert!(Skill::from_json(&m).is_ok());
 }
 

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use agent_capabilities::{
     Authority, Capability, Fingerprint, Grant, Origin, Target, TargetScope, Uses,
 };
+use agent_kernel::BoxFuture;
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::ids::{CallId, RunId, SessionId};
 use agent_kernel::protocol::{InvocationDraft, ToolDefinition, ToolInvocation};
-use agent_kernel::BoxFuture;
 use serde_json::Value;
 
 /// Spawns on a tokio runtime; blocking work goes to tokio's blocking pool.
@@ -71,8 +71,19 @@ pub fn grant(def: &ToolDefinition, scope: TargetScope, uses: Uses, expires_at_ms
 }
 
 /// A draft as the pipeline would prepare it.
-pub fn draft(def: &ToolDefinition, call: &str, arguments: Value, target: Target) -> InvocationDraft {
-    draft_with(def, def.fingerprint().expect("fingerprint"), call, arguments, target)
+pub fn draft(
+    def: &ToolDefinition,
+    call: &str,
+    arguments: Value,
+    target: Target,
+) -> InvocationDraft {
+    draft_with(
+        def,
+        def.fingerprint().expect("fingerprint"),
+        call,
+        arguments,
+        target,
+    )
 }
 
 pub fn draft_with(
@@ -108,7 +119,11 @@ pub fn draft_with(
     }
 }
 
-pub fn invocation(draft: InvocationDraft, capability: Capability, authority: &Authority) -> ToolInvocation {
+pub fn invocation(
+    draft: InvocationDraft,
+    capability: Capability,
+    authority: &Authority,
+) -> ToolInvocation {
     ToolInvocation {
         draft,
         capability,

@@ -189,6 +189,9 @@ impl DocumentTool {
         let definition = Definition::new(definition())?;
         let executor = self.executor.clone();
         let concurrency = self.concurrency.max(1);
+        // Send + Sync natively; on wasm32 the host types are neither, and
+        // the single-threaded executor shares the actor state all the same.
+        #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
         let actor = Arc::new(DocActor {
             definition,
             tool: self,

@@ -349,7 +349,12 @@ impl Run<'_> {
         }
     }
 
-    fn evaluate<'js>(&self, ctx: &Ctx<'js>, code: &str, input_json: &str) -> Result<Value<'js>, JsError> {
+    fn evaluate<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        code: &str,
+        input_json: &str,
+    ) -> Result<Value<'js>, JsError> {
         let input = ctx
             .json_parse(input_json)
             .catch(ctx)
@@ -374,7 +379,12 @@ impl Run<'_> {
     /// can drop a promise reaction it cannot allocate without raising
     /// anything, which leaves the script's promise pending forever. The heap
     /// is sampled every [`HEAP_SAMPLE_JOBS`] jobs and once at the end.
-    fn drain_jobs(&self, runtime: &Runtime, now: &dyn Fn() -> Duration, deadline: Duration) -> Result<bool, JsError> {
+    fn drain_jobs(
+        &self,
+        runtime: &Runtime,
+        now: &dyn Fn() -> Duration,
+        deadline: Duration,
+    ) -> Result<bool, JsError> {
         let limit = self.limits.heap_bytes as u64;
         let near_limit = |runtime: &Runtime| {
             let used = u64::try_from(runtime.memory_usage().malloc_size).unwrap_or(0);
@@ -390,7 +400,7 @@ impl Run<'_> {
                 Ok(false) => return Ok(exhausted || near_limit(runtime)),
                 Ok(true) => {
                     jobs += 1;
-                    if jobs % HEAP_SAMPLE_JOBS == 0 && !exhausted {
+                    if jobs.is_multiple_of(HEAP_SAMPLE_JOBS) && !exhausted {
                         exhausted = near_limit(runtime);
                     }
                 }
@@ -408,7 +418,10 @@ impl Run<'_> {
                     if self.interrupted.get() {
                         return Err(self.time_limit());
                     }
-                    if matches!(error, JsError::MemoryLimit { .. } | JsError::StackLimit { .. }) {
+                    if matches!(
+                        error,
+                        JsError::MemoryLimit { .. } | JsError::StackLimit { .. }
+                    ) {
                         return Err(error);
                     }
                     if no_object {
@@ -422,7 +435,12 @@ impl Run<'_> {
     }
 
     /// A promise result is replaced by what it settled with.
-    fn settle<'js>(&self, ctx: &Ctx<'js>, value: Value<'js>, heap_exhausted: bool) -> Result<Value<'js>, JsError> {
+    fn settle<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        value: Value<'js>,
+        heap_exhausted: bool,
+    ) -> Result<Value<'js>, JsError> {
         let Some(promise) = value.as_promise() else {
             return Ok(value);
         };
@@ -439,7 +457,11 @@ impl Run<'_> {
         }
     }
 
-    fn to_json<'js>(&self, ctx: &Ctx<'js>, value: Value<'js>) -> Result<(serde_json::Value, usize), JsError> {
+    fn to_json<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        value: Value<'js>,
+    ) -> Result<(serde_json::Value, usize), JsError> {
         if value.is_undefined() {
             return Ok((serde_json::Value::Null, 4));
         }
