@@ -375,3 +375,86 @@ fn s3_1_two_processes_racing_for_one_session_exactly_one_executes() {
         "exactly one run executed"
     );
 }
+
+#[test]
+fn a_question_waits_with_exit_3_and_respond_completes_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let scenario = dir.path().join("ask.json");
+    std::fs::write(
+        &scenario,
+        r#"{"turns": [
+            {"text": "one question", "tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?"}}]},
+            {"text": "thanks"}]}"#,
+    )
+    .expect("write");
+    let data = dir.path().join("data");
+    let out = agentrt(
+        &data,
+        &[
+            "run",
+            "ask me",
+            "--scenario",
+            scenario.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("agentrt respond "), "{stdout}");
+    let runs = agentrt(&data, &["--json", "runs"]);
+    let v: serde_json::Value =
+        serde_json::from_str(text(&runs.stdout).lines().next().expect("a run")).expect("json");
+    let run = v["run"].as_str().expect("id").to_owned();
+    assert_eq!(v["status"], "awaiting_input");
+    let answered = agentrt(&data, &["respond", &run, "blue"]);
+    assert_eq!(code(&answered), 0, "{}", text(&answered.stderr));
+    let again = agentrt(&data, &["respond", &run, "blue"]);
+    assert_eq!(code(&again), 2, "nothing left to answer");
+    assert_one_clear_line(&again, "respond twice");
+}
+
+#[test]
+fn stop_cancels_a_waiting_run_with_exit_4() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = agentrt(dir.path(), &["demo"]);
+    assert_eq!(code(&out), 3);
+    let runs = agentrt(dir.path(), &["--json", "runs"]);
+    let v: serde_json::Value =
+        serde_json::from_str(text(&runs.stdout).lines().next().expect("a run")).expect("json");
+    let run = v["run"].as_str().expect("id").to_owned();
+    let stopped = agentrt(dir.path(), &["stop", &run]);
+    assert_eq!(code(&stopped), 4, "cancelled: {}", text(&stopped.stderr));
+    let shown = agentrt(dir.path(), &["--json", "show", &run]);
+    let card: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!(card["status"], "cancelled");
+    assert_eq!(card["stop_reason"]["reason"], "user_stopped");
+    // A final run cannot be resumed: a usage error.
+    let resumed = agentrt(dir.path(), &["resume", &run]);
+    assert_eq!(code(&resumed), 2);
+    assert_one_clear_line(&resumed, "resume a cancelled run");
+}
+
+#[test]
+fn serve_listens_on_loopback_and_refuses_a_busy_port() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut child = Command::new(BIN)
+        .args(["--json", "serve", "--port", "0"])
+        .env("AGENTRT_DATA_DIR", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("line");
+    let v: serde_json::Value = serde_json::from_str(&line).expect("json");
+    let url = v["url"].as_str().expect("url").to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(v["token"].as_str().map(str::len), Some(64));
+    let port = url.rsplit(':').next().expect("port");
+    let busy = agentrt(dir.path(), &["serve", "--port", port]);
+    assert_eq!(code(&busy), 2);
+    assert_one_clear_line(&busy, "busy port");
+    child.kill().expect("kill");
+    let _ = child.wait();
+}
