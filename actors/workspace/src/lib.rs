@@ -7,7 +7,9 @@
 //! - [`store`]: one session's files over the host's `Storage` — manifest
 //!   entries in `Table::Manifests` under `<session>/<path>`, content in the
 //!   blob store by SHA-256, a per-session revision counter. Every mutation is
-//!   one fenced batch with compare-and-set conditions; `expectedRevision`
+//!   one fenced batch with compare-and-set conditions (the actor keeps a
+//!   snapshot of the session's records, valid while the stored revision
+//!   counter is unchanged); `expectedRevision`
 //!   (or "must not exist") guards it, and a stale one fails with the latest
 //!   entry and changes nothing (S7.3). Deletion goes to a trash
 //!   (`Table::Trash`) that keeps path and revision until it is emptied.
@@ -54,8 +56,6 @@ pub use limits::{Quota, Quotas};
 pub use manifest::{FileEntry, Operation, Receipt, Source, TrashEntry};
 pub use path::{PathError, PathErrorKind, WorkspacePath};
 pub use session::{CopyReport, DeleteReport, copy_session, delete_session};
-
-pub use store::{Expect, Listing, Usage, Workspace};
-
 pub use spill::{SpillTarget, WorkspaceSpill, bounded_summary, spill_path};
+pub use store::{Expect, Listing, Usage, Workspace};
 pub use tools::{WorkspaceTools, all_tool_definitions, spawn_tools, tool_registrations};
