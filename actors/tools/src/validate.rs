@@ -45,10 +45,8 @@ pub enum ArgumentError {
 pub enum TargetError {
     #[error("argument {field:?} is missing or not a string, but it names the call's target")]
     MissingField { field: String },
-    #[error(
-        "workspace path {path:?} is not a relative path inside the workspace (no leading '/', no '..' or empty segments, no control characters)"
-    )]
-    BadPath { path: String },
+    #[error("workspace path {path:?} is refused by the workspace path policy: {reason}")]
+    BadPath { path: String, reason: String },
     #[error("URL {url:?} is not an absolute http or https URL with a host: {why}")]
     BadUrl { url: String, why: String },
 }
@@ -172,22 +170,6 @@ impl CompiledSchema {
     }
 }
 
-/// A normalised workspace path: relative, `/`-separated, no `.`/`..`/empty
-/// segments, no backslashes or control characters. A leading `./` is dropped.
-pub fn normalise_workspace_path(path: &str) -> Option<String> {
-    let p = path.strip_prefix("./").unwrap_or(path);
-    if p.is_empty() || p.starts_with('/') || p.len() > 1024 {
-        return None;
-    }
-    let ok = p.split('/').all(|seg| {
-        !seg.is_empty()
-            && seg != "."
-            && seg != ".."
-            && !seg.chars().any(|c| c.is_control() || c == '\\')
-    });
-    ok.then(|| p.to_owned())
-}
-
 /// `scheme://host[:port]` of an http(s) URL, lowercase, default port omitted.
 pub fn url_origin(url: &url::Url) -> Option<(String, String)> {
     if !matches!(url.scheme(), "http" | "https") {
@@ -218,9 +200,15 @@ pub fn derive_target(
         TargetRule::None => Ok((Target::Nothing, TargetScope::NoTarget)),
         TargetRule::WorkspacePathArg { field } => {
             let raw = string_field(args, field)?;
-            let path = normalise_workspace_path(raw).ok_or_else(|| TargetError::BadPath {
-                path: raw.to_owned(),
-            })?;
+            // The workspace's own path policy, so that the capability's scope
+            // names exactly the path (NFC, no traversal) the workspace will touch.
+            let path = agent_workspace::WorkspacePath::parse(raw)
+                .map_err(|e| TargetError::BadPath {
+                    path: raw.to_owned(),
+                    reason: e.to_string(),
+                })?
+                .as_str()
+                .to_owned();
             Ok((
                 Target::WorkspacePath { path: path.clone() },
                 TargetScope::Workspace { prefix: path },
@@ -330,14 +318,23 @@ mod tests {
         let rule = TargetRule::WorkspacePathArg {
             field: "path".into(),
         };
-        let (t, _) = derive_target(&rule, &json!({"path": "./notes/a.md"})).unwrap();
+        // An NFD spelling is scoped as the NFC path the workspace stores.
+        let (t, _) = derive_target(&rule, &json!({"path": "notes/e\u{301}t\u{e9}.md"})).unwrap();
         assert_eq!(
             t,
             Target::WorkspacePath {
-                path: "notes/a.md".into()
+                path: "notes/\u{e9}t\u{e9}.md".into()
             }
         );
-        for bad in ["/etc/passwd", "a/../b", "a//b", ""] {
+        for bad in [
+            "/etc/passwd",
+            "a/../b",
+            "a//b",
+            "",
+            "./notes/a.md",
+            "C:/x",
+            "nul.txt",
+        ] {
             assert!(
                 derive_target(&rule, &json!({ "path": bad })).is_err(),
                 "{bad}"
