@@ -21,8 +21,8 @@ use agent_capabilities::ApprovalMode;
 use agent_fetch::{FetchActor, GatewayClient, Limits};
 use agent_kernel::budget::{Budget, BudgetPreset};
 use agent_kernel::host::{
-    Clock, Entropy, Executor, Host, LeaseError, Lifecycle, Storage, StorageError, StorageExt,
-    random_id,
+    Clock, Entropy, Executor, Host, LeaseError, LeaseGuard, Lifecycle, Storage, StorageError,
+    StorageExt, random_id,
 };
 use agent_kernel::memory::MemoryStorage;
 use agent_kernel::run::{AgentRun, RunStatus};
@@ -36,7 +36,7 @@ use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue
 use agent_tools::{
     PluginManifest, Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools,
 };
-use agent_workspace::{SpillTarget, WorkspaceDirectory, WorkspacePath, WorkspaceSpill};
+use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspacePath, WorkspaceSpill};
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -353,11 +353,20 @@ impl SecretResolver for PageSecrets {
 
 // ---------------------------------------------------------------- runtime
 
+/// What this tab holds while it executes a session: the stored lease (its
+/// fence also opens the session's workspace) and the tab lock. The guard is
+/// declared first so that it is released before the lock.
+struct Hold {
+    _guard: LeaseGuard,
+    _tab: SessionLease,
+}
+
 struct Inner {
     runtime: Runtime,
     host: Host,
     leases: SessionLeases,
-    holds: RefCell<HashMap<SessionId, SessionLease>>,
+    workspaces: WorkspaceDirectory,
+    holds: RefCell<HashMap<SessionId, Hold>>,
     sessions: RefCell<HashMap<RunId, SessionId>>,
     defaults: RunConfig,
     recovered: RefCell<Vec<String>>,
@@ -537,7 +546,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
     registry
         .register_all(tools)
         .map_err(|e| js_error(ErrorCode::InvalidConfig, e))?;
-    let spill = WorkspaceSpill::new(workspaces, SpillTarget::Workspace);
+    let spill = WorkspaceSpill::new(workspaces.clone(), SpillTarget::Workspace);
     let tools = spawn_tools(
         executor.clone(),
         clock.clone(),
@@ -570,6 +579,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         runtime,
         host,
         leases,
+        workspaces,
         holds: RefCell::new(HashMap::new()),
         sessions: RefCell::new(HashMap::new()),
         defaults,
@@ -659,8 +669,31 @@ impl Inner {
                 other => js_error(code, other),
             }
         })?;
-        self.holds.borrow_mut().insert(session.clone(), lease);
+        let guard = self
+            .runtime
+            .leases()
+            .acquire(session)
+            .await
+            .map_err(|e| js_error(lease_code(&e), e))?;
+        // The workspace actors write with this tenure's fence.
+        self.workspaces
+            .open(&self.host, guard.fence(), Quotas::default());
+        self.holds.borrow_mut().insert(
+            session.clone(),
+            Hold {
+                _guard: guard,
+                _tab: lease,
+            },
+        );
         Ok(())
+    }
+
+    /// Give up the session: close its workspace, release the lease and the tab lock.
+    fn release(&self, session: &SessionId) {
+        if self.holds.borrow_mut().remove(session).is_some() {
+            self.workspaces.close(session);
+            self.leases.notify_changed(session);
+        }
     }
 
     /// Give the session's tab lock back once none of its runs is running here.
@@ -686,8 +719,7 @@ impl Inner {
                     return;
                 }
             }
-            strong.holds.borrow_mut().remove(&session);
-            strong.leases.notify_changed(&session);
+            strong.release(&session);
         });
     }
 
@@ -752,14 +784,7 @@ impl AgentRuntime {
     pub fn create(
         #[wasm_bindgen(unchecked_param_type = "RuntimeConfig")] config: JsValue,
     ) -> js_sys::Promise {
-        promise(async move {
-            let config: RuntimeConfig = if config.is_undefined() || config.is_null() {
-                RuntimeConfig::default()
-            } else {
-                from_js(config, "runtime config")?
-            };
-            build(config).await.map(JsValue::from)
-        })
+        promise(async move { AgentRuntime::open(config).await.map(JsValue::from) })
     }
 
     /// False when IndexedDB could not be opened and runs live in memory only.
@@ -844,7 +869,7 @@ impl AgentRuntime {
                     Ok(JsValue::from_str(run.as_str()))
                 }
                 Err(e) => {
-                    inner.holds.borrow_mut().remove(&session);
+                    inner.release(&session);
                     Err(run_error(e))
                 }
             }
@@ -1178,7 +1203,10 @@ impl AgentRuntime {
     /// Stop using this runtime: release session locks; later calls fail with `unavailable`.
     pub fn close(&self) {
         self.inner.closed.set(true);
-        self.inner.holds.borrow_mut().clear();
+        let sessions: Vec<SessionId> = self.inner.holds.borrow().keys().cloned().collect();
+        for session in sessions {
+            self.inner.release(&session);
+        }
     }
 }
 
@@ -1202,6 +1230,17 @@ fn content_view<T: Serialize>(entry: &T, bytes: Vec<u8>) -> Result<JsValue, JsVa
 }
 
 impl AgentRuntime {
+    /// `AgentRuntime.create` for Rust callers (and tests): the same
+    /// configuration object, the runtime itself instead of a promise.
+    pub async fn open(config: JsValue) -> Result<AgentRuntime, JsValue> {
+        let config: RuntimeConfig = if config.is_undefined() || config.is_null() {
+            RuntimeConfig::default()
+        } else {
+            from_js(config, "runtime config")?
+        };
+        build(config).await
+    }
+
     fn answer(
         &self,
         run: String,

@@ -51,6 +51,16 @@ export function writeScenario(lastDelayMs = 0) {
   };
 }
 
+/** A built-in destructive call (always asks once, S6.1), then an answer. */
+export function trashScenario() {
+  return {
+    turns: [
+      { text: 'Emptying the trash.', tool_calls: [{ name: 'workspace_empty_trash', arguments: {} }] },
+      { text: 'The trash is empty.' },
+    ],
+  };
+}
+
 /** One slow answer, no tools. */
 export function slowScenario(delayMs) {
   return { turns: [{ text: 'A slow answer.', delay_ms: delayMs }] };

@@ -1,0 +1,136 @@
+//! The embedder API in headless Chromium: configuration errors carry stable
+//! codes, the memory fallback reports `durable: false`, a scripted run
+//! completes and reads back (S1.1), and errors are JS `Error`s with `code`.
+#![cfg(all(target_arch = "wasm32", feature = "runtime"))]
+
+use std::time::Duration;
+
+use agent_host_browser::api::AgentRuntime;
+use agent_host_browser::platform;
+use serde_json::{Value, json};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn js(value: &Value) -> JsValue {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .expect("to js")
+}
+
+fn rust(value: JsValue) -> Value {
+    serde_wasm_bindgen::from_value(value).expect("from js")
+}
+
+use serde::Serialize;
+
+fn code_of(err: &JsValue) -> String {
+    assert!(err.is_instance_of::<js_sys::Error>(), "a JS Error: {err:?}");
+    js_sys::Reflect::get(err, &"code".into())
+        .ok()
+        .and_then(|c| c.as_string())
+        .unwrap_or_default()
+}
+
+async fn create(config: Value) -> Result<AgentRuntime, JsValue> {
+    AgentRuntime::open(js(&config)).await
+}
+
+fn scripted(turns: Value) -> Value {
+    json!({ "model": { "provider": "scripted", "scenario": { "turns": turns } } })
+}
+
+#[wasm_bindgen_test]
+async fn bad_config_is_an_error_with_code_invalid_config() {
+    for config in [
+        json!({ "model": { "provider": "nope" } }),
+        json!({ "storage": "floppy", "model": { "provider": "scripted", "scenario": { "turns": [{ "text": "x" }] } } }),
+        json!({ "budget": "huge", "model": { "provider": "scripted", "scenario": { "turns": [{ "text": "x" }] } } }),
+        json!({ "unknownField": 1 }),
+        json!({}),
+    ] {
+        let err = create(config.clone()).await.err().expect("refused");
+        assert_eq!(code_of(&err), "invalid_config", "{config}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn s1_1_memory_fallback_reports_not_durable_and_a_run_completes() {
+    let mut config = scripted(json!([{ "text": "Hello from the script." }]));
+    config["storage"] = json!("memory");
+    let rt = create(config).await.expect("created");
+    assert!(!rt.durable());
+    let run = JsFuture::from(rt.start_run("s-mem".into(), "Hi".into(), JsValue::UNDEFINED))
+        .await
+        .expect("started")
+        .as_string()
+        .expect("run id");
+    let mut status = String::new();
+    for _ in 0..100 {
+        let view = rust(
+            JsFuture::from(rt.read_run(run.clone()))
+                .await
+                .expect("read"),
+        );
+        status = view["run"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if status == "completed" {
+            assert_eq!(view["output"], json!("Hello from the script."));
+            assert_eq!(view["run"]["stop_reason"]["reason"], json!("completed"));
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "completed");
+    let runs = rust(
+        JsFuture::from(rt.list_runs(Some("s-mem".into())))
+            .await
+            .expect("list"),
+    );
+    assert_eq!(runs.as_array().map(Vec::len), Some(1));
+    let none = rust(
+        JsFuture::from(rt.list_runs(Some("other".into())))
+            .await
+            .expect("list"),
+    );
+    assert_eq!(none, json!([]));
+}
+
+#[wasm_bindgen_test]
+async fn indexeddb_is_durable_and_bad_arguments_have_codes() {
+    let mut config = scripted(json!([{ "text": "ok" }]));
+    config["databaseName"] = json!(format!("api-{}", js_sys::Date::now() as u64));
+    let rt = create(config).await.expect("created");
+    assert!(rt.durable());
+    assert_eq!(rt.lock_backend(), "web_locks");
+    let err =
+        JsFuture::from(rt.start_run("bad session/../".into(), "x".into(), JsValue::UNDEFINED))
+            .await
+            .expect_err("bad session id");
+    assert_eq!(code_of(&err), "invalid_argument");
+    let err = JsFuture::from(rt.read_run("run-does-not-exist".into()))
+        .await
+        .expect_err("unknown run");
+    assert_eq!(code_of(&err), "not_found");
+    let err = JsFuture::from(rt.resume("run-does-not-exist".into()))
+        .await
+        .expect_err("unknown run");
+    assert_eq!(code_of(&err), "not_found");
+    let err = JsFuture::from(rt.decide("r".into(), "c".into(), "maybe".into()))
+        .await
+        .expect_err("bad choice");
+    assert_eq!(code_of(&err), "invalid_argument");
+    let err = JsFuture::from(rt.start_run(
+        "s".into(),
+        "x".into(),
+        js(&json!({ "budget": { "max_tool_rounds": 0 } })),
+    ))
+    .await
+    .expect_err("bad budget");
+    assert_eq!(code_of(&err), "invalid_config");
+}
