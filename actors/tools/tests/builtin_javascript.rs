@@ -645,12 +645,13 @@ async fn native_another_actor_keeps_answering_while_a_script_spins() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!script.is_finished(), "the script is still spinning");
+    // A blocked executor would answer nothing until the script ends at 1.5 s.
     assert!(
-        answered >= 20,
+        answered >= 10,
         "only {answered} pings answered while the script ran"
     );
     assert!(
-        slowest < Duration::from_millis(100),
+        slowest < Duration::from_millis(250),
         "a ping took {slowest:?}"
     );
 
