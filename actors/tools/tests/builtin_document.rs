@@ -634,3 +634,24 @@ fn definition_is_a_local_read_of_one_path() {
     );
     assert!(jsonschema::validator_for(&def.parameters).is_ok());
 }
+
+#[test]
+fn pdf_page_content_bound_below_and_above() {
+    let pdf = make_pdf(&["Bounded page content"], "Bound");
+    // The page's content stream: "BT\n/F1 12 Tf\n72 720 Td\n(Bounded page content) Tj\nET".
+    let content_len = "BT\n/F1 12 Tf\n72 720 Td\n(Bounded page content) Tj\nET".len();
+    let with = |bytes: usize| ExtractLimits {
+        max_pdf_page_bytes: bytes,
+        ..ExtractLimits::DEFAULT
+    };
+    assert!(extract(&pdf, &hint("b.pdf"), &with(content_len * 4)).is_ok());
+    match extract(&pdf, &hint("b.pdf"), &with(content_len / 2)) {
+        Err(ExtractError::Malformed {
+            format: DocumentFormat::Pdf,
+            detail,
+        }) => {
+            assert!(detail.contains("no page"), "{detail}");
+        }
+        other => panic!("expected the page bound to refuse, got {other:?}"),
+    }
+}
