@@ -5,6 +5,8 @@
 //! ```text
 //! cargo bench -p agent-host-native --bench runtime
 //! BENCH_QUICK=1 cargo bench -p agent-host-native --bench runtime   # smaller runs
+//! BENCH_ONLY=2 cargo bench -p agent-host-native --bench runtime     # sections 2 and 3
+//! BENCH_DIR=/some/disk cargo bench ...   # where the databases go (default: .)
 //! ```
 //!
 //! 1. Runtime overhead per tool round (scripted model, trivial read-only
@@ -73,7 +75,9 @@ fn config(rounds: usize, calls: usize) -> RunConfig {
     RunConfig {
         budget: Budget {
             max_tool_rounds: u32::try_from(rounds + 1).unwrap_or(1000).min(1000),
-            max_tool_calls: u32::try_from(rounds * calls + 1).unwrap_or(10_000).min(10_000),
+            max_tool_calls: u32::try_from(rounds * calls + 1)
+                .unwrap_or(10_000)
+                .min(10_000),
             max_tokens: None,
             max_duration_ms: None,
         },
@@ -120,7 +124,10 @@ fn run_memory(rounds: usize, calls: usize, tool: &str, ask: bool) -> (MemoryHost
         ToolLog::default(),
         SimToolsConfig::default(),
     );
-    let provider = Arc::new(ScriptedProvider::new(scenario(rounds, calls, tool, ask), host.clock.clone()));
+    let provider = Arc::new(ScriptedProvider::new(
+        scenario(rounds, calls, tool, ask),
+        host.clock.clone(),
+    ));
     let runtime = Runtime::new(
         host.clone(),
         OwnerId::new("bench").expect("owner"),
@@ -149,7 +156,9 @@ fn run_memory(rounds: usize, calls: usize, tool: &str, ask: bool) -> (MemoryHost
     let start = Instant::now();
     let run = mem
         .block_on_advancing(async {
-            let run = runtime.start(&session, "bench", config(rounds, calls)).await?;
+            let run = runtime
+                .start(&session, "bench", config(rounds, calls))
+                .await?;
             runtime.wait_settled(&run).await?;
             Ok::<_, agent_supervisor::RunError>(run)
         })
@@ -164,7 +173,13 @@ fn run_memory(rounds: usize, calls: usize, tool: &str, ask: bool) -> (MemoryHost
 // SQLite on tokio
 // ---------------------------------------------------------------------------
 
-async fn sqlite_runtime(path: &Path, rounds: usize, calls: usize, tool: &str, ask: bool) -> (Runtime, Arc<SqliteStorage>) {
+async fn sqlite_runtime(
+    path: &Path,
+    rounds: usize,
+    calls: usize,
+    tool: &str,
+    ask: bool,
+) -> (Runtime, Arc<SqliteStorage>) {
     let storage = Arc::new(
         SqliteStorage::open_with_liveness(path, Arc::new(|_: &OwnerId| Liveness::Unknown))
             .await
@@ -180,13 +195,32 @@ async fn sqlite_runtime(path: &Path, rounds: usize, calls: usize, tool: &str, as
         lifecycle: Lifecycle::new(),
         durable: true,
     };
-    let tools = spawn_sim_tools(executor.as_ref(), host.clock.clone(), ToolLog::default(), SimToolsConfig::default());
-    let provider = Arc::new(ScriptedProvider::new(scenario(rounds, calls, tool, ask), host.clock.clone()));
-    let runtime = Runtime::new(host, OwnerId::new("bench").expect("owner"), tools, provider, RuntimeOptions::default());
+    let tools = spawn_sim_tools(
+        executor.as_ref(),
+        host.clock.clone(),
+        ToolLog::default(),
+        SimToolsConfig::default(),
+    );
+    let provider = Arc::new(ScriptedProvider::new(
+        scenario(rounds, calls, tool, ask),
+        host.clock.clone(),
+    ));
+    let runtime = Runtime::new(
+        host,
+        OwnerId::new("bench").expect("owner"),
+        tools,
+        provider,
+        RuntimeOptions::default(),
+    );
     (runtime, storage)
 }
 
-async fn run_sqlite(path: &Path, rounds: usize, calls: usize, tool: &str) -> (Arc<SqliteStorage>, Measured, u64) {
+async fn run_sqlite(
+    path: &Path,
+    rounds: usize,
+    calls: usize,
+    tool: &str,
+) -> (Arc<SqliteStorage>, Measured, u64) {
     let (runtime, storage) = sqlite_runtime(path, rounds, calls, tool, false).await;
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let events = runtime.subscribe();
@@ -205,19 +239,27 @@ async fn run_sqlite(path: &Path, rounds: usize, calls: usize, tool: &str) -> (Ar
     let session = SessionId::new("bench-session").expect("session");
     let before = storage.commit_count();
     let start = Instant::now();
-    let run = runtime.start(&session, "bench", config(rounds, calls)).await.expect("start");
+    let run = runtime
+        .start(&session, "bench", config(rounds, calls))
+        .await
+        .expect("start");
     let settled = runtime.wait_settled(&run).await.expect("settled");
     let total = start.elapsed();
-    assert_eq!(settled.status, RunStatus::Completed, "{:?}", settled.stop_reason);
+    assert_eq!(
+        settled.status,
+        RunStatus::Completed,
+        "{:?}",
+        settled.stop_reason
+    );
     let commits = storage.commit_count() - before;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let per_round = rounds_from(&stamps.lock().expect("stamps"));
     (storage, Measured { per_round, total }, commits)
 }
 
-/// One `write` + `fsync` of 4 KiB in `dir`, and one bare SQLite commit (one
-/// row, WAL, synchronous=FULL), medians of `n`.
-fn disk_baselines(dir: &Path, n: usize) -> (Duration, Duration) {
+/// Samples of one `write` + `fsync` of 4 KiB in `dir`, and of one bare
+/// SQLite commit (one row, WAL, synchronous=FULL), `n` of each.
+fn disk_baselines(dir: &Path, n: usize) -> (Vec<Duration>, Vec<Duration>) {
     use std::io::Write;
     let mut fsyncs = Vec::new();
     let mut f = std::fs::File::create(dir.join("fsync.bin")).expect("file");
@@ -228,17 +270,26 @@ fn disk_baselines(dir: &Path, n: usize) -> (Duration, Duration) {
         fsyncs.push(t.elapsed());
     }
     let conn = rusqlite::Connection::open(dir.join("bare.sqlite3")).expect("open");
-    conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
-    conn.pragma_update(None, "synchronous", "FULL").expect("full");
-    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)", []).expect("table");
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .expect("wal");
+    conn.pragma_update(None, "synchronous", "FULL")
+        .expect("full");
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB)",
+        [],
+    )
+    .expect("table");
     let mut commits = Vec::new();
-    for i in 0..n {
+    for _ in 0..n {
         let t = Instant::now();
-        conn.execute("INSERT INTO t (k, v) VALUES (?1, ?2)", rusqlite::params![i as i64, vec![1u8; 200]])
-            .expect("insert");
+        conn.execute(
+            "INSERT INTO t (v) VALUES (?1)",
+            rusqlite::params![vec![1u8; 200]],
+        )
+        .expect("insert");
         commits.push(t.elapsed());
     }
-    (median(fsyncs), median(commits))
+    (fsyncs, commits)
 }
 
 /// Copy everything of a memory store into SQLite (tables and blobs).
@@ -261,106 +312,138 @@ async fn copy_into(from: &dyn Storage, to: &SqliteStorage) {
 
 fn main() {
     let quick = std::env::var_os("BENCH_QUICK").is_some();
-    let dir = tempfile::tempdir_in(std::env::var_os("BENCH_DIR").unwrap_or_else(|| ".".into())).expect("dir");
+    let dir = tempfile::tempdir_in(std::env::var_os("BENCH_DIR").unwrap_or_else(|| ".".into()))
+        .expect("dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio");
     let sizes: &[usize] = if quick { &[100] } else { &[100, 1000] };
+    // BENCH_ONLY=1,2,3,4 picks sections (3 needs 2).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_else(|_| "1,2,3,4".into());
+    let on = |n: &str| only.split(',').any(|s| s.trim() == n);
 
-    println!("== 1. runtime overhead per tool round (scripted model, read-only tool) ==");
-    for &n in sizes {
-        let (_, _, m) = run_memory(n, 1, "read_note", false);
-        report_rounds(&format!("memory host, {n} rounds"), &m);
-    }
     let mut sqlite_round = Duration::ZERO;
-    for &n in sizes {
-        let path = dir.path().join(format!("overhead-{n}.sqlite3"));
-        let (_, m, _) = rt.block_on(run_sqlite(&path, n, 1, "read_note"));
-        report_rounds(&format!("sqlite (tokio), {n} rounds"), &m);
-        sqlite_round = median(m.per_round.clone());
-    }
-
-    println!("\n== 2. durable commits per effectful tool round (write_note, SQLite) ==");
-    let n = if quick { 50 } else { 200 };
-    let path = dir.path().join("effects.sqlite3");
-    let (storage, m, commits) = rt.block_on(run_sqlite(&path, n, 1, "write_note"));
-    let (fsync, bare) = disk_baselines(dir.path(), if quick { 30 } else { 100 });
-    let round = median(m.per_round.clone());
-    println!(
-        "effectful rounds {n}: {commits} commits in the run = {:.2} per round (incl. start and final answer)",
-        commits as f64 / n as f64
-    );
-    println!("one fsync (4 KiB) on this disk: {:.1} µs; one bare SQLite commit (WAL, FULL): {:.1} µs", us(fsync), us(bare));
-    println!(
-        "median effectful round on SQLite: {:.1} µs = {:.1} x fsync = {:.1} x bare commit; read-only round {:.1} µs",
-        us(round),
-        us(round) / us(fsync).max(1e-9),
-        us(round) / us(bare).max(1e-9),
-        us(sqlite_round)
-    );
-
-    println!("\n== 3. stored bytes per tool round (tables only, no blobs) ==");
-    let (rows, bytes) = rt.block_on(storage.table_footprint()).expect("footprint");
-    println!(
-        "after {n} effectful rounds: {rows} rows, {bytes} bytes = {:.0} bytes per round (incl. the run's fixed records)",
-        bytes as f64 / n as f64
-    );
-    if !quick {
-        let small = dir.path().join("bytes-100.sqlite3");
-        let large = dir.path().join("bytes-1000.sqlite3");
-        let (s, _, _) = rt.block_on(run_sqlite(&small, 100, 1, "write_note"));
-        let (l, _, _) = rt.block_on(run_sqlite(&large, 1000, 1, "write_note"));
-        let (_, sb) = rt.block_on(s.table_footprint()).expect("fp");
-        let (_, lb) = rt.block_on(l.table_footprint()).expect("fp");
-        println!(
-            "marginal: (bytes at 1000 rounds - bytes at 100 rounds) / 900 = {:.0} bytes per round",
-            (lb as f64 - sb as f64) / 900.0
-        );
-    }
-
-    println!("\n== 4. resume time by journal length (SQLite; a fresh runtime answers the pending question) ==");
-    let lengths: &[usize] = if quick { &[10, 100] } else { &[10, 100, 1000, 10_000] };
-    for &records in lengths {
-        let calls = if records >= 1000 { 10 } else { 1 };
-        let rounds = records / calls;
-        let (mem, run, _) = run_memory(rounds, calls, "read_note", true);
-        let journal = rt
-            .block_on(mem.storage().scan_prefix(Table::Journal, &format!("{run}/")))
-            .expect("journal")
-            .len();
-        let mut samples = Vec::new();
-        for rep in 0..(if quick { 3 } else { 5 }) {
-            let path = dir.path().join(format!("resume-{records}-{rep}.sqlite3"));
-            let sample = rt.block_on(async {
-                {
-                    let target = SqliteStorage::open(&path).await.expect("open");
-                    copy_into(mem.storage().as_ref(), &target).await;
-                }
-                let (runtime, _storage) = sqlite_runtime(&path, rounds, calls, "read_note", true).await;
-                let pending = runtime.pending(&run).await.expect("pending");
-                let request = pending
-                    .iter()
-                    .find(|p| matches!(p.kind, PendingKind::Input { .. }))
-                    .expect("question pending")
-                    .id
-                    .clone();
-                let t = Instant::now();
-                runtime.respond(&run, &request, "yes").await.expect("respond");
-                let loaded = t.elapsed();
-                let done = runtime.wait_settled(&run).await.expect("settled");
-                assert_eq!(done.status, RunStatus::Completed);
-                (loaded, t.elapsed())
-            });
-            samples.push(sample);
+    if on("1") {
+        println!("== 1. runtime overhead per tool round (scripted model, read-only tool) ==");
+        for &n in sizes {
+            let (_, _, m) = run_memory(n, 1, "read_note", false);
+            report_rounds(&format!("memory host, {n} rounds"), &m);
         }
-        let loaded = median(samples.iter().map(|s| s.0).collect());
-        let total = median(samples.iter().map(|s| s.1).collect());
+        for &n in sizes {
+            let path = dir.path().join(format!("overhead-{n}.sqlite3"));
+            let (_, m, _) = rt.block_on(run_sqlite(&path, n, 1, "read_note"));
+            report_rounds(&format!("sqlite (tokio), {n} rounds"), &m);
+            sqlite_round = median(m.per_round.clone());
+        }
+    }
+
+    if on("2") {
+        println!("\n== 2. durable commits per effectful tool round (write_note, SQLite) ==");
+        let n = if quick { 50 } else { 200 };
+        let path = dir.path().join("effects.sqlite3");
+        // Baselines before and after the run, so that all three share the disk's mood.
+        let samples = if quick { 30 } else { 100 };
+        let (mut fsyncs, mut bares) = disk_baselines(dir.path(), samples);
+        let (storage, m, commits) = rt.block_on(run_sqlite(&path, n, 1, "write_note"));
+        let (f2, b2) = disk_baselines(dir.path(), samples);
+        fsyncs.extend(f2);
+        bares.extend(b2);
+        let (fsync, bare) = (median(fsyncs), median(bares));
+        let round = median(m.per_round.clone());
         println!(
-            "{journal:>6} journal records: resume (load + accept the answer) {:>9.2} ms; to completion {:>9.2} ms",
-            loaded.as_secs_f64() * 1e3,
-            total.as_secs_f64() * 1e3
+            "effectful rounds {n}: {commits} commits in the run = {:.2} per round (incl. start and final answer)",
+            commits as f64 / n as f64
         );
+        println!(
+            "one fsync (4 KiB) on this disk: {:.1} µs; one bare SQLite commit (WAL, FULL): {:.1} µs",
+            us(fsync),
+            us(bare)
+        );
+        println!(
+            "median effectful round on SQLite: {:.1} µs = {:.1} x fsync = {:.1} x bare commit; read-only round {:.1} µs",
+            us(round),
+            us(round) / us(fsync).max(1e-9),
+            us(round) / us(bare).max(1e-9),
+            us(sqlite_round)
+        );
+
+        println!("\n== 3. stored bytes per tool round (tables only, no blobs) ==");
+        let (rows, bytes) = rt.block_on(storage.table_footprint()).expect("footprint");
+        println!(
+            "after {n} effectful rounds: {rows} rows, {bytes} bytes = {:.0} bytes per round (incl. the run's fixed records)",
+            bytes as f64 / n as f64
+        );
+        if !quick {
+            let small = dir.path().join("bytes-100.sqlite3");
+            let large = dir.path().join("bytes-1000.sqlite3");
+            let (s, _, _) = rt.block_on(run_sqlite(&small, 100, 1, "write_note"));
+            let (l, _, _) = rt.block_on(run_sqlite(&large, 1000, 1, "write_note"));
+            let (_, sb) = rt.block_on(s.table_footprint()).expect("fp");
+            let (_, lb) = rt.block_on(l.table_footprint()).expect("fp");
+            println!(
+                "marginal: (bytes at 1000 rounds - bytes at 100 rounds) / 900 = {:.0} bytes per round",
+                (lb as f64 - sb as f64) / 900.0
+            );
+        }
+    }
+    if on("4") {
+        println!(
+            "\n== 4. resume time by journal length (SQLite; a fresh runtime answers the pending question) =="
+        );
+        let lengths: &[usize] = if quick {
+            &[10, 100]
+        } else {
+            &[10, 100, 1000, 10_000]
+        };
+        for &records in lengths {
+            let calls = if records >= 1000 { 10 } else { 1 };
+            let rounds = records / calls;
+            let (mem, run, _) = run_memory(rounds, calls, "read_note", true);
+            let journal = rt
+                .block_on(
+                    mem.storage()
+                        .scan_prefix(Table::Journal, &format!("{run}/")),
+                )
+                .expect("journal")
+                .len();
+            let mut samples = Vec::new();
+            for rep in 0..(if quick { 3 } else { 5 }) {
+                let path = dir.path().join(format!("resume-{records}-{rep}.sqlite3"));
+                let sample = rt.block_on(async {
+                    {
+                        let target = SqliteStorage::open(&path).await.expect("open");
+                        copy_into(mem.storage().as_ref(), &target).await;
+                    }
+                    let (runtime, _storage) =
+                        sqlite_runtime(&path, rounds, calls, "read_note", true).await;
+                    let pending = runtime.pending(&run).await.expect("pending");
+                    let request = pending
+                        .iter()
+                        .find(|p| matches!(p.kind, PendingKind::Input { .. }))
+                        .expect("question pending")
+                        .id
+                        .clone();
+                    let t = Instant::now();
+                    runtime
+                        .respond(&run, &request, "yes")
+                        .await
+                        .expect("respond");
+                    let loaded = t.elapsed();
+                    let done = runtime.wait_settled(&run).await.expect("settled");
+                    assert_eq!(done.status, RunStatus::Completed);
+                    (loaded, t.elapsed())
+                });
+                samples.push(sample);
+            }
+            let loaded = median(samples.iter().map(|s| s.0).collect());
+            let total = median(samples.iter().map(|s| s.1).collect());
+            println!(
+                "{journal:>6} journal records: resume (load + accept the answer) {:>9.2} ms; to completion {:>9.2} ms",
+                loaded.as_secs_f64() * 1e3,
+                total.as_secs_f64() * 1e3
+            );
+        }
     }
 }
