@@ -375,6 +375,16 @@ fn main() {
             "after {n} effectful rounds: {rows} rows, {bytes} bytes = {:.0} bytes per round (incl. the run's fixed records)",
             bytes as f64 / n as f64
         );
+        let raw = rusqlite::Connection::open(storage.path()).expect("raw");
+        let (blobs, blob_bytes): (i64, i64) = raw
+            .query_row("SELECT count(*), coalesce(sum(size), 0) FROM blobs", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .expect("blobs");
+        println!(
+            "(for reference, blobs: {blobs} blobs, {blob_bytes} bytes = {:.0} bytes per round)",
+            blob_bytes as f64 / n as f64
+        );
         if !quick {
             let small = dir.path().join("bytes-100.sqlite3");
             let large = dir.path().join("bytes-1000.sqlite3");
