@@ -12,7 +12,8 @@ const pkg = join(here, '..', 'pkg');
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit' });
 
 run('cargo', ['build', '--release', '--target', 'wasm32-unknown-unknown', '-p', 'agent-host-browser', '--lib']);
-run('wasm-bindgen', ['--target', 'web', '--out-dir', pkg,
+// The name and producers sections only help debuggers: about 1 MiB of the raw size.
+run('wasm-bindgen', ['--target', 'web', '--remove-name-section', '--remove-producers-section', '--out-dir', pkg,
   join(root, 'target', 'wasm32-unknown-unknown', 'release', 'agent_host_browser.wasm')]);
 const wasm = join(pkg, 'agent_host_browser_bg.wasm');
 const raw = statSync(wasm).size;

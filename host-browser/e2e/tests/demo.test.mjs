@@ -29,6 +29,35 @@ test('the demo page loads without console errors and reports durable storage', a
   await context.close();
 });
 
+test('the default demo scenario: workspace file, run_javascript in the Worker, Artifact, approval', async () => {
+  const context = await env.browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  const session = uniqueSession('demo');
+  await page.goto(`${env.pageUrl}/?session=${session}`);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  const origins = new Set();
+  context.on('request', (r) => origins.add(new URL(r.url()).origin));
+  await page.click('#send');
+  await approveVisible(page);
+  await waitStatus(page, 'completed', 30_000);
+  const rows = await page.locator('#tools tr').evaluateAll((trs) => trs.map((tr) => [tr.children[1].textContent, tr.children[2].textContent]));
+  assert.deepEqual(rows, [
+    ['workspace_write', 'committed'], ['run_javascript', 'committed'],
+    ['publish_artifact', 'committed'], ['workspace_empty_trash', 'committed'],
+  ]);
+  await page.waitForFunction(() => document.querySelectorAll('#workspace li').length === 1 && document.querySelectorAll('#artifacts li').length === 1);
+  assert.match(await page.locator('#workspace').textContent(), /notes\/hello\.md/);
+  assert.match(await page.locator('#artifacts').textContent(), /hello\.md/);
+  assert.match(await page.locator('#run-output').textContent(), /sum is 10/);
+  origins.delete('null');
+  for (const o of origins) assert.ok(o === env.pageUrl || o === 'blob:' || o.startsWith('blob'), `no request left the page's origin: ${o}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('S6: a run completes after an approval click; the run card screenshot is saved', async () => {
   const context = await env.browser.newContext();
   const session = uniqueSession('approve');
