@@ -29,6 +29,20 @@ test('the demo page loads without console errors and reports durable storage', a
   await context.close();
 });
 
+test('S1.1: without IndexedDB the runtime falls back to memory and says it is not durable', async () => {
+  const context = await env.browser.newContext();
+  const page = await context.newPage();
+  await page.addInitScript(() => { Object.defineProperty(window, 'indexedDB', { value: undefined }); });
+  await page.goto(`${env.pageUrl}/?session=${uniqueSession('nodb')}`);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  assert.equal(await page.evaluate(() => window.agentrtDemo.runtime.durable), false);
+  assert.match(await page.locator('#host-status').textContent(), /memory only/);
+  await page.click('#send');
+  await approveVisible(page);
+  await waitStatus(page, 'completed', 30_000);
+  await context.close();
+});
+
 test('the default demo scenario: workspace file, run_javascript in the Worker, Artifact, approval', async () => {
   const context = await env.browser.newContext();
   const page = await context.newPage();
