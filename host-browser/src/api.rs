@@ -359,6 +359,8 @@ impl SecretResolver for PageSecrets {
 struct Hold {
     _guard: LeaseGuard,
     _tab: SessionLease,
+    /// Commands and runs of this tab using the session; released at zero.
+    users: usize,
 }
 
 struct Inner {
@@ -656,7 +658,8 @@ impl Inner {
         if self.closed.get() {
             return Err(js_error(ErrorCode::Unavailable, "this runtime was closed"));
         }
-        if self.holds.borrow().contains_key(session) {
+        if let Some(hold) = self.holds.borrow_mut().get_mut(session) {
+            hold.users += 1;
             return Ok(());
         }
         let lease = self.leases.hold(session).await.map_err(|e| {
@@ -683,9 +686,24 @@ impl Inner {
             Hold {
                 _guard: guard,
                 _tab: lease,
+                users: 1,
             },
         );
         Ok(())
+    }
+
+    /// One user of the session is done; the last one releases it.
+    fn done(&self, session: &SessionId) {
+        let last = match self.holds.borrow_mut().get_mut(session) {
+            Some(hold) => {
+                hold.users = hold.users.saturating_sub(1);
+                hold.users == 0
+            }
+            None => false,
+        };
+        if last {
+            self.release(session);
+        }
     }
 
     /// Give up the session: close its workspace, release the lease and the tab lock.
@@ -696,7 +714,8 @@ impl Inner {
         }
     }
 
-    /// Give the session's tab lock back once none of its runs is running here.
+    /// Count this use of the session done once `run` settles here (it is
+    /// no longer `running` in this tab): awaiting, interrupted or final.
     fn release_when_settled(self: &Rc<Self>, run: RunId, session: SessionId) {
         let inner = Rc::downgrade(self);
         wasm_bindgen_futures::spawn_local(async move {
@@ -704,22 +723,7 @@ impl Inner {
                 return;
             };
             let _ = strong.runtime.wait_settled(&run).await;
-            loop {
-                let busy = match strong.runtime.runs().await {
-                    Ok(runs) => runs
-                        .iter()
-                        .any(|r| r.session == session && r.status == RunStatus::Running),
-                    Err(_) => false,
-                };
-                if !busy {
-                    break;
-                }
-                platform::sleep(Duration::from_millis(250)).await;
-                if strong.closed.get() {
-                    return;
-                }
-            }
-            strong.release(&session);
+            strong.done(&session);
         });
     }
 
@@ -869,7 +873,7 @@ impl AgentRuntime {
                     Ok(JsValue::from_str(run.as_str()))
                 }
                 Err(e) => {
-                    inner.release(&session);
+                    inner.done(&session);
                     Err(run_error(e))
                 }
             }

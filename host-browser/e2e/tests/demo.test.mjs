@@ -109,6 +109,8 @@ test('S3: a second tab cannot execute a session while the first holds it, and ca
   await send(second, 'Now me.');
   await waitStatus(second, 'completed', 20_000);
   assert.equal(await second.evaluate(() => document.body.dataset.lastError ?? null), null);
+  // Done executing: the second tab gives the session back (the closed tab's run does not pin it).
+  await second.waitForFunction((s) => !window.agentrtDemo.runtime.holdsSession(s), session, { timeout: 5_000 });
   await context.close();
 });
 
