@@ -44,6 +44,7 @@ export async function startPageServer(port = 0) {
 /** A counting server: POST /writes counts and answers { ok, count }. */
 export async function startCountingServer() {
   let count = 0;
+  let delayMs = 0;
   const bodies = [];
   const cors = (req) => ({
     'access-control-allow-origin': req.headers.origin || '*',
@@ -59,15 +60,22 @@ export async function startCountingServer() {
       if (req.method === 'POST' && req.url.startsWith('/writes')) {
         count += 1;
         bodies.push({ body, key: req.headers['idempotency-key'] || null });
-        res.writeHead(200, { ...cors(req), 'content-type': 'application/json' });
-        res.end(JSON.stringify({ ok: true, count }));
+        const answer = () => {
+          res.writeHead(200, { ...cors(req), 'content-type': 'application/json' });
+          res.end(JSON.stringify({ ok: true, count }));
+        };
+        // The write counts on arrival; a delay keeps its answer in flight.
+        if (delayMs > 0) setTimeout(answer, delayMs); else answer();
         return;
       }
       res.writeHead(404, cors(req)).end();
     });
   });
   const url = await listen(server);
-  return { url, count: () => count, bodies, close: () => new Promise((r) => server.close(r)) };
+  return {
+    url, count: () => count, bodies, setDelay: (ms) => { delayMs = ms; },
+    close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }),
+  };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -5,7 +5,7 @@
 import init, { AgentRuntime } from './pkg/agent_host_browser.js';
 
 const $ = (id) => document.getElementById(id);
-const state = { runtime: null, session: 'demo', runId: null, subscription: null, shown: {}, openRequest: null, text: '' };
+const state = { runtime: null, session: 'demo', runId: null, subscription: null, shown: {}, answered: new Set(), openRequest: null, text: '' };
 window.agentrtDemo = state;
 
 function setError(message) {
@@ -109,7 +109,8 @@ async function renderRun() {
   showPending(view.pending);
 }
 
-function showPending(pending) {
+function showPending(all) {
+  const pending = all.filter((p) => !state.answered.has(p.id));
   if (state.openRequest && pending.some((p) => p.id === state.openRequest)) return;
   const next = pending[0];
   if (!next) return;
@@ -139,8 +140,11 @@ function showPending(pending) {
 }
 
 async function answered(dialog, action) {
+  // Never show an answered request again, even while the answer is on its way.
+  const id = dialog.dataset.request;
+  state.answered.add(id);
+  try { await action(); } catch (e) { setError(describeError(e)); state.answered.delete(id); }
   state.openRequest = null;
-  try { await action(); } catch (e) { setError(describeError(e)); }
   delete dialog.dataset.request;
   await refresh();
 }

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import {
-  RESULTS, config, counterPlugin, openPage, send, setup, sleep, slowScenario, status, trashScenario,
+  RESULTS, askScenario, config, counterPlugin, openPage, send, setup, sleep, slowScenario, status, trashScenario,
   uniqueSession, waitStatus, writeScenario,
 } from './helpers.mjs';
 
@@ -199,5 +199,48 @@ test('S5.2 + S6.4: an approved plugin call after a reload still runs', { todo: '
   await page.click('#approve');
   await waitStatus(page, 'completed');
   assert.equal(env.counter.count() - before, 1, 'the approved write reached the server once');
+  await context.close();
+});
+
+test('S5.1: ask_user shows the question and the answer continues the run', async () => {
+  const context = await env.browser.newContext();
+  const page = await openPage(context, env.pageUrl, config(askScenario()), uniqueSession('ask'));
+  await send(page, 'Ask me.');
+  await page.waitForSelector('#input[open]', { timeout: 20_000 });
+  assert.equal(await status(page), 'awaiting_input');
+  assert.equal(await page.locator('#input-question').textContent(), 'What is your name?');
+  await page.fill('#input-answer', 'Ada');
+  await page.click('#input-send');
+  await waitStatus(page, 'completed');
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});
+
+test('S2.3: a reload while a non-idempotent write is in flight leaves it effect_unknown; the person decides; it is never repeated', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('inflight');
+  const cfg = config(writeScenario(0), { plugins: [counterPlugin(env.counter.url)] });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  const before = env.counter.count();
+  env.counter.setDelay(5_000);
+  try {
+    await send(page, 'Record a write.');
+    await approveVisible(page);
+    await page.waitForFunction(() => document.querySelector('#tools tr[data-state="running"]'), null, { timeout: 20_000 });
+    while (env.counter.count() === before) await sleep(50);
+    await page.reload();
+  } finally {
+    env.counter.setDelay(0);
+  }
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  await waitStatus(page, 'interrupted');
+  await page.waitForSelector('#decision[open]', { timeout: 20_000 });
+  assert.equal(await page.locator('#decision-tool').textContent(), 'record_write');
+  assert.deepEqual(await page.locator('#tools tr td:nth-child(3)').allTextContents(), ['committed', 'effect_unknown']);
+  await page.click('#decision button[value="mark_done"]');
+  await waitStatus(page, 'completed', 20_000);
+  assert.deepEqual(await page.evaluate(() => Object.values(window.agentrtDemo.shown)), [1], 'the decision was asked once');
+  await sleep(500);
+  assert.equal(env.counter.count() - before, 1, 'the write reached the server exactly once');
   await context.close();
 });

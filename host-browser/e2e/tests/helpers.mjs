@@ -61,6 +61,16 @@ export function trashScenario() {
   };
 }
 
+/** Ask the person a question, then answer. */
+export function askScenario() {
+  return {
+    turns: [
+      { text: 'I need to ask.', tool_calls: [{ name: 'ask_user', arguments: { question: 'What is your name?' } }] },
+      { text: 'Thank you.' },
+    ],
+  };
+}
+
 /** One slow answer, no tools. */
 export function slowScenario(delayMs) {
   return { turns: [{ text: 'A slow answer.', delay_ms: delayMs }] };
