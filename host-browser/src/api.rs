@@ -898,13 +898,13 @@ impl AgentRuntime {
             loop {
                 let next = futures::select! {
                     _ = stop => break,
-                    e = events.recv().fuse() => Either3::Event(e.ok()),
-                    n = notices.next().fuse() => Either3::Notice(n),
+                    e = events.recv().fuse() => Next::Event(e.ok()),
+                    n = notices.next().fuse() => Next::Notice(n),
                 };
                 let Some(inner) = inner.upgrade() else { break };
                 let payloads: Vec<Value> = match next {
-                    Either3::Event(None) | Either3::Notice(None) => break,
-                    Either3::Event(Some(event)) => {
+                    Next::Event(None) | Next::Notice(None) => break,
+                    Next::Event(Some(event)) => {
                         let run = event.run().clone();
                         match inner.session_of(&run).await {
                             Ok(s) if s == session => {}
@@ -927,7 +927,7 @@ impl AgentRuntime {
                             }
                         }
                     }
-                    Either3::Notice(Some(notice)) => {
+                    Next::Notice(Some(notice)) => {
                         if notice.session() != session.as_str() {
                             continue;
                         }
@@ -1214,7 +1214,8 @@ impl AgentRuntime {
     }
 }
 
-enum Either3 {
+/// What the subscription loop woke up for.
+enum Next {
     Event(Option<RunEvent>),
     Notice(Option<Notice>),
 }

@@ -178,8 +178,8 @@ impl SessionLease {
     pub fn session(&self) -> &SessionId {
         &self.session
     }
-    /// Split into the kernel guard, leaving the tab lock counted until this
-    /// value drops (for code that needs a `LeaseGuard`).
+    /// The stored-lease guard, when this lease was taken with `acquire`
+    /// (`hold` takes the tab lock alone).
     pub fn guard(&self) -> Option<&LeaseGuard> {
         self.guard.as_ref()
     }
