@@ -22,8 +22,10 @@ test('the demo page loads without console errors and reports durable storage', a
   const errors = [];
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(String(e)));
+  const started = Date.now();
   await page.goto(`${env.pageUrl}/`);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  console.log(`page ready (wasm loaded, runtime created) in ${Date.now() - started} ms`);
   assert.match(await page.locator('#host-status').textContent(), /IndexedDB \(durable\)/);
   assert.deepEqual(errors, []);
   await context.close();
