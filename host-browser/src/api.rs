@@ -6,7 +6,8 @@
 //!
 //! Wiring: IndexedDB storage (memory when it cannot be opened, reported as
 //! `durable: false`), Web Locks tab locks, page lifecycle events, the tools
-//! actor with `run_javascript` (Worker), the workspace and Artifact tools,
+//! actor with `run_javascript` (Worker), `extract_document` (on the page's
+//! event loop: a tab has no blocking thread), the workspace and Artifact tools,
 //! `fetch_url` through the native gateway and configured HTTP plugins, and
 //! the supervisor's `Runtime`. Loading never resumes a run or starts network
 //! work: it only recovers runs left `running` into `interrupted`.
@@ -30,6 +31,9 @@ use agent_kernel::{CallId, OwnerId, RequestId, RunId, SessionId};
 use agent_supervisor::{
     Choice, ModelProvider, OpenAiConfig, OpenAiProvider, RunConfig, RunError, RunEvent, Runtime,
     RuntimeOptions, Scenario, ScriptedProvider,
+};
+use agent_tools::builtin::document::{
+    DocumentOrigin, DocumentSource, DocumentSourceError, DocumentTool, SourceDocument,
 };
 use agent_tools::builtin::javascript::JsLimits;
 use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue};
@@ -351,6 +355,60 @@ impl SecretResolver for PageSecrets {
     }
 }
 
+/// `extract_document` reads workspace files through the session's open
+/// workspace actor (the same rule as the native host).
+struct WorkspaceDocuments {
+    directory: WorkspaceDirectory,
+}
+
+#[async_trait::async_trait(?Send)]
+impl DocumentSource for WorkspaceDocuments {
+    async fn read(
+        &self,
+        session: &SessionId,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<SourceDocument, DocumentSourceError> {
+        let not_found = || DocumentSourceError::NotFound {
+            path: path.to_owned(),
+        };
+        let parsed = WorkspacePath::parse(path).map_err(|_| not_found())?;
+        let actors = self.directory.get(session).ok_or_else(|| {
+            DocumentSourceError::Unavailable(format!(
+                "the workspace of session {session} is not open"
+            ))
+        })?;
+        let entry = actors
+            .workspace
+            .stat(&parsed)
+            .await
+            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?
+            .ok_or_else(not_found)?;
+        if entry.size > max_bytes as u64 {
+            return Err(DocumentSourceError::TooLarge {
+                path: path.to_owned(),
+                size: entry.size,
+                limit: max_bytes,
+            });
+        }
+        let (entry, bytes) = actors
+            .workspace
+            .read(&parsed)
+            .await
+            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?;
+        let origin = match entry.source {
+            agent_workspace::Source::User => DocumentOrigin::User,
+            agent_workspace::Source::Tool { .. } => DocumentOrigin::Runtime,
+            _ => DocumentOrigin::External,
+        };
+        Ok(SourceDocument {
+            bytes,
+            mime: Some(entry.mime),
+            origin,
+        })
+    }
+}
+
 // ---------------------------------------------------------------- runtime
 
 /// What this tab holds while it executes a session: the stored lease (its
@@ -513,6 +571,19 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
             js,
         ));
     }
+    let documents = DocumentTool::new(
+        executor.clone(),
+        clock.clone(),
+        Arc::new(WorkspaceDocuments {
+            directory: workspaces.clone(),
+        }),
+    )
+    .spawn(None)
+    .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
+    tools.push(ToolRegistration::builtin(
+        agent_tools::builtin::document::definition(),
+        documents,
+    ));
     for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone()) {
         tools.push(ToolRegistration::builtin(definition, addr));
     }

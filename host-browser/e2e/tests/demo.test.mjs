@@ -45,7 +45,7 @@ test('S1.1: without IndexedDB the runtime falls back to memory and says it is no
   await context.close();
 });
 
-test('the default demo scenario: workspace file, run_javascript in the Worker, Artifact, approval', async () => {
+test('the default demo scenario: workspace file, run_javascript in the Worker, extract_document, Artifact, approval', async () => {
   const context = await env.browser.newContext();
   const page = await context.newPage();
   const errors = [];
@@ -62,7 +62,7 @@ test('the default demo scenario: workspace file, run_javascript in the Worker, A
   const rows = await page.locator('#tools tr').evaluateAll((trs) => trs.map((tr) => [tr.children[1].textContent, tr.children[2].textContent]));
   assert.deepEqual(rows, [
     ['workspace_write', 'committed'], ['run_javascript', 'committed'],
-    ['publish_artifact', 'committed'], ['workspace_empty_trash', 'committed'],
+    ['publish_artifact', 'committed'], ['extract_document', 'committed'], ['workspace_empty_trash', 'committed'],
   ]);
   await page.waitForFunction(() => document.querySelectorAll('#workspace li').length === 1 && document.querySelectorAll('#artifacts li').length === 1);
   assert.match(await page.locator('#workspace').textContent(), /notes\/hello\.md/);
