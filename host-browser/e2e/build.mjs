@@ -9,12 +9,25 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
 const pkg = join(here, '..', 'pkg');
-const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit' });
+// Its own target directory: the size settings below would otherwise rebuild
+// the shared release artifacts, and it never waits for other builds' locks.
+const targetDir = join(root, 'target-browser');
+const env = {
+  ...process.env,
+  // Link-time optimisation and size-oriented code: about a quarter smaller gzipped.
+  CARGO_PROFILE_RELEASE_LTO: 'true',
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS: '1',
+  CARGO_PROFILE_RELEASE_OPT_LEVEL: 's',
+};
+// RUSTFLAGS would replace .cargo/config.toml's wasm32 rustflags (TOOLCHAIN.md).
+delete env.RUSTFLAGS;
+const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env });
 
-run('cargo', ['build', '--release', '--target', 'wasm32-unknown-unknown', '-p', 'agent-host-browser', '--lib']);
+run('cargo', ['build', '--release', '--target', 'wasm32-unknown-unknown', '-p', 'agent-host-browser', '--lib',
+  '--target-dir', targetDir]);
 // The name and producers sections only help debuggers: about 1 MiB of the raw size.
 run('wasm-bindgen', ['--target', 'web', '--remove-name-section', '--remove-producers-section', '--out-dir', pkg,
-  join(root, 'target', 'wasm32-unknown-unknown', 'release', 'agent_host_browser.wasm')]);
+  join(targetDir, 'wasm32-unknown-unknown', 'release', 'agent_host_browser.wasm')]);
 const wasm = join(pkg, 'agent_host_browser_bg.wasm');
 const raw = statSync(wasm).size;
 const gz = gzipSync(readFileSync(wasm), { level: 9 }).length;
