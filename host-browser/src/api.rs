@@ -536,31 +536,18 @@ fn run_config(config: &RuntimeConfig) -> Result<RunConfig, JsValue> {
     Ok(defaults)
 }
 
-async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
-    let clock: Arc<dyn Clock> = Arc::new(BrowserClock);
-    let executor: Arc<dyn Executor> = Arc::new(BrowserExecutor);
-    let entropy: Arc<dyn Entropy> =
-        Arc::new(BrowserEntropy::new().map_err(|e| js_error(ErrorCode::Unavailable, e))?);
-    let defaults = run_config(&config)?;
-    let provider = provider(&config, clock.clone())?;
-    let (storage, idb, durable) = open_storage(&config).await?;
-    let lifecycle = Lifecycle::new();
-    let page = PageEvents::install(&lifecycle);
-    let host = Host {
-        storage: storage.clone(),
-        clock: clock.clone(),
-        executor: executor.clone(),
-        entropy: entropy.clone(),
-        lifecycle,
-        durable,
-    };
-    let owner = OwnerId::new(random_id(&*entropy, "tab-"))
-        .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
-    let ttl = Duration::from_millis(config.lease_ttl_ms.unwrap_or(30_000).clamp(3_000, 600_000));
-
+/// Spawn every tool actor and the tools actor (nothing here awaits: a
+/// separate function keeps `build`'s async state small).
+fn register_tools(
+    config: &RuntimeConfig,
+    host: &Host,
+    workspaces: &WorkspaceDirectory,
+) -> Result<ToolsHandle, JsValue> {
+    let executor = host.executor.clone();
+    let clock = host.clock.clone();
+    let storage = host.storage.clone();
     // Tools: run_javascript in a Worker, workspace and Artifacts, fetch_url
     // through the gateway, HTTP plugins.
-    let workspaces = WorkspaceDirectory::new();
     let mut tools: Vec<ToolRegistration> = Vec::new();
     if let Some(glue) = config.worker_glue_url.clone().or_else(default_glue_url) {
         let worker = Rc::new(ScriptWorker::new(&glue));
@@ -584,7 +571,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         agent_tools::builtin::document::definition(),
         documents,
     ));
-    for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone()) {
+    for (definition, addr) in agent_workspace::tool_registrations(host, workspaces.clone()) {
         tools.push(ToolRegistration::builtin(definition, addr));
     }
     if let Some(gateway) = &config.gateway {
@@ -629,6 +616,33 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
             ..ToolsOptions::default()
         },
     );
+    Ok(tools)
+}
+
+async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
+    let clock: Arc<dyn Clock> = Arc::new(BrowserClock);
+    let executor: Arc<dyn Executor> = Arc::new(BrowserExecutor);
+    let entropy: Arc<dyn Entropy> =
+        Arc::new(BrowserEntropy::new().map_err(|e| js_error(ErrorCode::Unavailable, e))?);
+    let defaults = run_config(&config)?;
+    let provider = provider(&config, clock.clone())?;
+    let (storage, idb, durable) = open_storage(&config).await?;
+    let lifecycle = Lifecycle::new();
+    let page = PageEvents::install(&lifecycle);
+    let host = Host {
+        storage: storage.clone(),
+        clock: clock.clone(),
+        executor: executor.clone(),
+        entropy: entropy.clone(),
+        lifecycle,
+        durable,
+    };
+    let owner = OwnerId::new(random_id(&*entropy, "tab-"))
+        .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
+    let ttl = Duration::from_millis(config.lease_ttl_ms.unwrap_or(30_000).clamp(3_000, 600_000));
+
+    let workspaces = WorkspaceDirectory::new();
+    let tools = register_tools(&config, &host, &workspaces)?;
     let runtime = Runtime::new(
         host.clone(),
         owner.clone(),
