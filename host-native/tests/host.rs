@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use agent_host_native::host::{HostError, MIN_LEASE_TTL, NativeHost, NativeHostOptions};
-use agent_kernel::host::{LeaseError, Storage};
+use agent_kernel::host::LeaseError;
 use agent_kernel::{OwnerId, SessionId};
 
 fn options(ttl: Duration, owner: &str) -> NativeHostOptions {
