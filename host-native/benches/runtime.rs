@@ -220,7 +220,7 @@ async fn run_sqlite(
     rounds: usize,
     calls: usize,
     tool: &str,
-) -> (Arc<SqliteStorage>, Measured, u64) {
+) -> (Arc<SqliteStorage>, Measured, (u64, u64)) {
     let (runtime, storage) = sqlite_runtime(path, rounds, calls, tool, false).await;
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let events = runtime.subscribe();
@@ -237,7 +237,7 @@ async fn run_sqlite(
         });
     }
     let session = SessionId::new("bench-session").expect("session");
-    let before = storage.commit_count();
+    let (before, blobs_before) = (storage.commit_count(), storage.blob_write_count());
     let start = Instant::now();
     let run = runtime
         .start(&session, "bench", config(rounds, calls))
@@ -252,9 +252,14 @@ async fn run_sqlite(
         settled.stop_reason
     );
     let commits = storage.commit_count() - before;
+    let blob_writes = storage.blob_write_count() - blobs_before;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let per_round = rounds_from(&stamps.lock().expect("stamps"));
-    (storage, Measured { per_round, total }, commits)
+    (
+        storage,
+        Measured { per_round, total },
+        (commits, blob_writes),
+    )
 }
 
 /// Samples of one `write` + `fsync` of 4 KiB in `dir`, and of one bare
@@ -353,8 +358,11 @@ fn main() {
         let (fsync, bare) = (median(fsyncs), median(bares));
         let round = median(m.per_round.clone());
         println!(
-            "effectful rounds {n}: {commits} commits in the run = {:.2} per round (incl. start and final answer)",
-            commits as f64 / n as f64
+            "effectful rounds {n}: {} fenced batch commits = {:.2} per round, plus {} blob writes = {:.2} per round (each its own SQLite transaction; incl. start and final answer)",
+            commits.0,
+            commits.0 as f64 / n as f64,
+            commits.1,
+            commits.1 as f64 / n as f64
         );
         println!(
             "one fsync (4 KiB) on this disk: {:.1} µs; one bare SQLite commit (WAL, FULL): {:.1} µs",

@@ -86,6 +86,7 @@ pub struct SqliteStorage {
     hook: Mutex<Option<CommitHook>>,
     after_hook: Mutex<Option<CommitHook>>,
     commits: AtomicU64,
+    blob_writes: AtomicU64,
 }
 
 impl std::fmt::Debug for SqliteStorage {
@@ -299,6 +300,7 @@ impl SqliteStorage {
             hook: Mutex::new(None),
             after_hook: Mutex::new(None),
             commits: AtomicU64::new(0),
+            blob_writes: AtomicU64::new(0),
         })
     }
 
@@ -315,6 +317,7 @@ impl SqliteStorage {
             hook: Mutex::new(None),
             after_hook: Mutex::new(None),
             commits: AtomicU64::new(0),
+            blob_writes: AtomicU64::new(0),
         })
     }
 
@@ -326,6 +329,12 @@ impl SqliteStorage {
     /// Number of committed batches through this handle.
     pub fn commit_count(&self) -> u64 {
         self.commits.load(Ordering::SeqCst)
+    }
+
+    /// Number of `put_blob` calls through this handle (each is its own
+    /// durable SQLite transaction).
+    pub fn blob_write_count(&self) -> u64 {
+        self.blob_writes.load(Ordering::SeqCst)
     }
 
     /// Install (or with `None` remove) a hook run before every commit.
@@ -628,6 +637,7 @@ impl Storage for SqliteStorage {
             });
         }
         let stored = blob.clone();
+        self.blob_writes.fetch_add(1, Ordering::SeqCst);
         self.call(move |conn, path| {
             conn.prepare_cached(
                 "INSERT OR IGNORE INTO blobs (hash, size, bytes) VALUES (?1, ?2, ?3)",
