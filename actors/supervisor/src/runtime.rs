@@ -29,7 +29,7 @@ use crate::store::{
 use crate::supervisor::{
     Choice, Ctx, Msg, Sabotage, Supervisor, decision_pending, mark_effect_unknown, pending_key,
 };
-use crate::transcript::Transcript;
+use crate::transcript::{Transcript, TranscriptLog};
 
 struct Inner {
     ctx: Arc<Ctx>,
@@ -258,7 +258,7 @@ impl Runtime {
         let prompt_blob = put_blob(&*storage, prompt.as_bytes().to_vec()).await?;
         let config_blob = put_json_blob(&*storage, &config).await?;
         let transcript = Transcript::new(config.model.system_prompt.as_deref(), prompt);
-        let transcript_blob = put_json_blob(&*storage, &transcript).await?;
+        let (_, transcript_blob) = TranscriptLog::start(&*storage, transcript).await?;
         let now = host.clock.wall_ms();
         let run = AgentRun {
             id: id.clone(),

@@ -40,7 +40,7 @@ use crate::store::{
     EventBus, RunEvent, RunWriter, Tx, json_blob, pending_of, put_blob, put_json_blob,
     verified_blob,
 };
-use crate::transcript::{AssistantToolCall, Message, Tail, Transcript};
+use crate::transcript::{AssistantToolCall, Message, Tail, TranscriptLog};
 
 /// What the person decides about a call whose effect is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -232,7 +232,9 @@ pub(crate) struct Supervisor {
     /// Held for the actor's life: the session's lease (reentrant for children).
     _lease: LeaseGuard,
     config: RunConfig,
-    transcript: Transcript,
+    /// The conversation and the chain of segment blobs that stores it.
+    transcript: TranscriptLog,
+    /// The newest segment: what the latest checkpoint names.
     transcript_ref: BlobRef,
     authority: Authority,
     lifecycle: async_channel::Receiver<LifecycleEvent>,
@@ -265,7 +267,7 @@ impl Supervisor {
                 run: run_id.clone(),
                 detail: "it has no checkpoint".into(),
             })?;
-        let transcript: Transcript = json_blob(&*storage, &run_id, &checkpoint.transcript).await?;
+        let transcript = TranscriptLog::load(&*storage, &run_id, &checkpoint.transcript).await?;
         let authority = Authority::new(run_id.to_string(), random_key(&*ctx.host.entropy));
         let lifecycle = ctx.host.lifecycle.subscribe();
         Ok(Supervisor {
@@ -749,7 +751,7 @@ impl Supervisor {
 
         let request = ModelRequest {
             model: self.config.model.model.clone(),
-            messages: self.transcript.messages.clone(),
+            messages: self.transcript.messages().to_vec(),
             tools,
             temperature: self.config.model.temperature,
             max_output_tokens: self.config.model.max_output_tokens,
@@ -796,11 +798,10 @@ impl Supervisor {
         } else {
             Some(put_blob(&*storage, response.text.clone().into_bytes()).await?)
         };
-        let mut transcript = self.transcript.clone();
-        transcript.messages.push(Message::Assistant {
+        let transcript = vec![Message::Assistant {
             content: (!response.text.is_empty()).then(|| response.text.clone()),
             tool_calls: response.tool_calls.clone(),
-        });
+        }];
         let mut tx = self.writer.begin();
         tx.run.usage.input_tokens = tx
             .run
@@ -865,17 +866,23 @@ impl Supervisor {
         Ok(schemas)
     }
 
-    /// Store the new conversation, checkpoint it in `tx`, and commit.
+    /// Store the messages added to the conversation as its new newest
+    /// segment (the blob durable before the checkpoint naming it), checkpoint
+    /// it in `tx`, and commit; only then does the conversation in memory grow.
     async fn commit_transcript(
         &mut self,
         mut tx: Tx,
-        transcript: Transcript,
+        added: Vec<Message>,
         stage: CheckpointStage,
     ) -> Result<(), RunError> {
-        let blob = put_json_blob(&*self.ctx.host.storage, &transcript).await?;
+        let staged = self
+            .transcript
+            .stage(&*self.ctx.host.storage, added)
+            .await?;
+        let blob = staged.head().clone();
         tx.checkpoint(stage, blob.clone());
         self.writer.commit(tx).await?;
-        self.transcript = transcript;
+        self.transcript.apply(staged);
         self.transcript_ref = blob;
         Ok(())
     }
@@ -974,11 +981,10 @@ impl Supervisor {
                         &record.tool,
                     ),
                 };
-                let mut transcript = self.transcript.clone();
-                transcript.messages.push(Message::Tool {
+                let transcript = vec![Message::Tool {
                     tool_call_id: call.id.clone(),
                     content: builtin::model_content(&result),
-                });
+                }];
                 let tx = self.writer.begin();
                 self.commit_transcript(tx, transcript, CheckpointStage::AfterOutcome { call_id })
                     .await
@@ -1435,11 +1441,10 @@ impl Supervisor {
             state,
         });
         extra(&mut tx)?;
-        let mut transcript = self.transcript.clone();
-        transcript.messages.push(Message::Tool {
+        let transcript = vec![Message::Tool {
             tool_call_id: call.id.clone(),
             content: builtin::model_content(&result),
-        });
+        }];
         self.commit_transcript(
             tx,
             transcript,
@@ -1640,13 +1645,18 @@ impl Supervisor {
         if tx.run.output.is_some() {
             return Ok(());
         }
-        let last = self.transcript.messages.iter().rev().find_map(|m| match m {
-            Message::Assistant {
-                content: Some(text),
-                ..
-            } if !text.is_empty() => Some(text.clone()),
-            _ => None,
-        });
+        let last = self
+            .transcript
+            .messages()
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant {
+                    content: Some(text),
+                    ..
+                } if !text.is_empty() => Some(text.clone()),
+                _ => None,
+            });
         if let Some(text) = last {
             tx.run.output = Some(put_blob(&*self.ctx.host.storage, text.into_bytes()).await?);
         }

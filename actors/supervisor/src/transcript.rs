@@ -1,8 +1,14 @@
 //! The model conversation of a run: the messages sent to the model, stored
-//! as one blob per checkpoint (never inline in a record), and the rule that
-//! finds which tool calls of the last assistant turn still lack a result.
+//! append-only as a chain of segment blobs (never inline in a record), and the
+//! rule that finds which tool calls of the last assistant turn still lack a result.
 
 use serde::{Deserialize, Serialize};
+
+use agent_kernel::host::{BlobRef, Storage, StorageError, Table};
+use agent_kernel::ids::RunId;
+
+use crate::error::RunError;
+use crate::store::{put_blob, verified_blob};
 
 /// A tool call as the assistant message carries it (the provider's id, not the journal's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +131,244 @@ impl Transcript {
     }
 }
 
+/// Segments merge like a binary counter up to this level: a segment covers
+/// at most 2^MAX_LEVEL appends, so a chain holds at most
+/// `appends / 2^MAX_LEVEL + MAX_LEVEL + 1` segments and each message is
+/// stored at most `MAX_LEVEL + 1` times, whatever the run's length.
+pub const MAX_SEGMENT_LEVEL: u8 = 7;
+
+/// One stored piece of the conversation: the messages from position `start`
+/// on, and the segment holding the messages before them (`None` for the
+/// first). A checkpoint names the newest segment; the whole conversation is
+/// the chain read back to the first. A blob holding a whole `Transcript`
+/// (`{"messages": [...]}`) reads as a first segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<BlobRef>,
+    #[serde(default)]
+    pub start: u64,
+    #[serde(default)]
+    pub level: u8,
+    pub messages: Vec<Message>,
+}
+
+/// One segment of the chain, as the log remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Link {
+    blob: BlobRef,
+    prev: Option<BlobRef>,
+    start: usize,
+    level: u8,
+}
+
+/// The conversation in memory together with the chain of segments that
+/// stores it. Appends store only the new messages (merged with the newest
+/// segments of equal level); the chain is read only when a run is loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptLog {
+    transcript: Transcript,
+    chain: Vec<Link>,
+    assistant_turns: usize,
+}
+
+/// An append made durable as a blob but not yet applied: apply it once the
+/// checkpoint naming `head` is committed.
+#[derive(Debug)]
+pub struct StagedAppend {
+    messages: Vec<Message>,
+    link: Link,
+    merged: usize,
+}
+
+impl StagedAppend {
+    /// The blob of the new newest segment (for the checkpoint).
+    pub fn head(&self) -> &BlobRef {
+        &self.link.blob
+    }
+}
+
+fn encode(segment: &Segment) -> Result<Vec<u8>, StorageError> {
+    serde_json::to_vec(segment).map_err(|e| StorageError::Encode {
+        table: Table::Checkpoints,
+        detail: e.to_string(),
+    })
+}
+
+impl TranscriptLog {
+    /// Store the first segment of a new conversation; returns the log and
+    /// the blob a first checkpoint names.
+    pub async fn start(
+        storage: &dyn Storage,
+        transcript: Transcript,
+    ) -> Result<(TranscriptLog, BlobRef), StorageError> {
+        let segment = Segment {
+            prev: None,
+            start: 0,
+            level: 0,
+            messages: transcript.messages,
+        };
+        let blob = put_blob(storage, encode(&segment)?).await?;
+        let log = TranscriptLog::from_segments(vec![(blob.clone(), segment)]);
+        Ok((log, blob))
+    }
+
+    /// Read the chain ending at `head` back to its first segment and check
+    /// that the segments join up.
+    pub async fn load(
+        storage: &dyn Storage,
+        run: &RunId,
+        head: &BlobRef,
+    ) -> Result<TranscriptLog, RunError> {
+        let inconsistent = |detail: String| RunError::Inconsistent {
+            run: run.clone(),
+            detail,
+        };
+        let mut segments: Vec<(BlobRef, Segment)> = Vec::new();
+        let mut next = Some(head.clone());
+        while let Some(blob) = next {
+            let bytes = verified_blob(storage, &blob).await?.ok_or_else(|| {
+                inconsistent(format!(
+                    "transcript segment {} is missing or does not match its hash",
+                    blob.hash
+                ))
+            })?;
+            let segment: Segment = serde_json::from_slice(&bytes).map_err(|e| {
+                inconsistent(format!(
+                    "transcript segment {} does not decode ({e})",
+                    blob.hash
+                ))
+            })?;
+            if let Some((later_ref, later)) = segments.last() {
+                let end = segment.start.saturating_add(segment.messages.len() as u64);
+                if end != later.start {
+                    return Err(inconsistent(format!(
+                        "transcript segment {} ends at message {end} but {} starts at {}",
+                        blob.hash, later_ref.hash, later.start
+                    )));
+                }
+            }
+            if segment.prev.is_none() && segment.start != 0 {
+                return Err(inconsistent(format!(
+                    "transcript segment {} is the first but starts at message {}",
+                    blob.hash, segment.start
+                )));
+            }
+            next = segment.prev.clone();
+            segments.push((blob, segment));
+        }
+        segments.reverse();
+        Ok(TranscriptLog::from_segments(segments))
+    }
+
+    fn from_segments(segments: Vec<(BlobRef, Segment)>) -> TranscriptLog {
+        let mut messages = Vec::new();
+        let mut chain = Vec::with_capacity(segments.len());
+        for (blob, segment) in segments {
+            chain.push(Link {
+                blob,
+                prev: segment.prev,
+                start: messages.len(),
+                level: segment.level,
+            });
+            messages.extend(segment.messages);
+        }
+        let assistant_turns = messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        TranscriptLog {
+            transcript: Transcript { messages },
+            chain,
+            assistant_turns,
+        }
+    }
+
+    pub fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.transcript.messages
+    }
+
+    /// The blob of the newest segment (what a checkpoint names).
+    pub fn head(&self) -> Option<&BlobRef> {
+        self.chain.last().map(|l| &l.blob)
+    }
+
+    /// Number of segments a load reads.
+    pub fn chain_len(&self) -> usize {
+        self.chain.len()
+    }
+
+    /// Number of assistant turns so far (kept as messages are appended).
+    pub fn assistant_turns(&self) -> usize {
+        self.assistant_turns
+    }
+
+    pub fn tail(&self) -> Tail {
+        self.transcript.tail()
+    }
+
+    /// Store `messages` as the new newest segment (merging the newest
+    /// segments of equal level into it) and return the append to apply once
+    /// the checkpoint naming it is durable. Nothing changes in memory here.
+    pub async fn stage(
+        &self,
+        storage: &dyn Storage,
+        messages: Vec<Message>,
+    ) -> Result<StagedAppend, StorageError> {
+        let end = self.transcript.messages.len();
+        let mut start = end;
+        let mut level = 0u8;
+        let mut merged = 0usize;
+        let mut prev = self.chain.last().map(|l| l.blob.clone());
+        for link in self.chain.iter().rev() {
+            if link.level != level || level >= MAX_SEGMENT_LEVEL {
+                break;
+            }
+            start = link.start;
+            prev = link.prev.clone();
+            level += 1;
+            merged += 1;
+        }
+        let mut all = Vec::with_capacity(end - start + messages.len());
+        all.extend_from_slice(&self.transcript.messages[start..]);
+        all.extend(messages.iter().cloned());
+        let segment = Segment {
+            prev: prev.clone(),
+            start: start as u64,
+            level,
+            messages: all,
+        };
+        let blob = put_blob(storage, encode(&segment)?).await?;
+        Ok(StagedAppend {
+            messages,
+            link: Link {
+                blob,
+                prev,
+                start,
+                level,
+            },
+            merged,
+        })
+    }
+
+    /// Apply an append whose checkpoint is durable.
+    pub fn apply(&mut self, staged: StagedAppend) {
+        self.assistant_turns += staged
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let keep = self.chain.len().saturating_sub(staged.merged);
+        self.chain.truncate(keep);
+        self.chain.push(staged.link);
+        self.transcript.messages.extend(staged.messages);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +413,103 @@ mod tests {
             }
         );
         assert_eq!(t.assistant_turns(), 2);
+    }
+
+    fn tool(i: usize) -> Message {
+        Message::Tool {
+            tool_call_id: format!("c{i}"),
+            content: format!("result {i}"),
+        }
+    }
+
+    /// The chain: every append stores only a bounded amount, a load rebuilds
+    /// exactly what was appended, and the chain a load reads stays short.
+    #[test]
+    fn appends_store_only_new_messages_and_load_rebuilds_the_conversation() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let storage = agent_kernel::memory::MemoryStorage::new();
+        let run = RunId::new("r").unwrap();
+        exec.block_on(async {
+            let (mut log, first) = TranscriptLog::start(&storage, Transcript::new(Some("s"), "p"))
+                .await
+                .unwrap();
+            assert_eq!(log.head(), Some(&first));
+            let mut expected = Transcript::new(Some("s"), "p");
+            let mut largest = 0u64;
+            let appends = 1000usize;
+            for i in 0..appends {
+                let added = if i % 2 == 0 {
+                    vec![Message::Assistant {
+                        content: None,
+                        tool_calls: vec![call(&format!("c{i}"))],
+                    }]
+                } else {
+                    vec![tool(i)]
+                };
+                let staged = log.stage(&storage, added.clone()).await.unwrap();
+                // Nothing changes in memory before the checkpoint is applied.
+                assert_eq!(log.messages().len(), expected.messages.len());
+                let head = staged.head().clone();
+                largest = largest.max(head.size);
+                log.apply(staged);
+                expected.messages.extend(added);
+                assert_eq!(log.head(), Some(&head));
+                let bound = appends / (1 << MAX_SEGMENT_LEVEL) + MAX_SEGMENT_LEVEL as usize + 2;
+                assert!(log.chain_len() <= bound, "{} > {bound}", log.chain_len());
+            }
+            assert_eq!(log.transcript(), &expected);
+            assert_eq!(log.assistant_turns(), expected.assistant_turns());
+            // A segment holds at most 2^MAX_SEGMENT_LEVEL appends: its size
+            // does not grow with the run.
+            assert!(largest < 128 * 200, "largest segment {largest} bytes");
+            let loaded = TranscriptLog::load(&storage, &run, log.head().unwrap())
+                .await
+                .unwrap();
+            assert_eq!(loaded, log);
+            // Loading from an earlier head gives the earlier conversation.
+            let early = TranscriptLog::load(&storage, &run, &first).await.unwrap();
+            assert_eq!(early.transcript(), &Transcript::new(Some("s"), "p"));
+        })
+        .unwrap();
+    }
+
+    /// A blob holding a whole transcript (as stored before segments) loads
+    /// as a first segment; a missing segment is an inconsistency, not a panic.
+    #[test]
+    fn whole_transcript_blobs_load_and_missing_segments_are_reported() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let storage = agent_kernel::memory::MemoryStorage::new();
+        let run = RunId::new("r").unwrap();
+        exec.block_on(async {
+            let whole = Transcript::new(None, "p");
+            let blob = crate::store::put_json_blob(&storage, &whole).await.unwrap();
+            let mut log = TranscriptLog::load(&storage, &run, &blob).await.unwrap();
+            assert_eq!(log.transcript(), &whole);
+            let staged = log.stage(&storage, vec![tool(1)]).await.unwrap();
+            log.apply(staged);
+            let staged = log.stage(&storage, vec![tool(2)]).await.unwrap();
+            log.apply(staged);
+            let head = log.head().unwrap().clone();
+            assert_eq!(
+                TranscriptLog::load(&storage, &run, &head).await.unwrap(),
+                log
+            );
+            let staged = log.stage(&storage, vec![tool(3)]).await.unwrap();
+            log.apply(staged);
+            // Levels 1 and 0 merged into one level-2 first segment.
+            assert_eq!(log.chain_len(), 1);
+            let older = log.head().unwrap().clone();
+            let staged = log.stage(&storage, vec![tool(4)]).await.unwrap();
+            log.apply(staged);
+            assert_eq!(log.chain_len(), 2);
+            // Drop the older segment: the chain no longer reaches the start.
+            use agent_kernel::host::Storage as _;
+            assert!(storage.delete_blob(&older.hash).await.unwrap());
+            let err = TranscriptLog::load(&storage, &run, log.head().unwrap())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, RunError::Inconsistent { .. }), "{err}");
+        })
+        .unwrap();
     }
 }
