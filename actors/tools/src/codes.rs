@@ -40,3 +40,6 @@ pub const PLUGIN_HTTP_ERROR: &str = "plugin_http_error";
 pub const PLUGIN_REDIRECT: &str = "plugin_redirect";
 /// The plugin's response exceeded the response size limit.
 pub const PLUGIN_RESPONSE_TOO_LARGE: &str = "plugin_response_too_large";
+/// The run's loaded tools could not be read or saved (storage failed or its
+/// record is corrupt): nothing ran or was loaded.
+pub const LOADED_TOOLS_UNAVAILABLE: &str = "loaded_tools_unavailable";

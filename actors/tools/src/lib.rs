@@ -7,6 +7,7 @@
 //! - [`gate`]: the draft and capability checks made right before an effect;
 //! - [`envelope`]: trust floor, fencing, size bounds and spilling of results;
 //! - [`pipeline`]: the tools actor answering `ToolsMsg`;
+//! - [`loaded`]: the durable record of the tools each run loaded;
 //! - [`plugin`]: HTTP plugins and the `SecretResolver` the host implements;
 //! - [`author`]: the `Tool` trait and `spawn_tool` for writing new tools;
 //! - [`codes`]: the stable error codes.
@@ -21,6 +22,7 @@ pub mod codes;
 pub mod discovery;
 pub mod envelope;
 pub mod gate;
+pub mod loaded;
 pub mod pipeline;
 pub mod plugin;
 pub mod registry;

@@ -21,7 +21,7 @@ use agent_capabilities::{
     decide, sha256_hex,
 };
 use agent_kernel::actor::{ActorError, Addr, Reply, mailbox};
-use agent_kernel::host::{Clock, Executor};
+use agent_kernel::host::{Clock, Executor, Storage};
 use agent_kernel::ids::{CallId, RunId, SessionId};
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
@@ -38,20 +38,30 @@ use crate::discovery::{
 };
 use crate::envelope::{CallSite, wrap};
 use crate::gate::{check_draft, precheck_capability, verify_capability};
+use crate::loaded::{self, LoadedToolsError};
 use crate::registry::{
     Exposure, MAX_SCHEMAS_PER_REQUEST, RegisteredTool, Registry, RegistryError, RegistrySnapshot,
     ToolRegistration,
 };
 use crate::validate::{ArgumentError, CompiledSchema, derive_target, parse_arguments};
 
-/// How many runs' loaded tools the actor remembers; the oldest run is
-/// forgotten first (its model then sees only the always-on tools again).
+/// How many runs' loaded tools the actor keeps in memory; the oldest run is
+/// forgotten first. With [`ToolsOptions::storage`] its loaded tools are read
+/// back when it is seen again; without, its model sees only the always-on
+/// tools again.
 pub const MAX_TRACKED_RUNS: usize = 1024;
 
 /// Settings of the tools actor.
 pub struct ToolsOptions {
     /// Where large results go (S5.8); without it they are truncated.
     pub spill: Option<Arc<dyn ResultSpill>>,
+    /// Where each run's `load_tools` set is kept (`Table::Meta`, key
+    /// `tools/loaded/<run>`, see [`crate::loaded`]), so it survives a page
+    /// reload or process restart: a run the actor has not seen since it
+    /// started is read back from here. Without it the set lives in memory
+    /// only and a restarted host answers `tool_not_loaded` until the model
+    /// loads the tools again. Hosts pass their session storage.
+    pub storage: Option<Arc<dyn Storage>>,
     pub mailbox: usize,
 }
 
@@ -59,6 +69,7 @@ impl Default for ToolsOptions {
     fn default() -> Self {
         ToolsOptions {
             spill: None,
+            storage: None,
             mailbox: 64,
         }
     }
@@ -74,7 +85,7 @@ enum Control {
     ),
     Remove(Origin, Reply<Result<usize, RegistryError>>),
     Snapshot(Reply<RegistrySnapshot>),
-    Loaded(RunId, Reply<BTreeSet<String>>),
+    Loaded(RunId, Reply<Result<BTreeSet<String>, LoadedToolsError>>),
 }
 
 /// A registry change failed.
@@ -84,6 +95,8 @@ pub enum ControlError {
     Registry(#[from] RegistryError),
     #[error(transparent)]
     Actor(#[from] ActorError),
+    #[error(transparent)]
+    LoadedTools(#[from] LoadedToolsError),
 }
 
 /// The tools actor's handles: `addr` for runs (ToolsMsg), the methods for
@@ -118,9 +131,10 @@ impl ToolsHandle {
     pub async fn snapshot(&self) -> Result<RegistrySnapshot, ControlError> {
         Ok(self.control.ask(Control::Snapshot).await?)
     }
-    /// The discoverable tools loaded for `run`.
+    /// The discoverable tools loaded for `run` (read back from storage when
+    /// the actor has not seen the run since it started).
     pub async fn loaded(&self, run: RunId) -> Result<BTreeSet<String>, ControlError> {
-        Ok(self.control.ask(|r| Control::Loaded(run, r)).await?)
+        Ok(self.control.ask(|r| Control::Loaded(run, r)).await??)
     }
 }
 
@@ -181,6 +195,7 @@ struct ToolsActor {
     clock: Arc<dyn Clock>,
     executor: Arc<dyn Executor>,
     spill: Option<Arc<dyn ResultSpill>>,
+    storage: Option<Arc<dyn Storage>>,
 }
 
 fn discovery_definitions() -> Vec<ToolDefinition> {
@@ -261,6 +276,7 @@ pub fn spawn_tools(
         clock,
         executor: executor.clone(),
         spill: options.spill,
+        storage: options.storage,
     };
     let (control, control_inbox) = mailbox::<Control>("tools-control", 16);
     let addr = agent_kernel::spawn_actor(
@@ -271,6 +287,18 @@ pub fn spawn_tools(
         move |inbox: agent_kernel::Inbox<ToolsMsg>| actor.run(inbox, control_inbox),
     );
     ToolsHandle { addr, control }
+}
+
+/// Name, description, parameters and fingerprint of one model-facing schema.
+type SchemaParts = (String, String, Value, Fingerprint);
+
+fn to_schema((name, description, parameters, fingerprint): SchemaParts) -> ModelToolSchema {
+    ModelToolSchema {
+        name,
+        description,
+        parameters,
+        fingerprint,
+    }
 }
 
 fn allowed(config: &RunToolConfig, name: &str) -> bool {
@@ -304,13 +332,13 @@ impl ToolsActor {
         while let Some(msg) = messages.next().await {
             match msg {
                 Either::Left(m) => self.handle(m).await,
-                Either::Right(c) => self.control(c),
+                Either::Right(c) => self.control(c).await,
             }
         }
         Ok(())
     }
 
-    fn control(&mut self, msg: Control) {
+    async fn control(&mut self, msg: Control) {
         match msg {
             Control::Register(tools, reply) => reply.send(self.registry.register_all(tools)),
             Control::Replace(origin, tools, reply) => {
@@ -318,13 +346,42 @@ impl ToolsActor {
             }
             Control::Remove(origin, reply) => reply.send(self.registry.remove_provider(&origin)),
             Control::Snapshot(reply) => reply.send(self.registry.snapshot()),
-            Control::Loaded(run, reply) => reply.send(
-                self.runs
-                    .get(&run)
-                    .map(|r| r.loaded.clone())
-                    .unwrap_or_default(),
-            ),
+            Control::Loaded(run, reply) => {
+                let result = self.restore(&run).await.map(|()| {
+                    self.runs
+                        .get(&run)
+                        .map(|r| r.loaded.clone())
+                        .unwrap_or_default()
+                });
+                reply.send(result)
+            }
         }
+    }
+
+    /// Read `run`'s loaded tools back from storage when the actor does not
+    /// hold the run (first message since a restart, or evicted). The restored
+    /// names pass the same filters as any loaded name: the registry's current
+    /// definitions, the run's mode and allowlist, and the 64-schema cap
+    /// (`effective_loaded`). Each keeps the fingerprint it was loaded with as
+    /// the one the model was shown, so a definition changed since is refused
+    /// with `definition_changed` until the model is shown the new one.
+    async fn restore(&mut self, run: &RunId) -> Result<(), LoadedToolsError> {
+        if self.runs.contains_key(run) {
+            return Ok(());
+        }
+        let Some(storage) = self.storage.clone() else {
+            return Ok(());
+        };
+        let Some(tools) = loaded::read(&*storage, run).await? else {
+            return Ok(());
+        };
+        tracing::debug!(run = %run, tools = tools.len(), "loaded tools restored from storage");
+        let state = self.run_state(run);
+        for (name, fingerprint) in tools {
+            state.loaded.insert(name.clone());
+            state.shown.insert(name, fingerprint);
+        }
+        Ok(())
     }
 
     fn run_state(&mut self, run: &RunId) -> &mut RunState {
@@ -342,8 +399,24 @@ impl ToolsActor {
     async fn handle(&mut self, msg: ToolsMsg) {
         match msg {
             ToolsMsg::Schemas { run, config, reply } => {
+                let restored = self.restore(&run).await;
                 let _span = tracing::info_span!("tools.schemas", run = %run).entered();
-                reply.send(self.schemas(&run, config));
+                match restored {
+                    Ok(()) => reply.send(self.schemas(&run, config)),
+                    Err(e) => {
+                        // No error channel here: the model sees the always-on
+                        // tools, and the next Prepare or load_tools of the run
+                        // reports the error as a tool result.
+                        tracing::warn!(error = %e, "loaded tools unreadable; showing the always-on tools only");
+                        reply.send(
+                            self.schema_list(&config, &BTreeSet::new())
+                                .0
+                                .into_iter()
+                                .map(to_schema)
+                                .collect(),
+                        );
+                    }
+                }
             }
             ToolsMsg::Prepare {
                 run,
@@ -353,8 +426,16 @@ impl ToolsActor {
                 config,
                 reply,
             } => {
+                let restored = self.restore(&run).await;
                 let _span = tracing::info_span!("tools.prepare", run = %run, call = %call.call_id, tool = %call.name).entered();
-                let result = self.prepare(&run, &session, &call, attempt, config);
+                let result = match restored {
+                    Ok(()) => self.prepare(&run, &session, &call, attempt, config),
+                    Err(e) => Err(ToolResult::error(
+                        codes::LOADED_TOOLS_UNAVAILABLE,
+                        format!("{e}; nothing ran"),
+                        &call.name,
+                    )),
+                };
                 match &result {
                     Ok(p) => tracing::debug!(args_hash = %p.draft.args_hash, "prepared"),
                     Err(ToolResult::Error(e)) => tracing::info!(code = %e.code, "prepare refused"),
@@ -410,14 +491,16 @@ impl ToolsActor {
         out
     }
 
-    fn schemas(&mut self, run: &RunId, config: RunToolConfig) -> Vec<ModelToolSchema> {
-        let loaded = self
-            .runs
-            .get(run)
-            .map(|r| r.loaded.clone())
-            .unwrap_or_default();
-        let mut list: Vec<(String, String, Value, Fingerprint)> = Vec::new();
-        for r in self.always_on(&config) {
+    /// The schemas of a run with `loaded` tools: the always-on ones, then
+    /// each loaded tool still registered and visible, up to the 64-schema
+    /// cap. Also returns the loaded names that made it in.
+    fn schema_list(
+        &self,
+        config: &RunToolConfig,
+        loaded: &BTreeSet<String>,
+    ) -> (Vec<SchemaParts>, BTreeSet<String>) {
+        let mut list: Vec<SchemaParts> = Vec::new();
+        for r in self.always_on(config) {
             let d = r.def();
             list.push((
                 d.name.clone(),
@@ -427,11 +510,11 @@ impl ToolsActor {
             ));
         }
         let mut still_loaded = BTreeSet::new();
-        for name in &loaded {
+        for name in loaded {
             let Some(t) = self.registry.get(name) else {
                 continue;
             };
-            if !self.discoverable_visible(&config, t) {
+            if !self.discoverable_visible(config, t) {
                 continue;
             }
             if list.len() >= MAX_SCHEMAS_PER_REQUEST {
@@ -446,6 +529,16 @@ impl ToolsActor {
                 t.fingerprint.clone(),
             ));
         }
+        (list, still_loaded)
+    }
+
+    fn schemas(&mut self, run: &RunId, config: RunToolConfig) -> Vec<ModelToolSchema> {
+        let loaded = self
+            .runs
+            .get(run)
+            .map(|r| r.loaded.clone())
+            .unwrap_or_default();
+        let (list, still_loaded) = self.schema_list(&config, &loaded);
         let state = self.run_state(run);
         state.config = config;
         state.loaded = still_loaded;
@@ -453,16 +546,7 @@ impl ToolsActor {
             .iter()
             .map(|(n, _, _, f)| (n.clone(), f.clone()))
             .collect();
-        list.into_iter()
-            .map(
-                |(name, description, parameters, fingerprint)| ModelToolSchema {
-                    name,
-                    description,
-                    parameters,
-                    fingerprint,
-                },
-            )
-            .collect()
+        list.into_iter().map(to_schema).collect()
     }
 
     fn resolve(
@@ -522,6 +606,9 @@ impl ToolsActor {
             state.config = config.clone();
             (state.loaded.clone(), state.shown.get(&call.name).cloned())
         };
+        // The same cap and visibility rules as the schemas the model is shown
+        // (a set restored from storage has not passed through Schemas yet).
+        let loaded = self.schema_list(&config, &loaded).1;
         let (def, fingerprint, trusted_external, schema) = {
             let resolved = self.resolve(&call.name, &config, &loaded)?;
             (
@@ -656,7 +743,15 @@ impl ToolsActor {
                     reply.send(refusal);
                     return;
                 }
-                let raw = self.run_discovery(&invocation, &run_config);
+                if let Err(e) = self.restore(&invocation.draft.run).await {
+                    reply.send(ToolResult::error(
+                        codes::LOADED_TOOLS_UNAVAILABLE,
+                        format!("{e}; nothing was loaded"),
+                        &def.name,
+                    ));
+                    return;
+                }
+                let raw = self.run_discovery(&invocation, &run_config).await;
                 reply.send(wrap(raw, &def, &site, self.spill.as_ref()).await);
             }
             Either::Right((addr, def)) => {
@@ -726,7 +821,7 @@ impl ToolsActor {
         }
     }
 
-    fn run_discovery(&mut self, inv: &ToolInvocation, config: &RunToolConfig) -> ToolResult {
+    async fn run_discovery(&mut self, inv: &ToolInvocation, config: &RunToolConfig) -> ToolResult {
         let draft = &inv.draft;
         let ok = |content: Value, trust: Trust| {
             ToolResult::Success(ToolSuccess {
@@ -825,6 +920,20 @@ impl ToolsActor {
                                     .map(|t| (n.clone(), t.fingerprint.clone()))
                             })
                             .collect();
+                        // Saved before the model is told they are loaded, so
+                        // a reload or restart never forgets a loaded tool.
+                        if let Some(storage) = self.storage.clone()
+                            && !fps.is_empty()
+                        {
+                            let add: BTreeMap<String, Fingerprint> = fps.iter().cloned().collect();
+                            if let Err(e) = loaded::merge(&*storage, &draft.run, &add).await {
+                                return ToolResult::error(
+                                    codes::LOADED_TOOLS_UNAVAILABLE,
+                                    format!("{e}; nothing was loaded"),
+                                    &draft.tool,
+                                );
+                            }
+                        }
                         let state = self.run_state(&draft.run);
                         for (n, f) in fps {
                             state.loaded.insert(n.clone());
