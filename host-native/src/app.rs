@@ -12,7 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agent_fetch::{
-    FetchActor, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader,
+    FetchActor, FetchCanceller, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy,
+    WebReader,
 };
 use agent_kernel::host::{BlobRef, LeaseGuard, Record, Storage, StorageError, StorageExt, Table};
 use agent_kernel::{RunId, SessionId};
@@ -201,6 +202,8 @@ pub struct App {
     runtime: Runtime,
     tools: ToolsHandle,
     workspaces: WorkspaceDirectory,
+    /// Ends `fetch_url` reads in flight when a person stops their run.
+    fetch_canceller: FetchCanceller,
 }
 
 impl std::fmt::Debug for App {
@@ -270,13 +273,15 @@ impl App {
             },
             None => FetchReaderConfig::direct_only(),
         };
+        // Readable-text extraction runs on the executor's blocking threads.
         let reader = WebReader::new(
             policy,
             reader_config,
             Default::default(),
             host.clock.clone(),
-        );
-        let (fetch, _canceller) =
+        )
+        .with_blocking(host.executor.clone());
+        let (fetch, fetch_canceller) =
             FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
                 .spawn(host.executor.as_ref(), None);
         tools.push(ToolRegistration::builtin(
@@ -334,6 +339,7 @@ impl App {
             runtime,
             tools,
             workspaces,
+            fetch_canceller,
         })
     }
 
@@ -348,6 +354,16 @@ impl App {
     }
     pub fn workspaces(&self) -> &WorkspaceDirectory {
         &self.workspaces
+    }
+
+    /// A person stops `run` (`cancelled` / `user_stopped`): its `fetch_url`
+    /// reads in flight in this process are cancelled first (the supervisor
+    /// has no stop hook, so the stop path calls the fetch actor's
+    /// canceller), then the runtime stops the run.
+    pub async fn stop(&self, run: &RunId) -> Result<(), AppError> {
+        self.fetch_canceller.cancel_run(run);
+        self.runtime.stop(run).await?;
+        Ok(())
     }
 
     /// Take the session's lease for this process (refused with

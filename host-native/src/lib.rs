@@ -12,6 +12,7 @@
 //!   supervisor's `Runtime`, launch records);
 //! - [`demo`]: the embedded demo scenario;
 //! - [`gateway`]: the local gateway served by `agentrt serve`;
+//! - [`page`]: the demo page's static routes beside the gateway;
 //! - `tabs` (feature `sim`): the tab-loss simulator for native test hosts;
 //! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests).
 //!
@@ -24,6 +25,7 @@ pub mod config;
 pub mod demo;
 pub mod gateway;
 pub mod host;
+pub mod page;
 pub mod pause;
 pub mod process;
 pub mod sqlite;

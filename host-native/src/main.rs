@@ -129,6 +129,14 @@ enum Command {
     Serve {
         #[arg(long, default_value_t = 8787)]
         port: u16,
+        /// The demo page's directory, served at `/` (default: $AGENTRT_WWW,
+        /// else host-browser/www of the checkout).
+        #[arg(long, value_name = "DIR")]
+        www: Option<PathBuf>,
+        /// The wasm bundle's directory, served at `/pkg/` (default:
+        /// $AGENTRT_PKG, else host-browser/pkg of the checkout).
+        #[arg(long, value_name = "DIR")]
+        pkg: Option<PathBuf>,
     },
 }
 
@@ -342,7 +350,7 @@ fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
 async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Check { what } => check(&cli, what).await,
-        Command::Serve { port } => serve(&cli, *port).await,
+        Command::Serve { port, www, pkg } => serve(&cli, *port, www.clone(), pkg.clone()).await,
         Command::Runs => list_runs(&cli).await,
         Command::Show { run } => show(&cli, &parse_run_id(run)?).await,
         Command::Demo => start_demo(&cli).await,
@@ -547,16 +555,22 @@ async fn check(cli: &Cli, what: &CheckWhat) -> anyhow::Result<u8> {
 // serve
 // ---------------------------------------------------------------------------
 
-async fn serve(cli: &Cli, port: u16) -> anyhow::Result<u8> {
-    use agent_host_native::gateway;
+async fn serve(
+    cli: &Cli,
+    port: u16,
+    www: Option<PathBuf>,
+    pkg: Option<PathBuf>,
+) -> anyhow::Result<u8> {
+    use agent_host_native::{gateway, page};
     let config = load_config(cli)?;
     let executor: Arc<dyn agent_kernel::host::Executor> =
         Arc::new(TokioExecutor::current().ok_or_else(|| anyhow!("no async runtime"))?);
     let clock = Arc::new(agent_host_native::host::SystemClock::new(
         tokio::runtime::Handle::current(),
     ));
-    let policy =
-        agent_fetch::UrlPolicy::public_web(Arc::new(agent_fetch::SystemResolver::new(executor)));
+    let policy = agent_fetch::UrlPolicy::public_web(Arc::new(agent_fetch::SystemResolver::new(
+        executor.clone(),
+    )));
     let reader_config = match &config.reader {
         Some(r) => agent_fetch::ReaderConfig {
             jina_base: Some(r.endpoint.trim_end_matches('/').to_owned()),
@@ -564,7 +578,17 @@ async fn serve(cli: &Cli, port: u16) -> anyhow::Result<u8> {
         },
         None => agent_fetch::ReaderConfig::direct_only(),
     };
-    let reader = agent_fetch::WebReader::new(policy, reader_config, Default::default(), clock);
+    let reader = agent_fetch::WebReader::new(policy, reader_config, Default::default(), clock)
+        .with_blocking(executor);
+    for (flag, dir) in [("--www", &www), ("--pkg", &pkg)] {
+        if let Some(dir) = dir.as_ref().filter(|d| !d.is_dir()) {
+            return Err(usage(format!(
+                "{flag} {}: not a directory; give host-browser/www (--www) or the built bundle host-browser/pkg (--pkg)",
+                dir.display()
+            )));
+        }
+    }
+    let dirs = page::PageDirs::resolve(www, pkg);
     let listener = gateway::bind(port).await.map_err(|e| {
         usage(format!(
             "cannot listen on 127.0.0.1:{port}: {e}; choose another --port"
@@ -575,16 +599,38 @@ async fn serve(cli: &Cli, port: u16) -> anyhow::Result<u8> {
     let token = gateway::random_token(&entropy);
     let origin = gateway::page_origin(addr);
     let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()]);
+    let page_url = dirs
+        .as_ref()
+        .map(|_| format!("{origin}/#gateway-token={token}"));
     if cli.json {
         println!(
             "{}",
-            serde_json::json!({"event": "listening", "url": origin, "token": token})
+            serde_json::json!({"event": "listening", "url": origin, "token": token, "page": page_url})
         );
     } else {
         println!("gateway listening on {origin}");
         println!("token: {token}");
+        match (&page_url, &dirs) {
+            (Some(url), Some(dirs)) => {
+                println!("demo page: {url}");
+                if !dirs.pkg.join("agent_host_browser.js").is_file() {
+                    eprintln!(
+                        "agentrt: the wasm bundle is not built in {}; run `cargo xtask demo` (or node host-browser/e2e/build.mjs)",
+                        dirs.pkg.display()
+                    );
+                }
+            }
+            _ => eprintln!(
+                "agentrt: no demo page directory found; pass --www DIR (host-browser/www) to serve the page"
+            ),
+        }
     }
-    gateway::serve(listener, state).await?;
+    std::io::stdout().flush()?;
+    let mut app = gateway::router(state);
+    if let Some(dirs) = dirs {
+        app = app.merge(page::router(dirs));
+    }
+    axum::serve(listener, app).await?;
     Ok(code::OK)
 }
 
@@ -1027,7 +1073,7 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
             rt.respond(run, &request.id, &text).await?
         }
         Action::Decide(call, choice) => rt.decide(run, &call, choice).await?,
-        Action::Stop => rt.stop(run).await?,
+        Action::Stop => app.stop(run).await?,
     }
     follow(cli, &app, run, events, is_demo).await
 }
