@@ -27,8 +27,11 @@
 //! * `cargo xtask demo [--dry-run] [--no-install] [--] [ARGS...]` — the
 //!   browser demo: builds the wasm bundle (release, `wasm-bindgen --target
 //!   web` into `host-browser/pkg`), prints its raw and gzipped size, and
-//!   serves the demo page on 127.0.0.1 (`host-browser/e2e/serve.mjs`; ARGS
-//!   may give the port, default 8788). Its steps come from [`demo_steps`].
+//!   serves the demo page with `agentrt serve` (release build) on
+//!   127.0.0.1 — the page, the bundle at `/pkg/` and the fetch gateway on one
+//!   origin; it prints the page URL carrying the gateway token. ARGS go to
+//!   `agentrt serve` (a bare number is the port, default 8787). Its steps
+//!   come from [`demo_steps`].
 //!   The terminal demo stays `cargo run -p agent-host-native --bin agentrt -- demo`.
 //!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
@@ -92,9 +95,10 @@ Project automation. Usage:
       wasm tests in headless Chromium, and the Playwright e2e suite.
       This is exactly what CI runs (.ci/run).
 
-  cargo xtask demo [--no-install] [--dry-run] [--] [PORT]
+  cargo xtask demo [--no-install] [--dry-run] [--] [PORT | SERVE-ARGS...]
       Builds the browser bundle (prints its raw and gzipped wasm size) and
-      serves the demo page on http://127.0.0.1:PORT/ (default 8788).
+      serves the demo page with `agentrt serve` on 127.0.0.1:PORT (default
+      8787); open the printed http://127.0.0.1:PORT/#gateway-token=... URL.
       The terminal demo: cargo run -p agent-host-native --bin agentrt -- demo
 
   cargo xtask install [--dry-run]
@@ -652,20 +656,79 @@ fn demo(runner: &mut Runner, args: &[String]) -> Result<()> {
 }
 
 /// What `cargo xtask demo` needs installed: the wasm target and wasm-bindgen
-/// (Node.js runs the build script and the static server; it has no packages to install).
+/// (Node.js runs the build script; it has no packages to install).
 const DEMO_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::WasmBindgen];
 
 /// The steps of `cargo xtask demo`, in order: build the bundle (the script
 /// runs cargo and wasm-bindgen and prints the raw and gzipped wasm size),
-/// then serve the page; `args` go to the server (the port).
+/// then serve it with `agentrt serve` (release), which serves the page, the
+/// bundle and the fetch gateway on one origin and prints the page URL with
+/// the gateway token. `args` go to `agentrt serve`; a lone number is the port.
 fn demo_steps(args: &[String]) -> Vec<Step> {
     let build = Step::new("demo: build the wasm bundle", "node", &["build.mjs"]).in_dir(E2E_DIR);
-    let mut serve =
-        Step::new("demo: serve the page on 127.0.0.1", "node", &["serve.mjs"]).in_dir(E2E_DIR);
-    for arg in args {
-        serve = serve.arg(arg.clone());
+    let mut serve = Step::cargo(
+        "demo: agentrt serve on 127.0.0.1",
+        &[
+            "run",
+            "--release",
+            "-p",
+            "agent-host-native",
+            "--bin",
+            "agentrt",
+            "--",
+            "serve",
+            "--www",
+            "host-browser/www",
+            "--pkg",
+            "host-browser/pkg",
+        ],
+    );
+    match args {
+        [port] if port.parse::<u16>().is_ok() => serve = serve.arg("--port").arg(port.clone()),
+        _ => {
+            for arg in args {
+                serve = serve.arg(arg.clone());
+            }
+        }
     }
     vec![build, serve]
+}
+
+#[cfg(test)]
+mod demo_tests {
+    use super::*;
+
+    #[test]
+    fn demo_builds_the_bundle_then_runs_agentrt_serve() {
+        let steps = demo_steps(&[]);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].program, "node");
+        assert_eq!(steps[0].args, ["build.mjs"]);
+        assert_eq!(steps[1].program, "cargo");
+        let serve = steps[1].args.join(" ");
+        assert_eq!(
+            serve,
+            "run --release -p agent-host-native --bin agentrt -- serve \
+             --www host-browser/www --pkg host-browser/pkg"
+        );
+        assert!(
+            steps
+                .iter()
+                .all(|s| !s.args.iter().any(|a| a.contains("serve.mjs")))
+        );
+    }
+
+    #[test]
+    fn demo_forwards_the_port_and_other_serve_arguments() {
+        let port = demo_steps(&["9000".to_string()]);
+        assert!(
+            port[1]
+                .args
+                .ends_with(&["--port".to_string(), "9000".to_string()])
+        );
+        let given: Vec<String> = ["--port", "0"].iter().map(|s| s.to_string()).collect();
+        assert!(demo_steps(&given)[1].args.ends_with(&given));
+    }
 }
 
 // ---------------------------------------------------------------------------
