@@ -319,6 +319,8 @@ impl App {
             registry,
             ToolsOptions {
                 spill: Some(Arc::new(spill)),
+                // A run's loaded tools survive a restart (S5.2).
+                storage: Some(host.storage.clone()),
                 ..ToolsOptions::default()
             },
         );

@@ -73,11 +73,11 @@ fn start_counter() -> Counter {
     }
 }
 
-// The plugin is configured always-on: a tool loaded with `load_tools` is
-// forgotten by a new process (the tools actor keeps the loaded set in
-// memory), so a call dispatched for the first time after a restart could
-// not resolve it. See the report of issue 8.
+// The plugin is discoverable: the model loads it with `load_tools` first.
+// The loaded set is stored (S5.2), so the process that resumes after the
+// kill still resolves `send_ticket`.
 const SCENARIO: &str = r#"{"turns": [
+  {"text": "Loading the ticket tool.", "tool_calls": [{"name": "load_tools", "arguments": {"names": ["send_ticket"]}}]},
   {"text": "Filing the ticket.", "tool_calls": [{"name": "send_ticket", "arguments": {"title": "disk full"}}]},
   {"text": "Filed."}
 ]}"#;
@@ -105,7 +105,6 @@ fn setup(dir: &Path, port: u16) {
     let config = format!(
         r#"approval = "permissive"
 lease_ttl_ms = 60000
-always_on_plugins = ["tickets"]
 
 [[plugins]]
 id = "tickets"
