@@ -1,7 +1,11 @@
 // Loopback servers for the demo and the e2e tests: the page (host-browser/www
 // at /, host-browser/pkg at /pkg/) and a counting server whose POST /writes
 // records every non-idempotent write it receives. Only 127.0.0.1.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { createInterface } from 'node:readline';
 import { readFile } from 'node:fs/promises';
 import { dirname, extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,6 +79,40 @@ export async function startCountingServer() {
   return {
     url, count: () => count, bodies, setDelay: (ms) => { delayMs = ms; },
     close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }),
+  };
+}
+
+/**
+ * The real `agentrt serve` on a free 127.0.0.1 port: the page (www at /, the
+ * bundle at /pkg/) and the fetch gateway on one origin. The binary is
+ * $AGENTRT_BIN, else the debug build, brought up to date by `cargo build`
+ * (a no-op when fresh). Resolves with { url, token, pageUrl, close }.
+ */
+export async function startAgentrt() {
+  const root = join(here, '..', '..');
+  let bin = process.env.AGENTRT_BIN;
+  if (!bin) {
+    execFileSync(process.env.CARGO || 'cargo', ['build', '-q', '-p', 'agent-host-native', '--bin', 'agentrt'],
+      { cwd: root, stdio: 'inherit' });
+    bin = join(process.env.CARGO_TARGET_DIR || join(root, 'target'), 'debug', 'agentrt');
+  }
+  const data = mkdtempSync(join(tmpdir(), 'agentrt-e2e-'));
+  const child = spawn(bin, ['--json', 'serve', '--port', '0', '--www', WWW, '--pkg', PKG], {
+    env: { ...process.env, AGENTRT_DATA_DIR: data }, stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout });
+  const listening = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`agentrt serve exited with ${code} before listening`)));
+    lines.once('line', (line) => resolve(JSON.parse(line)));
+  });
+  return {
+    url: listening.url, token: listening.token, pageUrl: listening.page,
+    close: () => new Promise((r) => {
+      const done = () => { rmSync(data, { recursive: true, force: true }); r(); };
+      if (child.exitCode !== null || child.signalCode !== null) { done(); return; }
+      child.once('exit', done);
+      child.kill();
+    }),
   };
 }
 
