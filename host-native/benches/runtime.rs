@@ -7,6 +7,7 @@
 //! BENCH_QUICK=1 cargo bench -p agent-host-native --bench runtime   # smaller runs
 //! BENCH_ONLY=2 cargo bench -p agent-host-native --bench runtime     # sections 2 and 3
 //! BENCH_DIR=/some/disk cargo bench ...   # where the databases go (default: .)
+//! BENCH_ROUNDS=100,1000 cargo bench ...  # run lengths of section 1
 //! ```
 //!
 //! 1. Runtime overhead per tool round (scripted model, trivial read-only
@@ -324,7 +325,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio");
-    let sizes: &[usize] = if quick { &[100] } else { &[100, 1000] };
+    // BENCH_ROUNDS=100,1000 overrides the run lengths of section 1.
+    let sizes: Vec<usize> = match std::env::var("BENCH_ROUNDS") {
+        Ok(list) => list.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Err(_) if quick => vec![100],
+        Err(_) => vec![100, 1000],
+    };
     // BENCH_ONLY=1,2,3,4 picks sections (3 needs 2).
     let only = std::env::var("BENCH_ONLY").unwrap_or_else(|_| "1,2,3,4".into());
     let on = |n: &str| only.split(',').any(|s| s.trim() == n);
@@ -332,11 +338,11 @@ fn main() {
     let mut sqlite_round = Duration::ZERO;
     if on("1") {
         println!("== 1. runtime overhead per tool round (scripted model, read-only tool) ==");
-        for &n in sizes {
+        for &n in &sizes {
             let (_, _, m) = run_memory(n, 1, "read_note", false);
             report_rounds(&format!("memory host, {n} rounds"), &m);
         }
-        for &n in sizes {
+        for &n in &sizes {
             let path = dir.path().join(format!("overhead-{n}.sqlite3"));
             let (_, m, _) = rt.block_on(run_sqlite(&path, n, 1, "read_note"));
             report_rounds(&format!("sqlite (tokio), {n} rounds"), &m);

@@ -751,7 +751,7 @@ impl Supervisor {
 
         let request = ModelRequest {
             model: self.config.model.model.clone(),
-            messages: self.transcript.messages().to_vec(),
+            messages: self.transcript.messages().clone(),
             tools,
             temperature: self.config.model.temperature,
             max_output_tokens: self.config.model.max_output_tokens,
@@ -792,6 +792,9 @@ impl Supervisor {
             }
         };
 
+        // The request shares the conversation: let it go, so that appending
+        // to the conversation copies nothing.
+        drop(request);
         let storage = self.ctx.host.storage.clone();
         let text_blob = if response.text.is_empty() {
             None

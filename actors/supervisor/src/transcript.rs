@@ -2,6 +2,8 @@
 //! append-only as a chain of segment blobs (never inline in a record), and the
 //! rule that finds which tool calls of the last assistant turn still lack a result.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use agent_kernel::host::{BlobRef, Storage, StorageError, Table};
@@ -41,6 +43,43 @@ pub enum Message {
         tool_call_id: String,
         content: String,
     },
+}
+
+/// The conversation as a request carries it: shared with the run that sent
+/// it, so a request costs no copy of the history. Reads as a slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Messages(Arc<Vec<Message>>);
+
+impl Messages {
+    /// Append, copying the messages only if a request still holds them.
+    fn extend(&mut self, more: Vec<Message>) {
+        Arc::make_mut(&mut self.0).extend(more);
+    }
+}
+
+impl std::ops::Deref for Messages {
+    type Target = [Message];
+    fn deref(&self) -> &[Message] {
+        &self.0
+    }
+}
+
+impl From<Vec<Message>> for Messages {
+    fn from(messages: Vec<Message>) -> Messages {
+        Messages(Arc::new(messages))
+    }
+}
+
+impl Serialize for Messages {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.as_slice().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Messages, D::Error> {
+        Vec::<Message>::deserialize(deserializer).map(Messages::from)
+    }
 }
 
 /// The whole conversation so far.
@@ -88,45 +127,49 @@ impl Transcript {
 
     /// What happens next, from the messages alone.
     pub fn tail(&self) -> Tail {
-        let Some(last_assistant) = self
-            .messages
-            .iter()
-            .rposition(|m| matches!(m, Message::Assistant { .. }))
-        else {
-            return Tail::ModelNext;
+        tail_of(&self.messages)
+    }
+}
+
+/// What happens next after `messages`.
+pub fn tail_of(messages: &[Message]) -> Tail {
+    let Some(last_assistant) = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+    else {
+        return Tail::ModelNext;
+    };
+    let Message::Assistant {
+        content,
+        tool_calls,
+    } = &messages[last_assistant]
+    else {
+        return Tail::ModelNext;
+    };
+    if tool_calls.is_empty() {
+        return Tail::Answered {
+            text: content.clone().unwrap_or_default(),
         };
-        let Message::Assistant {
-            content,
-            tool_calls,
-        } = &self.messages[last_assistant]
-        else {
-            return Tail::ModelNext;
-        };
-        if tool_calls.is_empty() {
-            return Tail::Answered {
-                text: content.clone().unwrap_or_default(),
-            };
-        }
-        let answered: Vec<&str> = self.messages[last_assistant + 1..]
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        let pending: Vec<usize> = tool_calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !answered.contains(&c.id.as_str()))
-            .map(|(i, _)| i)
-            .collect();
-        if pending.is_empty() {
-            Tail::ModelNext
-        } else {
-            Tail::ToolsPending {
-                round_calls: tool_calls.clone(),
-                pending,
-            }
+    }
+    let answered: Vec<&str> = messages[last_assistant + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let pending: Vec<usize> = tool_calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !answered.contains(&c.id.as_str()))
+        .map(|(i, _)| i)
+        .collect();
+    if pending.is_empty() {
+        Tail::ModelNext
+    } else {
+        Tail::ToolsPending {
+            round_calls: tool_calls.clone(),
+            pending,
         }
     }
 }
@@ -167,7 +210,7 @@ struct Link {
 /// segments of equal level); the chain is read only when a run is loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptLog {
-    transcript: Transcript,
+    messages: Messages,
     chain: Vec<Link>,
     assistant_turns: usize,
 }
@@ -278,18 +321,15 @@ impl TranscriptLog {
             .filter(|m| matches!(m, Message::Assistant { .. }))
             .count();
         TranscriptLog {
-            transcript: Transcript { messages },
+            messages: messages.into(),
             chain,
             assistant_turns,
         }
     }
 
-    pub fn transcript(&self) -> &Transcript {
-        &self.transcript
-    }
-
-    pub fn messages(&self) -> &[Message] {
-        &self.transcript.messages
+    /// The whole conversation, shared (a clone copies no message).
+    pub fn messages(&self) -> &Messages {
+        &self.messages
     }
 
     /// The blob of the newest segment (what a checkpoint names).
@@ -308,7 +348,7 @@ impl TranscriptLog {
     }
 
     pub fn tail(&self) -> Tail {
-        self.transcript.tail()
+        tail_of(&self.messages)
     }
 
     /// Store `messages` as the new newest segment (merging the newest
@@ -319,7 +359,7 @@ impl TranscriptLog {
         storage: &dyn Storage,
         messages: Vec<Message>,
     ) -> Result<StagedAppend, StorageError> {
-        let end = self.transcript.messages.len();
+        let end = self.messages.len();
         let mut start = end;
         let mut level = 0u8;
         let mut merged = 0usize;
@@ -334,7 +374,7 @@ impl TranscriptLog {
             merged += 1;
         }
         let mut all = Vec::with_capacity(end - start + messages.len());
-        all.extend_from_slice(&self.transcript.messages[start..]);
+        all.extend_from_slice(&self.messages[start..]);
         all.extend(messages.iter().cloned());
         let segment = Segment {
             prev: prev.clone(),
@@ -365,7 +405,7 @@ impl TranscriptLog {
         let keep = self.chain.len().saturating_sub(staged.merged);
         self.chain.truncate(keep);
         self.chain.push(staged.link);
-        self.transcript.messages.extend(staged.messages);
+        self.messages.extend(staged.messages);
     }
 }
 
@@ -457,7 +497,7 @@ mod tests {
                 let bound = appends / (1 << MAX_SEGMENT_LEVEL) + MAX_SEGMENT_LEVEL as usize + 2;
                 assert!(log.chain_len() <= bound, "{} > {bound}", log.chain_len());
             }
-            assert_eq!(log.transcript(), &expected);
+            assert_eq!(&log.messages()[..], &expected.messages[..]);
             assert_eq!(log.assistant_turns(), expected.assistant_turns());
             // A segment holds at most 2^MAX_SEGMENT_LEVEL appends: its size
             // does not grow with the run.
@@ -468,7 +508,10 @@ mod tests {
             assert_eq!(loaded, log);
             // Loading from an earlier head gives the earlier conversation.
             let early = TranscriptLog::load(&storage, &run, &first).await.unwrap();
-            assert_eq!(early.transcript(), &Transcript::new(Some("s"), "p"));
+            assert_eq!(
+                &early.messages()[..],
+                &Transcript::new(Some("s"), "p").messages[..]
+            );
         })
         .unwrap();
     }
@@ -484,7 +527,7 @@ mod tests {
             let whole = Transcript::new(None, "p");
             let blob = crate::store::put_json_blob(&storage, &whole).await.unwrap();
             let mut log = TranscriptLog::load(&storage, &run, &blob).await.unwrap();
-            assert_eq!(log.transcript(), &whole);
+            assert_eq!(&log.messages()[..], &whole.messages[..]);
             let staged = log.stage(&storage, vec![tool(1)]).await.unwrap();
             log.apply(staged);
             let staged = log.stage(&storage, vec![tool(2)]).await.unwrap();

@@ -216,7 +216,8 @@ fn request() -> ModelRequest {
         model: "test-model".into(),
         messages: vec![Message::User {
             content: "hi".into(),
-        }],
+        }]
+        .into(),
         tools: Vec::new(),
         temperature: None,
         max_output_tokens: None,

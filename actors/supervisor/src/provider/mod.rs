@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 use agent_kernel::protocol::ModelToolSchema;
 use agent_kernel::{MaybeSend, MaybeSync};
 
-use crate::transcript::{AssistantToolCall, Message};
+use crate::transcript::{AssistantToolCall, Messages};
 
 /// One request to the model: the whole conversation and the tools it may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     pub model: String,
-    pub messages: Vec<Message>,
+    pub messages: Messages,
     pub tools: Vec<ModelToolSchema>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

@@ -114,6 +114,10 @@ pub struct ScriptedProvider {
     chunk: usize,
     /// Attempts per turn, for `disconnects`.
     attempts: Mutex<HashMap<usize, u32>>,
+    /// The messages of the last request with, for each, the assistant turns
+    /// and serialized characters up to and including it: a request that
+    /// extends the last one measures only its new messages.
+    seen: Mutex<Vec<(Message, usize, usize)>>,
 }
 
 impl std::fmt::Debug for ScriptedProvider {
@@ -131,7 +135,29 @@ impl ScriptedProvider {
             clock,
             chunk: 16,
             attempts: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Assistant turns in `messages` and their serialized length.
+    fn measure(&self, messages: &[Message]) -> Result<(usize, usize), ProviderError> {
+        let mut seen = self
+            .seen
+            .lock()
+            .map_err(|_| ProviderError::Config("scripted provider state is poisoned".into()))?;
+        let same = seen
+            .iter()
+            .zip(messages)
+            .take_while(|((m, _, _), n)| m == *n)
+            .count();
+        seen.truncate(same);
+        for m in &messages[same..] {
+            let (turns, chars) = seen.last().map_or((0, 0), |(_, t, c)| (*t, *c));
+            let turns = turns + usize::from(matches!(m, Message::Assistant { .. }));
+            let chars = chars + serde_json::to_string(m).map(|s| s.len()).unwrap_or(0);
+            seen.push((m.clone(), turns, chars));
+        }
+        Ok(seen.last().map_or((0, 0), |(_, t, c)| (*t, *c)))
     }
 
     fn tokens(chars: usize) -> u64 {
@@ -147,11 +173,7 @@ impl ModelProvider for ScriptedProvider {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
-        let index = request
-            .messages
-            .iter()
-            .filter(|m| matches!(m, Message::Assistant { .. }))
-            .count();
+        let (index, input_chars) = self.measure(&request.messages)?;
         let turn = self
             .scenario
             .turns
@@ -194,11 +216,6 @@ impl ModelProvider for ScriptedProvider {
                 },
             })));
         }
-        let input_chars: usize = request
-            .messages
-            .iter()
-            .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
-            .sum();
         let usage = turn.usage.unwrap_or(ModelUsage {
             input_tokens: Self::tokens(input_chars),
             output_tokens: Self::tokens(turn.text.len()),
