@@ -613,6 +613,8 @@ fn register_tools(
         registry,
         ToolsOptions {
             spill: Some(Arc::new(spill)),
+            // A run's loaded tools survive a page reload (S5.2).
+            storage: Some(storage),
             ..ToolsOptions::default()
         },
     );
