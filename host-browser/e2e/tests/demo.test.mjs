@@ -182,11 +182,10 @@ test('S6.4: a pending approval survives a reload and is shown once', async () =>
   await context.close();
 });
 
-// Found by this suite: the tools actor keeps the set of tools a run loaded
-// with load_tools in memory only, so after a reload an approved plugin call
-// fails with tool_not_loaded. The fix belongs to the supervisor/tools
-// (restore a run's loaded tools from its committed load_tools calls).
-test('S5.2 + S6.4: an approved plugin call after a reload still runs', { todo: 'loaded-tool set is not restored after a reload (supervisor/tools)' }, async () => {
+// Found by this suite: an approved plugin call after a reload failed with
+// tool_not_loaded while the tools actor kept a run's load_tools set in memory
+// only. It is now stored (Meta `tools/loaded/<run>`) and restored.
+test('S5.2 + S6.4: an approved plugin call after a reload still runs', async () => {
   const context = await env.browser.newContext();
   const session = uniqueSession('pending-plugin');
   const cfg = config(writeScenario(0), { plugins: [counterPlugin(env.counter.url)] });
