@@ -362,9 +362,12 @@ impl ToolsActor {
     /// hold the run (first message since a restart, or evicted). The restored
     /// names pass the same filters as any loaded name: the registry's current
     /// definitions, the run's mode and allowlist, and the 64-schema cap
-    /// (`effective_loaded`). Each keeps the fingerprint it was loaded with as
-    /// the one the model was shown, so a definition changed since is refused
-    /// with `definition_changed` until the model is shown the new one.
+    /// (`schema_list`, used by Schemas and Prepare). Each keeps the
+    /// fingerprint it was loaded with as the one the model was shown, so a
+    /// definition changed since is refused with `definition_changed` until
+    /// the next Schemas shows the new one. (A definition that changed and was
+    /// already re-shown before the restart is refused once more: the record
+    /// keeps load-time fingerprints. That errs on the side of nothing running.)
     async fn restore(&mut self, run: &RunId) -> Result<(), LoadedToolsError> {
         if self.runs.contains_key(run) {
             return Ok(());
