@@ -204,7 +204,7 @@ async fn wrap_success(
     s
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))] // the unit tests use tokio, a native-only dev-dependency
 mod tests {
     use super::*;
     use agent_capabilities::{EffectSet, Idempotency};

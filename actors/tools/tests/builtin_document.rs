@@ -2,6 +2,7 @@
 //! output with truncation reported at, below and above the bound, malformed
 //! input of each format, unsupported types, and the actor (capability
 //! check, trust by origin) on the memory host.
+#![cfg(not(target_arch = "wasm32"))] // native tests (tokio); the browser runs builtin_wasm.rs
 
 mod builtin_support;
 

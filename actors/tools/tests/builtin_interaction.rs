@@ -1,6 +1,7 @@
 //! `ask_user` and `update_plan` (S5.1): their definitions, the validation
 //! of their arguments, of answers against the optional JSON Schema, and the
 //! plan kept on the run record; plus the built-in definition set as a whole.
+#![cfg(not(target_arch = "wasm32"))] // native tests (tokio); the browser runs builtin_wasm.rs
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,7 @@
 //! `run_javascript` (S5.7): every limit at, below and above its bound, the
 //! missing host surface, JSON in and out, and the actor's capability checks
 //! and non-blocking execution on a real tokio executor.
+#![cfg(not(target_arch = "wasm32"))] // native tests (tokio); the browser runs builtin_wasm.rs
 
 mod builtin_support;
 

@@ -1,6 +1,7 @@
 //! S5.7: 10,000 consecutive `run_javascript` calls keep the process's
 //! resident memory bounded. Its own test binary, so that no other test's
 //! allocations move the measurement.
+#![cfg(not(target_arch = "wasm32"))] // native tests (tokio); the browser runs builtin_wasm.rs
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,7 @@
 //! Skills (S5.6): narrowing as a capability caveat that verification
 //! enforces, never widening, and each refused manifest kind (closed schema,
 //! limits at, below and above, secret-looking values naming the field).
+#![cfg(not(target_arch = "wasm32"))] // native tests (tokio); the browser runs builtin_wasm.rs
 
 mod builtin_support;
 
