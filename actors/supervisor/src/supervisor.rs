@@ -236,6 +236,9 @@ pub(crate) struct Supervisor {
     transcript: TranscriptLog,
     /// The newest segment: what the latest checkpoint names.
     transcript_ref: BlobRef,
+    /// A model round whose request activity and checkpoint were already
+    /// committed with the outcome that completed the previous round.
+    request_announced: Option<u64>,
     authority: Authority,
     lifecycle: async_channel::Receiver<LifecycleEvent>,
     schemas: Option<Vec<ModelToolSchema>>,
@@ -277,6 +280,7 @@ impl Supervisor {
             config,
             transcript,
             transcript_ref: checkpoint.transcript,
+            request_announced: None,
             authority,
             lifecycle,
             schemas: None,
@@ -741,13 +745,15 @@ impl Supervisor {
                 return self.fail_runtime(&actor, &e.to_string()).await;
             }
         };
-        let mut tx = self.writer.begin();
-        tx.activity(ActivityKind::ModelRequest { round });
-        tx.checkpoint(
-            CheckpointStage::BeforeModelRequest { round },
-            self.transcript_ref.clone(),
-        );
-        self.writer.commit(tx).await?;
+        if self.request_announced.take() != Some(round) {
+            let mut tx = self.writer.begin();
+            tx.activity(ActivityKind::ModelRequest { round });
+            tx.checkpoint(
+                CheckpointStage::BeforeModelRequest { round },
+                self.transcript_ref.clone(),
+            );
+            self.writer.commit(tx).await?;
+        }
 
         let request = ModelRequest {
             model: self.config.model.model.clone(),
@@ -878,15 +884,32 @@ impl Supervisor {
         added: Vec<Message>,
         stage: CheckpointStage,
     ) -> Result<(), RunError> {
+        // When this append answers the last of the round's calls and the
+        // next model round would start (the same checks as `model_round`),
+        // its request activity and checkpoint go in this batch: one commit
+        // less per round, and the result is still durable before the model
+        // sees it.
+        let announce = (tx.run.status == RunStatus::Running
+            && self.transcript.tail_after(&added) == Tail::ModelNext
+            && self.schemas.is_some()
+            && self.config.validate().is_ok()
+            && self.config.budget.check_hard_limits(&tx.run.usage).is_ok()
+            && self.ctx.host.lifecycle.is_online())
+        .then(|| self.transcript.assistant_turns() as u64 + 1);
         let staged = self
             .transcript
             .stage(&*self.ctx.host.storage, added)
             .await?;
         let blob = staged.head().clone();
         tx.checkpoint(stage, blob.clone());
+        if let Some(round) = announce {
+            tx.activity(ActivityKind::ModelRequest { round });
+            tx.checkpoint(CheckpointStage::BeforeModelRequest { round }, blob.clone());
+        }
         self.writer.commit(tx).await?;
         self.transcript.apply(staged);
         self.transcript_ref = blob;
+        self.request_announced = announce;
         Ok(())
     }
 

@@ -351,6 +351,18 @@ impl TranscriptLog {
         tail_of(&self.messages)
     }
 
+    /// What happens next once `added` is appended (without appending it).
+    pub fn tail_after(&self, added: &[Message]) -> Tail {
+        let from = self
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+            .unwrap_or(0);
+        let mut recent = self.messages[from..].to_vec();
+        recent.extend_from_slice(added);
+        tail_of(&recent)
+    }
+
     /// Store `messages` as the new newest segment (merging the newest
     /// segments of equal level into it) and return the append to apply once
     /// the checkpoint naming it is durable. Nothing changes in memory here.

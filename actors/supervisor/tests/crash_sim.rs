@@ -45,7 +45,9 @@ fn crash_sim_thousand_seeds_no_violations() {
         "crash-sim boundaries: {permissive} commits (permissive), {strict} (strict)"
     );
     assert!(
-        permissive >= 15 && strict > permissive,
+        // 14 since a round's request shares the batch of the outcome that
+        // completed the round before it (one boundary fewer per tool round).
+        permissive >= 14 && strict > permissive,
         "{permissive} {strict}"
     );
     assert!(
