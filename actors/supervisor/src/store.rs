@@ -76,6 +76,21 @@ impl Record for RunMeta {
     }
 }
 
+/// Meta record holding a copy of a run's latest checkpoint, rewritten in
+/// every batch that adds one, so that loading a run reads one record instead
+/// of scanning every checkpoint it ever wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LatestCheckpoint {
+    pub checkpoint: Checkpoint,
+}
+
+impl Record for LatestCheckpoint {
+    const TABLE: Table = Table::Meta;
+    fn key(&self) -> String {
+        format!("latest_checkpoint/{}", self.checkpoint.run)
+    }
+}
+
 /// `<run>/`: the prefix of every per-run key.
 pub fn run_prefix(run: &RunId) -> String {
     format!("{run}/")
@@ -148,10 +163,24 @@ pub async fn load_run(storage: &dyn Storage, run: &RunId) -> Result<(AgentRun, V
     Ok((record, bytes))
 }
 
+/// The run's latest checkpoint: the copy in its [`LatestCheckpoint`] record
+/// when that names the newest sequence number, else (a run stored before
+/// that record existed) the last of a scan.
 pub async fn latest_checkpoint(
     storage: &dyn Storage,
     run: &RunId,
 ) -> Result<Option<Checkpoint>, StorageError> {
+    if let Some(latest) = storage
+        .get_record::<LatestCheckpoint>(&format!("latest_checkpoint/{run}"))
+        .await?
+    {
+        // The copy is written in the same batch as the checkpoint, so no
+        // later checkpoint can exist; check that its original is there.
+        let key = Checkpoint::key_for(run, latest.checkpoint.seq);
+        if storage.get_record::<Checkpoint>(&key).await?.as_ref() == Some(&latest.checkpoint) {
+            return Ok(Some(latest.checkpoint));
+        }
+    }
     Ok(storage
         .scan_records::<Checkpoint>(&run_prefix(run))
         .await?
@@ -256,6 +285,7 @@ impl RunWriter {
             activities: Vec::new(),
             now,
             next_checkpoint: self.next_checkpoint,
+            latest: None,
             error: None,
         }
     }
@@ -263,6 +293,9 @@ impl RunWriter {
     /// Make `tx` durable in one fenced batch; on success it becomes the
     /// in-memory state and its activities are announced.
     pub async fn commit(&mut self, mut tx: Tx) -> Result<(), RunError> {
+        if let Some(latest) = tx.latest.take() {
+            tx.put(&LatestCheckpoint { checkpoint: latest });
+        }
         if let Some(e) = tx.error.take() {
             return Err(e);
         }
@@ -303,6 +336,8 @@ pub struct Tx {
     activities: Vec<Activity>,
     now: u64,
     next_checkpoint: u64,
+    /// The last checkpoint this change writes (copied at commit).
+    latest: Option<Checkpoint>,
     error: Option<RunError>,
 }
 
@@ -370,6 +405,7 @@ impl Tx {
         };
         self.next_checkpoint += 1;
         self.put(&cp);
+        self.latest = Some(cp);
     }
 
     /// Record the evidence of a result.
@@ -481,5 +517,68 @@ mod tests {
         }
         assert!(!RunStatus::AwaitingApproval.can_transition_to(RunStatus::Completed));
         assert!(!RunStatus::Interrupted.can_transition_to(RunStatus::AwaitingInput));
+    }
+
+    /// Loading reads the run's latest checkpoint from one record written in
+    /// the same batch (S2.4 checkpoints are all still kept); without that
+    /// record (runs stored before it) a scan finds the same checkpoint.
+    #[test]
+    fn latest_checkpoint_is_one_read_and_falls_back_to_a_scan() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let fence = Fence {
+            session: SessionId::new("s").unwrap(),
+            epoch: 1,
+        };
+        exec.block_on(async {
+            let id = RunId::new("r").unwrap();
+            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
+            let lease = storage
+                .try_acquire_lease(&fence.session, &owner, 0, 60_000)
+                .await
+                .unwrap();
+            let fence = Fence {
+                session: fence.session.clone(),
+                epoch: lease.epoch,
+            };
+            assert_eq!(latest_checkpoint(&*storage, &id).await.unwrap(), None);
+            let mut writer = RunWriter::create(
+                storage.clone(),
+                clock.clone(),
+                EventBus::default(),
+                fence.clone(),
+                run_with(RunStatus::Running),
+            );
+            for round in 1..=3u64 {
+                let mut tx = writer.begin();
+                tx.checkpoint(
+                    CheckpointStage::AfterModelResponse { round },
+                    BlobRef::of(b"a"),
+                );
+                // Two checkpoints in one batch: the later one is the latest.
+                tx.checkpoint(
+                    CheckpointStage::BeforeModelRequest { round: round + 1 },
+                    BlobRef::of(b"b"),
+                );
+                writer.commit(tx).await.unwrap();
+            }
+            let latest = latest_checkpoint(&*storage, &id).await.unwrap().unwrap();
+            assert_eq!(latest.seq, 5);
+            assert_eq!(
+                latest.stage,
+                CheckpointStage::BeforeModelRequest { round: 4 }
+            );
+            let all: Vec<Checkpoint> = storage.scan_records(&run_prefix(&id)).await.unwrap();
+            assert_eq!(all.len(), 6);
+            assert_eq!(all.last(), Some(&latest));
+            let batch = Batch::new().delete(Table::Meta, format!("latest_checkpoint/{id}"));
+            storage.commit(batch).await.unwrap();
+            assert_eq!(
+                latest_checkpoint(&*storage, &id).await.unwrap(),
+                Some(latest)
+            );
+        })
+        .unwrap();
     }
 }
