@@ -202,8 +202,9 @@ pub async fn journal_of(
     storage.scan_records(&run_prefix(run)).await
 }
 
-/// Writes one run's records under a lease fence. The in-memory `run` is
-/// always the last durable version.
+/// Writes one run's records under a lease fence. The in-memory `run` is the
+/// last durable version plus the change [`RunWriter::defer`]red, if any
+/// (which every later change carries until one commits).
 pub struct RunWriter {
     pub storage: Arc<dyn Storage>,
     pub clock: Arc<dyn Clock>,
@@ -214,6 +215,16 @@ pub struct RunWriter {
     next_checkpoint: u64,
     /// Monotonic instant since which the run has been `running` unaccounted.
     running_since: Option<Duration>,
+    /// A change not committed yet: the next commit carries it.
+    deferred: Option<Deferred>,
+}
+
+/// What a deferred change adds to the next one.
+struct Deferred {
+    batch: Batch,
+    activities: Vec<Activity>,
+    latest: Option<Checkpoint>,
+    now: u64,
 }
 
 impl std::fmt::Debug for RunWriter {
@@ -248,6 +259,7 @@ impl RunWriter {
             run_bytes: Some(run_bytes),
             next_checkpoint,
             running_since,
+            deferred: None,
         })
     }
 
@@ -269,6 +281,7 @@ impl RunWriter {
             run_bytes: None,
             next_checkpoint: 0,
             running_since,
+            deferred: None,
         }
     }
 
@@ -276,18 +289,44 @@ impl RunWriter {
         &self.fence
     }
 
-    /// Start a change from the last durable state.
+    /// Start a change from the last durable state (with the deferred
+    /// change, if any, already in it).
     pub fn begin(&self) -> Tx {
         let now = self.clock.wall_ms().max(self.run.updated_at_ms);
+        let (batch, activities, latest) = match &self.deferred {
+            Some(d) => (d.batch.clone(), d.activities.clone(), d.latest.clone()),
+            None => (Batch::new(), Vec::new(), None),
+        };
         Tx {
             run: self.run.clone(),
-            batch: Batch::new(),
-            activities: Vec::new(),
-            now,
+            batch,
+            activities,
+            now: now.max(self.deferred.as_ref().map_or(0, |d| d.now)),
             next_checkpoint: self.next_checkpoint,
-            latest: None,
+            latest,
             error: None,
         }
+    }
+
+    /// Keep `tx` for the next commit instead of committing it now: it becomes
+    /// the in-memory state at once and durable with the next change (a crash
+    /// before then loses it, as if it had never been made). Only for changes
+    /// whose loss a resume repeats harmlessly (a model response, before any
+    /// call of it is dispatched).
+    pub fn defer(&mut self, mut tx: Tx) -> Result<(), RunError> {
+        if let Some(e) = tx.error.take() {
+            return Err(e);
+        }
+        tx.run.updated_at_ms = tx.now;
+        self.run = tx.run;
+        self.next_checkpoint = tx.next_checkpoint;
+        self.deferred = Some(Deferred {
+            batch: tx.batch,
+            activities: tx.activities,
+            latest: tx.latest,
+            now: tx.now,
+        });
+        Ok(())
     }
 
     /// Make `tx` durable in one fenced batch; on success it becomes the
@@ -317,6 +356,7 @@ impl RunWriter {
         };
         batch = batch.put(Table::Runs, key, bytes.clone());
         self.storage.commit(batch).await?;
+        self.deferred = None;
         self.running_since = (tx.run.status == RunStatus::Running).then_some(mono);
         self.run = tx.run;
         self.run_bytes = Some(bytes);

@@ -847,6 +847,17 @@ impl Supervisor {
                     .await;
             }
             tx.run.usage.tool_rounds += 1;
+            // The response goes durable with the round's first call
+            // (`running` before dispatch, an approval request, an outcome
+            // ...): a crash before then repeats the round, as a crash during
+            // the request does.
+            let staged = self.transcript.stage(&*storage, transcript).await?;
+            let blob = staged.head().clone();
+            tx.checkpoint(CheckpointStage::AfterModelResponse { round }, blob.clone());
+            self.writer.defer(tx)?;
+            self.transcript.apply(staged);
+            self.transcript_ref = blob;
+            return Ok(());
         }
         self.commit_transcript(
             tx,
