@@ -621,4 +621,73 @@ mod tests {
         })
         .unwrap();
     }
+
+    /// A deferred change is in memory at once, durable only with the next
+    /// commit (one batch, activities still gap-free), and lost with the
+    /// writer if none follows.
+    #[test]
+    fn deferred_change_rides_with_the_next_commit() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
+        let memory = Arc::new(MemoryStorage::new());
+        let storage: Arc<dyn Storage> = memory.clone();
+        exec.block_on(async {
+            let session = SessionId::new("s").unwrap();
+            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
+            let lease = storage
+                .try_acquire_lease(&session, &owner, 0, 60_000)
+                .await
+                .unwrap();
+            let fence = Fence {
+                session,
+                epoch: lease.epoch,
+            };
+            let id = RunId::new("r").unwrap();
+            let mut writer = RunWriter::create(
+                storage.clone(),
+                clock.clone(),
+                EventBus::default(),
+                fence.clone(),
+                run_with(RunStatus::Running),
+            );
+            writer.commit(writer.begin()).await.unwrap();
+            let commits = memory.commit_count();
+            let mut tx = writer.begin();
+            tx.activity(ActivityKind::ModelRequest { round: 1 });
+            tx.checkpoint(
+                CheckpointStage::AfterModelResponse { round: 1 },
+                BlobRef::of(b"a"),
+            );
+            writer.defer(tx).unwrap();
+            assert_eq!(memory.commit_count(), commits);
+            assert_eq!(writer.run.next_activity, 1);
+            assert_eq!(latest_checkpoint(&*storage, &id).await.unwrap(), None);
+            let (stored, _) = load_run(&*storage, &id).await.unwrap();
+            assert_eq!(stored.next_activity, 0);
+
+            let mut tx = writer.begin();
+            tx.activity(ActivityKind::ModelRequest { round: 2 });
+            writer.commit(tx).await.unwrap();
+            assert_eq!(memory.commit_count(), commits + 1);
+            let activities: Vec<Activity> = storage.scan_records(&run_prefix(&id)).await.unwrap();
+            assert_eq!(
+                activities.iter().map(|a| a.seq).collect::<Vec<_>>(),
+                vec![0, 1]
+            );
+            let latest = latest_checkpoint(&*storage, &id).await.unwrap().unwrap();
+            assert_eq!(
+                latest.stage,
+                CheckpointStage::AfterModelResponse { round: 1 }
+            );
+
+            // Deferred and never followed: nothing of it is stored.
+            let mut tx = writer.begin();
+            tx.activity(ActivityKind::ModelRequest { round: 3 });
+            writer.defer(tx).unwrap();
+            drop(writer);
+            let (stored, _) = load_run(&*storage, &id).await.unwrap();
+            assert_eq!(stored.next_activity, 2);
+        })
+        .unwrap();
+    }
 }
