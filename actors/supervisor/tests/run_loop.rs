@@ -1068,3 +1068,55 @@ fn corrupt_records_give_typed_errors_and_do_not_block_recovery() {
     env2.block(env2.runtime.resume(&run)).unwrap();
     assert_eq!(env2.settle(&run).status, RunStatus::Completed);
 }
+
+/// S2.4: a long run (its transcript a chain of merged segments) resumes in a
+/// new tab from its latest checkpoint and completes.
+#[test]
+fn s2_4_a_long_run_resumes_in_a_new_tab_and_completes() {
+    let rounds = 150;
+    let mut turns: Vec<serde_json::Value> = (0..rounds)
+        .map(|_| {
+            serde_json::json!({"text": "", "tool_calls": [{"name": "read_note", "arguments": {"path": "notes/a.txt"}}],
+                "usage": {"input_tokens": 10, "output_tokens": 2}})
+        })
+        .collect();
+    turns.push(serde_json::json!({"text": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": "go on?"}}],
+        "usage": {"input_tokens": 10, "output_tokens": 2}}));
+    turns.push(
+        serde_json::json!({"text": "done", "usage": {"input_tokens": 10, "output_tokens": 2}}),
+    );
+    let scenario = serde_json::json!({ "turns": turns }).to_string();
+    let config = RunConfig {
+        budget: Budget {
+            max_tool_rounds: rounds + 1,
+            max_tool_calls: rounds + 1,
+            max_tokens: None,
+            max_duration_ms: None,
+        },
+        ..RunConfig::default()
+    };
+    let env1 = common::env(&scenario);
+    let run = env1.start("go", config);
+    assert_eq!(env1.settle(&run).status, RunStatus::AwaitingInput);
+    env1.kill();
+    env1.mem.clock().advance(Duration::from_secs(31));
+    let env2 = tab(
+        env1.mem.clone(),
+        &scenario,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    let pending = env2.block(env2.runtime.pending(&run)).unwrap();
+    let request = pending
+        .iter()
+        .find(|p| matches!(p.kind, PendingKind::Input { .. }))
+        .expect("the question is pending")
+        .id
+        .clone();
+    env2.block(env2.runtime.respond(&run, &request, "yes"))
+        .unwrap();
+    let done = env2.settle(&run);
+    assert_eq!(done.status, RunStatus::Completed, "{done:?}");
+    assert_eq!(done.usage.tool_rounds, u64::from(rounds) + 1);
+}
