@@ -20,7 +20,12 @@
 //!    usage accumulates; the answer is stored and checkpointed *after the
 //!    response*. A stream that breaks off is repeated (bounded): nothing of it
 //!    was committed. A response with tool calls starts a tool round (budget
-//!    checked first); one without is the final answer (`completed`).
+//!    checked first) and becomes durable in the batch of its first call's
+//!    next step (`running`, an approval or question, an outcome), so a crash
+//!    before then repeats the round; one without is the final answer
+//!    (`completed`). When an outcome answers a round's last call, the next
+//!    round's request activity and checkpoint go in the outcome's batch: a
+//!    tool round makes two commits.
 //! 2. **Tool round**, one call at a time. A call without journal record is
 //!    *processed*: budget checked; `ask_user` / `update_plan` are answered by
 //!    the supervisor itself; anything else goes to the tools actor
@@ -49,7 +54,12 @@
 //! Every write is one fenced batch carrying the lease epoch and a
 //! compare-and-set on the run record; blobs (prompt, conversation,
 //! arguments, results, plan) are stored before the records naming them, and
-//! records hold only hashes and references. Activities are numbered without
+//! records hold only hashes and references. The conversation is stored
+//! append-only: each checkpoint names the newest segment of a chain of
+//! blobs holding only the messages added since (merged like a binary counter
+//! up to 128 appends, see `transcript`), so a round stores and costs the
+//! same however long the run; the chain is read back only when a run is
+//! loaded, from the checkpoint a `LatestCheckpoint` record copies. Activities are numbered without
 //! gaps and their time stamps never go backwards, even when the wall clock does.
 //!
 //! Dependencies: `reqwest` for the Chat Completions client, because the same
