@@ -47,32 +47,64 @@ pub enum Message {
 
 /// The conversation as a request carries it: shared with the run that sent
 /// it, so a request costs no copy of the history. Reads as a slice.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Messages(Arc<Vec<Message>>);
+///
+/// It only ever grows, so every `Messages` with the same [`Messages::lineage`]
+/// is a prefix of every longer one: a consumer that saw one may look only at
+/// the messages after it. Equality compares the messages alone.
+#[derive(Debug, Clone)]
+pub struct Messages {
+    messages: Arc<Vec<Message>>,
+    lineage: u64,
+}
+
+/// The next lineage to hand out.
+static LINEAGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Messages {
     /// Append, copying the messages only if a request still holds them.
     fn extend(&mut self, more: Vec<Message>) {
-        Arc::make_mut(&mut self.0).extend(more);
+        Arc::make_mut(&mut self.messages).extend(more);
+    }
+
+    /// Same for two values when one grew from the other (or both from one).
+    pub fn lineage(&self) -> u64 {
+        self.lineage
     }
 }
+
+impl Default for Messages {
+    fn default() -> Messages {
+        Messages::from(Vec::new())
+    }
+}
+
+impl PartialEq for Messages {
+    fn eq(&self, other: &Messages) -> bool {
+        self.messages == other.messages
+    }
+}
+
+impl Eq for Messages {}
 
 impl std::ops::Deref for Messages {
     type Target = [Message];
     fn deref(&self) -> &[Message] {
-        &self.0
+        &self.messages
     }
 }
 
 impl From<Vec<Message>> for Messages {
     fn from(messages: Vec<Message>) -> Messages {
-        Messages(Arc::new(messages))
+        Messages {
+            messages: Arc::new(messages),
+            lineage: LINEAGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
     }
 }
 
 impl Serialize for Messages {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.as_slice().serialize(serializer)
+        self.messages.as_slice().serialize(serializer)
     }
 }
 
@@ -564,6 +596,39 @@ mod tests {
                 .await
                 .unwrap_err();
             assert!(matches!(err, RunError::Inconsistent { .. }), "{err}");
+        })
+        .unwrap();
+    }
+
+    /// A request's messages share the log's (no copy); appending after the
+    /// request is gone copies nothing, and what a request saw stays a prefix
+    /// of the same lineage.
+    #[test]
+    fn messages_are_shared_and_grow_in_one_lineage() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let storage = agent_kernel::memory::MemoryStorage::new();
+        exec.block_on(async {
+            let (mut log, _) = TranscriptLog::start(&storage, Transcript::new(None, "p"))
+                .await
+                .unwrap();
+            let request = log.messages().clone();
+            assert!(std::ptr::eq(request.as_ptr(), log.messages().as_ptr()));
+            let staged = log.stage(&storage, vec![tool(1)]).await.unwrap();
+            log.apply(staged);
+            // The request still holds one message, the log two, one lineage.
+            assert_eq!(request.len(), 1);
+            assert_eq!(log.messages().len(), 2);
+            assert_eq!(request.lineage(), log.messages().lineage());
+            assert_eq!(&log.messages()[..1], &request[..]);
+            drop(request);
+            let staged = log.stage(&storage, vec![tool(2)]).await.unwrap();
+            log.apply(staged);
+            assert_eq!(log.messages().len(), 3);
+            // Equal messages built apart: equal, but not one lineage.
+            let apart = Messages::from(log.messages().to_vec());
+            assert_eq!(&apart, log.messages());
+            assert_ne!(apart.lineage(), log.messages().lineage());
+            assert_ne!(Messages::default().lineage(), Messages::default().lineage());
         })
         .unwrap();
     }

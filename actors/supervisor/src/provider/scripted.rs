@@ -15,7 +15,7 @@ use agent_kernel::host::Clock;
 use super::{
     FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError,
 };
-use crate::transcript::{AssistantToolCall, Message};
+use crate::transcript::{AssistantToolCall, Message, Messages};
 
 /// A scenario: the model's turns, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,10 +114,10 @@ pub struct ScriptedProvider {
     chunk: usize,
     /// Attempts per turn, for `disconnects`.
     attempts: Mutex<HashMap<usize, u32>>,
-    /// The messages of the last request with, for each, the assistant turns
-    /// and serialized characters up to and including it: a request that
-    /// extends the last one measures only its new messages.
-    seen: Mutex<Vec<(Message, usize, usize)>>,
+    /// The lineage of the last request's messages and, for each message, the
+    /// assistant turns and serialized characters up to and including it: a
+    /// request of the same lineage measures only its new messages.
+    seen: Mutex<(u64, Vec<(usize, usize)>)>,
 }
 
 impl std::fmt::Debug for ScriptedProvider {
@@ -135,29 +135,30 @@ impl ScriptedProvider {
             clock,
             chunk: 16,
             attempts: Mutex::new(HashMap::new()),
-            seen: Mutex::new(Vec::new()),
+            seen: Mutex::new((0, Vec::new())),
         }
     }
 
     /// Assistant turns in `messages` and their serialized length.
-    fn measure(&self, messages: &[Message]) -> Result<(usize, usize), ProviderError> {
-        let mut seen = self
+    fn measure(&self, messages: &Messages) -> Result<(usize, usize), ProviderError> {
+        let mut guard = self
             .seen
             .lock()
             .map_err(|_| ProviderError::Config("scripted provider state is poisoned".into()))?;
-        let same = seen
-            .iter()
-            .zip(messages)
-            .take_while(|((m, _, _), n)| m == *n)
-            .count();
-        seen.truncate(same);
-        for m in &messages[same..] {
-            let (turns, chars) = seen.last().map_or((0, 0), |(_, t, c)| (*t, *c));
+        let (lineage, seen) = &mut *guard;
+        // Messages of one lineage are prefixes of one another (see `Messages`).
+        if *lineage != messages.lineage() {
+            *lineage = messages.lineage();
+            seen.clear();
+        }
+        seen.truncate(messages.len());
+        for m in &messages[seen.len()..] {
+            let (turns, chars) = seen.last().copied().unwrap_or((0, 0));
             let turns = turns + usize::from(matches!(m, Message::Assistant { .. }));
             let chars = chars + serde_json::to_string(m).map(|s| s.len()).unwrap_or(0);
-            seen.push((m.clone(), turns, chars));
+            seen.push((turns, chars));
         }
-        Ok(seen.last().map_or((0, 0), |(_, t, c)| (*t, *c)))
+        Ok(seen.last().copied().unwrap_or((0, 0)))
     }
 
     fn tokens(chars: usize) -> u64 {
