@@ -327,7 +327,10 @@ fn main() {
         .expect("tokio");
     // BENCH_ROUNDS=100,1000 overrides the run lengths of section 1.
     let sizes: Vec<usize> = match std::env::var("BENCH_ROUNDS") {
-        Ok(list) => list.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Ok(list) => list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect(),
         Err(_) if quick => vec![100],
         Err(_) => vec![100, 1000],
     };
