@@ -32,9 +32,7 @@ use agent_supervisor::{
     Choice, ModelProvider, OpenAiConfig, OpenAiProvider, RunConfig, RunError, RunEvent, Runtime,
     RuntimeOptions, Scenario, ScriptedProvider,
 };
-use agent_tools::builtin::document::{
-    DocumentOrigin, DocumentSource, DocumentSourceError, DocumentTool, SourceDocument,
-};
+use agent_tools::builtin::document::{DocumentTool, WorkspaceDocuments};
 use agent_tools::builtin::javascript::JsLimits;
 use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue};
 use agent_tools::{
@@ -355,60 +353,6 @@ impl SecretResolver for PageSecrets {
     }
 }
 
-/// `extract_document` reads workspace files through the session's open
-/// workspace actor (the same rule as the native host).
-struct WorkspaceDocuments {
-    directory: WorkspaceDirectory,
-}
-
-#[async_trait::async_trait(?Send)]
-impl DocumentSource for WorkspaceDocuments {
-    async fn read(
-        &self,
-        session: &SessionId,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<SourceDocument, DocumentSourceError> {
-        let not_found = || DocumentSourceError::NotFound {
-            path: path.to_owned(),
-        };
-        let parsed = WorkspacePath::parse(path).map_err(|_| not_found())?;
-        let actors = self.directory.get(session).ok_or_else(|| {
-            DocumentSourceError::Unavailable(format!(
-                "the workspace of session {session} is not open"
-            ))
-        })?;
-        let entry = actors
-            .workspace
-            .stat(&parsed)
-            .await
-            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?
-            .ok_or_else(not_found)?;
-        if entry.size > max_bytes as u64 {
-            return Err(DocumentSourceError::TooLarge {
-                path: path.to_owned(),
-                size: entry.size,
-                limit: max_bytes,
-            });
-        }
-        let (entry, bytes) = actors
-            .workspace
-            .read(&parsed)
-            .await
-            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?;
-        let origin = match entry.source {
-            agent_workspace::Source::User => DocumentOrigin::User,
-            agent_workspace::Source::Tool { .. } => DocumentOrigin::Runtime,
-            _ => DocumentOrigin::External,
-        };
-        Ok(SourceDocument {
-            bytes,
-            mime: Some(entry.mime),
-            origin,
-        })
-    }
-}
-
 // ---------------------------------------------------------------- runtime
 
 /// What this tab holds while it executes a session: the stored lease (its
@@ -561,9 +505,7 @@ fn register_tools(
     let documents = DocumentTool::new(
         executor.clone(),
         clock.clone(),
-        Arc::new(WorkspaceDocuments {
-            directory: workspaces.clone(),
-        }),
+        Arc::new(WorkspaceDocuments::new(workspaces.clone())),
     )
     .spawn(None)
     .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;

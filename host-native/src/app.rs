@@ -21,12 +21,10 @@ use agent_supervisor::{
     ModelProvider, OpenAiConfig, OpenAiProvider, RunError, Runtime, RuntimeOptions, Scenario,
     ScriptedProvider,
 };
-use agent_tools::builtin::document::{
-    DocumentOrigin, DocumentSource, DocumentSourceError, DocumentTool, SourceDocument,
-};
+use agent_tools::builtin::document::{DocumentTool, WorkspaceDocuments};
 use agent_tools::builtin::javascript::JavascriptTool;
 use agent_tools::{Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools};
-use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspacePath, WorkspaceSpill};
+use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspaceSpill};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -135,59 +133,6 @@ pub async fn provider_for(
     }
 }
 
-/// Reads documents for `extract_document` from the session's workspace.
-struct WorkspaceDocuments {
-    directory: WorkspaceDirectory,
-}
-
-#[async_trait::async_trait]
-impl DocumentSource for WorkspaceDocuments {
-    async fn read(
-        &self,
-        session: &SessionId,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<SourceDocument, DocumentSourceError> {
-        let not_found = || DocumentSourceError::NotFound {
-            path: path.to_owned(),
-        };
-        let parsed = WorkspacePath::parse(path).map_err(|_| not_found())?;
-        let actors = self.directory.get(session).ok_or_else(|| {
-            DocumentSourceError::Unavailable(format!(
-                "the workspace of session {session} is not open"
-            ))
-        })?;
-        let entry = actors
-            .workspace
-            .stat(&parsed)
-            .await
-            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?
-            .ok_or_else(not_found)?;
-        if entry.size > max_bytes as u64 {
-            return Err(DocumentSourceError::TooLarge {
-                path: path.to_owned(),
-                size: entry.size,
-                limit: max_bytes,
-            });
-        }
-        let (entry, bytes) = actors
-            .workspace
-            .read(&parsed)
-            .await
-            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?;
-        let origin = match entry.source {
-            agent_workspace::Source::User => DocumentOrigin::User,
-            agent_workspace::Source::Tool { .. } => DocumentOrigin::Runtime,
-            _ => DocumentOrigin::External,
-        };
-        Ok(SourceDocument {
-            bytes,
-            mime: Some(entry.mime),
-            origin,
-        })
-    }
-}
-
 /// Options for [`App::open`].
 #[derive(Clone, Default)]
 pub struct AppOptions {
@@ -250,9 +195,7 @@ impl App {
         let documents = DocumentTool::new(
             host.executor.clone(),
             host.clock.clone(),
-            Arc::new(WorkspaceDocuments {
-                directory: workspaces.clone(),
-            }),
+            Arc::new(WorkspaceDocuments::new(workspaces.clone())),
         )
         .spawn(None)
         .map_err(AppError::Tools)?;
