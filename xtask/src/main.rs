@@ -65,6 +65,7 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-capabilities",
     "agent-kernel",
     "agent-supervisor",
+    "agent-tools",
     "agent-workspace",
     "agent-host-browser",
 ];
