@@ -10,6 +10,54 @@ use agent_kernel::protocol::{
 };
 use serde_json::Value;
 
+use std::future::Future;
+
+use agent_kernel::actor::{ParentLink, spawn_actor};
+use agent_kernel::host::Executor;
+use agent_kernel::protocol::{ToolAddr, ToolMsg};
+use agent_kernel::{MaybeSend, MaybeSync};
+use futures::StreamExt;
+use tracing::Instrument;
+
+/// Spawn a built-in tool's actor: up to `concurrency` invocations at once
+/// (mailbox of four times that), each handled by `handle` inside a tracing
+/// span carrying the tool, run and call ids.
+pub(crate) fn spawn_invoke_actor<F, Fut>(
+    executor: &dyn Executor,
+    tool: &'static str,
+    concurrency: usize,
+    parent: Option<ParentLink>,
+    handle: F,
+) -> ToolAddr
+where
+    F: Fn(ToolInvocation) -> Fut + MaybeSend + MaybeSync + 'static,
+    Fut: Future<Output = ToolResult> + MaybeSend + 'static,
+{
+    let concurrency = concurrency.max(1);
+    spawn_actor(
+        executor,
+        tool,
+        concurrency * 4,
+        parent,
+        move |inbox| async move {
+            inbox
+                .for_each_concurrent(concurrency, |msg| {
+                    let ToolMsg::Invoke { invocation, reply } = msg;
+                    let span = tracing::info_span!(
+                        "tool",
+                        tool,
+                        run = %invocation.draft.run,
+                        call = %invocation.draft.call_id
+                    );
+                    let result = handle(invocation).instrument(span);
+                    async move { reply.send(result.await) }
+                })
+                .await;
+            Ok::<(), String>(())
+        },
+    )
+}
+
 /// Why an invocation's capability was refused (becomes `capability_refused`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refused(pub(crate) String);

@@ -10,23 +10,20 @@ use std::sync::Arc;
 use agent_capabilities::{
     EffectClass, Idempotency, Origin, Sensitivity, Target, Trust, sha256_hex,
 };
-use agent_kernel::actor::{ParentLink, run_blocking, spawn_actor};
+use agent_kernel::actor::{ParentLink, run_blocking};
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::ids::SessionId;
 use agent_kernel::protocol::{
-    Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolMsg,
-    ToolResult,
+    Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult,
 };
 use agent_kernel::{MaybeSend, MaybeSync};
-use futures::StreamExt;
 use serde_json::{Value, json};
-use tracing::Instrument;
 
 pub use extract::{
     DocumentFormat, DocumentHint, ExtractError, ExtractLimits, Extracted, detect_format, extract,
 };
 
-use super::invoke::Definition;
+use super::invoke::{Definition, spawn_invoke_actor};
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "extract_document";
@@ -188,7 +185,7 @@ impl DocumentTool {
     pub fn spawn(self, parent: Option<ParentLink>) -> Result<ToolAddr, String> {
         let definition = Definition::new(definition())?;
         let executor = self.executor.clone();
-        let concurrency = self.concurrency.max(1);
+        let concurrency = self.concurrency;
         // Send + Sync natively; on wasm32 the host types are neither, and
         // the single-threaded executor shares the actor state all the same.
         #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
@@ -196,31 +193,14 @@ impl DocumentTool {
             definition,
             tool: self,
         });
-        Ok(spawn_actor(
+        Ok(spawn_invoke_actor(
             &*executor,
             TOOL_NAME,
-            concurrency * 4,
+            concurrency,
             parent,
-            move |inbox| async move {
-                inbox
-                    .for_each_concurrent(concurrency, move |msg| {
-                        let actor = actor.clone();
-                        async move {
-                            match msg {
-                                ToolMsg::Invoke { invocation, reply } => {
-                                    let span = tracing::info_span!(
-                                        "extract_document",
-                                        run = %invocation.draft.run,
-                                        call = %invocation.draft.call_id
-                                    );
-                                    let result = actor.invoke(invocation).instrument(span).await;
-                                    reply.send(result);
-                                }
-                            }
-                        }
-                    })
-                    .await;
-                Ok::<(), String>(())
+            move |invocation| {
+                let actor = actor.clone();
+                async move { actor.invoke(invocation).await }
             },
         ))
     }

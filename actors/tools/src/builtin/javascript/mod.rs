@@ -13,18 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_capabilities::{Idempotency, Origin, Sensitivity, Target, Trust};
-use agent_kernel::actor::{ParentLink, run_blocking, spawn_actor};
+use agent_kernel::actor::{ParentLink, run_blocking};
 use agent_kernel::host::{Clock, Executor};
-use agent_kernel::protocol::{
-    TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolMsg, ToolResult,
-};
-use futures::StreamExt;
+use agent_kernel::protocol::{TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult};
 use serde_json::{Value, json};
-use tracing::Instrument;
 
 pub use engine::{JsError, JsLimitError, JsLimits, JsOutput, run_script};
 
-use super::invoke::Definition;
+use super::invoke::{Definition, spawn_invoke_actor};
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "run_javascript";
@@ -158,7 +154,7 @@ impl JavascriptTool {
     pub fn spawn(self, parent: Option<ParentLink>) -> Result<ToolAddr, String> {
         let definition = Definition::new(definition())?;
         let executor = self.executor.clone();
-        let concurrency = self.concurrency.max(1);
+        let concurrency = self.concurrency;
         // Send + Sync natively; on wasm32 the host types are neither, and
         // the single-threaded executor shares the actor state all the same.
         #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
@@ -166,31 +162,14 @@ impl JavascriptTool {
             definition,
             tool: self,
         });
-        Ok(spawn_actor(
+        Ok(spawn_invoke_actor(
             &*executor,
             TOOL_NAME,
-            concurrency * 4,
+            concurrency,
             parent,
-            move |inbox| async move {
-                inbox
-                    .for_each_concurrent(concurrency, move |msg| {
-                        let actor = actor.clone();
-                        async move {
-                            match msg {
-                                ToolMsg::Invoke { invocation, reply } => {
-                                    let span = tracing::info_span!(
-                                        "run_javascript",
-                                        run = %invocation.draft.run,
-                                        call = %invocation.draft.call_id
-                                    );
-                                    let result = actor.invoke(invocation).instrument(span).await;
-                                    reply.send(result);
-                                }
-                            }
-                        }
-                    })
-                    .await;
-                Ok::<(), String>(())
+            move |invocation| {
+                let actor = actor.clone();
+                async move { actor.invoke(invocation).await }
             },
         ))
     }
