@@ -101,6 +101,7 @@ async function renderRun() {
       const td = document.createElement('td'); td.textContent = String(v); tr.append(td);
     }
     tr.dataset.state = j.state;
+    tr.dataset.tool = j.tool;
     return tr;
   }));
   $('activities').replaceChildren(...view.activities.map((a) => {

@@ -124,8 +124,10 @@ test('S2.5: a reload mid-run interrupts with page_interrupted, nothing resumes b
   const before = env.counter.count();
   await send(page, 'Record a write, then think.');
   await approveVisible(page);
-  // The write is committed; the model now takes 3 s for its last answer.
-  await page.waitForFunction(() => document.querySelector('#tools tr[data-state="committed"]'), null, { timeout: 20_000 });
+  // The write itself is committed (load_tools commits before it: waiting for
+  // any committed row would race the reload with the write in flight); the
+  // model now takes 3 s for its last answer.
+  await page.waitForSelector('#tools tr[data-tool="record_write"][data-state="committed"]', { timeout: 20_000 });
   await waitStatus(page, 'running');
   await page.reload();
   await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
