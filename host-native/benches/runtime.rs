@@ -8,6 +8,7 @@
 //! BENCH_ONLY=2 cargo bench -p agent-host-native --bench runtime     # sections 2 and 3
 //! BENCH_DIR=/some/disk cargo bench ...   # where the databases go (default: .)
 //! BENCH_ROUNDS=100,1000 cargo bench ...  # run lengths of section 1
+//! BENCH_HOSTS=memory cargo bench ...      # section 1 on one host (memory|sqlite)
 //! ```
 //!
 //! 1. Runtime overhead per tool round (scripted model, trivial read-only
@@ -337,15 +338,17 @@ fn main() {
     // BENCH_ONLY=1,2,3,4 picks sections (3 needs 2).
     let only = std::env::var("BENCH_ONLY").unwrap_or_else(|_| "1,2,3,4".into());
     let on = |n: &str| only.split(',').any(|s| s.trim() == n);
+    let hosts = std::env::var("BENCH_HOSTS").unwrap_or_else(|_| "memory,sqlite".into());
+    let host_on = |h: &str| hosts.split(',').any(|s| s.trim() == h);
 
     let mut sqlite_round = Duration::ZERO;
     if on("1") {
         println!("== 1. runtime overhead per tool round (scripted model, read-only tool) ==");
-        for &n in &sizes {
+        for &n in sizes.iter().filter(|_| host_on("memory")) {
             let (_, _, m) = run_memory(n, 1, "read_note", false);
             report_rounds(&format!("memory host, {n} rounds"), &m);
         }
-        for &n in &sizes {
+        for &n in sizes.iter().filter(|_| host_on("sqlite")) {
             let path = dir.path().join(format!("overhead-{n}.sqlite3"));
             let (_, m, _) = rt.block_on(run_sqlite(&path, n, 1, "read_note"));
             report_rounds(&format!("sqlite (tokio), {n} rounds"), &m);

@@ -301,13 +301,17 @@ impl App {
         &self.workspaces
     }
 
-    /// A person stops `run` (`cancelled` / `user_stopped`): its `fetch_url`
-    /// reads in flight in this process are cancelled first (the supervisor
-    /// has no stop hook, so the stop path calls the fetch actor's
-    /// canceller), then the runtime stops the run.
+    /// A person stops `run` (`cancelled` / `user_stopped`). Its `fetch_url`
+    /// reads in flight in this process are cancelled once the stop request
+    /// is queued (the supervisor has no stop hook, so the stop path calls
+    /// the fetch actor's canceller): the supervisor sees the stop first,
+    /// records the cancelled read, and ends the run instead of taking the
+    /// read's end as a result and going on to the next round.
     pub async fn stop(&self, run: &RunId) -> Result<(), AppError> {
-        self.fetch_canceller.cancel_run(run);
-        self.runtime.stop(run).await?;
+        let canceller = &self.fetch_canceller;
+        self.runtime
+            .stop_with(run, || canceller.cancel_run(run))
+            .await?;
         Ok(())
     }
 

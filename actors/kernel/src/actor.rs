@@ -99,8 +99,20 @@ impl<M> Addr<M> {
 
     /// Send a request carrying a `Reply` and wait for the answer.
     pub async fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> M) -> Result<R, ActorError> {
+        self.ask_then(make, || {}).await
+    }
+
+    /// [`Addr::ask`], calling `queued` once the request is in the mailbox
+    /// (whether or not it could be sent) and before waiting for the answer.
+    pub async fn ask_then<R>(
+        &self,
+        make: impl FnOnce(Reply<R>) -> M,
+        queued: impl FnOnce(),
+    ) -> Result<R, ActorError> {
         let (tx, rx) = oneshot::channel();
-        self.send(make(Reply(tx))).await?;
+        let sent = self.send(make(Reply(tx))).await;
+        queued();
+        sent?;
         rx.await.map_err(|_| ActorError::NoReply {
             actor: self.name.to_string(),
         })
@@ -144,10 +156,19 @@ where
     Fut: Future<Output = Result<(), E>> + MaybeSend + 'static,
 {
     let (addr, inbox) = mailbox(name, capacity);
+    let leftovers = inbox.clone();
     let fut = body(inbox);
     let actor = name.to_owned();
     executor.spawn(boxed(async move {
         let exit = run_guarded(fut).await;
+        // A closed channel keeps what was queued before it closed; drop those
+        // messages now, so that every `ask` still waiting on one hears
+        // `NoReply` instead of waiting forever.
+        leftovers.close();
+        while let Ok(msg) = leftovers.try_recv() {
+            drop(msg);
+        }
+        drop(leftovers);
         if let Some(parent) = parent {
             // A parent that stopped listening no longer cares how we ended.
             let _ = parent.send(ActorReport { actor, exit }).await;

@@ -227,3 +227,22 @@ fn panic_message_reads_str_and_string_payloads() {
     assert_eq!(panic_message(&String::from("owned")), "owned");
     assert_eq!(panic_message(&42u32), "panic with a non-text payload");
 }
+
+/// Found by a hung CI run: a request queued behind the message that ends an
+/// actor sat in the closed mailbox with its reply channel alive, so its
+/// `ask` waited forever. It must hear `NoReply`.
+#[test]
+fn a_request_queued_behind_the_end_hears_no_reply() {
+    let exec = SimExecutor::new();
+    let (addr, _reports) = spawn_counter(&exec, 4);
+    let got = exec.block_on(async {
+        addr.send(Msg::Stop).await?;
+        // Queued before the actor reads `Stop`, so the send itself succeeds.
+        addr.ask(|r| Msg::Add(1, r)).await
+    });
+    assert!(
+        matches!(got, Some(Err(ActorError::NoReply { .. }))),
+        "{got:?}"
+    );
+    assert!(addr.is_stopped());
+}

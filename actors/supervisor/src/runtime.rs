@@ -424,7 +424,36 @@ impl Runtime {
 
     /// Stop a run: `cancelled` / `user_stopped`.
     pub async fn stop(&self, run: &RunId) -> Result<(), RunError> {
-        self.command(run, |reply| Msg::Stop { reply }).await
+        self.stop_with(run, || {}).await
+    }
+
+    /// Stop a run, calling `queued` once the supervisor has the stop request
+    /// and before waiting for it to finish: the place to cancel work in
+    /// flight (a read, say). A stop wins over a call that ends at the same
+    /// moment, so a call cancelled here is recorded and the run still ends
+    /// `cancelled` instead of going on to its next round.
+    pub async fn stop_with(&self, run: &RunId, queued: impl FnOnce()) -> Result<(), RunError> {
+        let addr = match self.supervisor(run).await {
+            Ok(addr) => addr,
+            Err(e) => {
+                queued();
+                return Err(e);
+            }
+        };
+        match addr.ask_then(|reply| Msg::Stop { reply }, queued).await {
+            Ok(result) => result,
+            // The supervisor ended (the run finished) before it read the
+            // request: answer as for a run that had already ended.
+            Err(_) => match load_run(&*self.host().storage, run).await {
+                Ok((record, _)) => Err(RunError::WrongStatus {
+                    run: run.clone(),
+                    status: record.status,
+                    expected: "not final",
+                    action: "this command",
+                }),
+                Err(e) => Err(e),
+            },
+        }
     }
 
     /// Continue an interrupted run — the only way one continues (S2.5).

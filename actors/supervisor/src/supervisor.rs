@@ -304,7 +304,12 @@ impl Supervisor {
                 match status {
                     s if s.is_final() => return Ok(()),
                     RunStatus::Running => {
-                        if let Err(e) = self.step(&inbox).await {
+                        // A stop already queued wins over the next step.
+                        let stepped = match self.queued_stop(&inbox).await {
+                            Some(reply) => self.cancel(reply, None).await,
+                            None => self.step(&inbox).await,
+                        };
+                        if let Err(e) = stepped {
                             return self.fail_on_error(e).await;
                         }
                     }
@@ -679,8 +684,28 @@ impl Supervisor {
         self.writer.commit(tx).await
     }
 
+    /// Take the commands queued while the run was busy between two waits:
+    /// child links are written, others refused as busy, and a stop is
+    /// returned for the caller to carry out.
+    async fn queued_stop(&mut self, inbox: &Inbox<Msg>) -> Option<Answer> {
+        let run = self.id();
+        while let Ok(msg) = inbox.try_recv() {
+            match msg {
+                Msg::Stop { reply } => return Some(reply),
+                Msg::LinkChild { child, reply } => {
+                    let r = link_child(&mut self.writer, child).await;
+                    reply.send(r);
+                }
+                other => other.reject(RunError::Busy { run: run.clone() }),
+            }
+        }
+        None
+    }
+
     /// Wait for `fut` while listening for stop and lifecycle events; other
-    /// commands are refused as busy, child links are written at once.
+    /// commands are refused as busy, child links are written at once. A
+    /// stop that arrives as `fut` finishes is taken before the next step
+    /// ([`Supervisor::queued_stop`]).
     async fn watch<T>(
         &mut self,
         inbox: &Inbox<Msg>,

@@ -569,6 +569,36 @@ fn stop_awaits_an_effect_in_flight_up_to_the_bound_else_effect_unknown() {
     );
 }
 
+/// Found by a hung CI run (S2.5 stop): the native app cancels a read in
+/// flight once its stop is queued, so the call ends at the same moment the
+/// stop arrives. The stop must win: the call's result is recorded and the
+/// run ends `cancelled`, instead of taking the result and going on.
+#[test]
+fn a_stop_queued_as_the_call_in_flight_ends_wins() {
+    let env = common::env(
+        r#"{"turns": [{"text": "slow", "tool_calls": [{"name": "slow_ticket", "arguments": {"ms": 60000}}]}, {"text": "done"}]}"#,
+    );
+    let run = env.start("go", RunConfig::default());
+    env.mem.executor().run_until_stalled();
+    let before = env.mem.clock().monotonic();
+    // The call's 60 s end (its task is woken first) and then the stop is
+    // queued: the supervisor is polled with both ready.
+    env.mem.clock().advance(Duration::from_secs(60));
+    env.block(env.runtime.stop(&run)).unwrap();
+    assert_eq!(
+        env.mem.clock().monotonic() - before,
+        Duration::from_secs(60)
+    );
+    let record = env.run(&run);
+    assert_eq!(record.status, RunStatus::Cancelled);
+    assert_eq!(record.stop_reason, Some(StopReason::UserStopped));
+    assert_eq!(record.usage.tool_rounds, 1, "no further model round");
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Committed
+    );
+}
+
 // ------------------------------------------------- recovery, resume, decide
 
 fn crash_in_flight(tool_json: &str) -> (Env, agent_kernel::ids::RunId) {
