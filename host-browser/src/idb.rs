@@ -306,9 +306,12 @@ impl Storage for IdbStorage {
             | Condition::Equals { table, .. }) = c;
             stores.insert(table.as_str());
         }
+        batch.check_blobs()?;
         for op in &batch.ops {
-            let (Op::Put { table, .. } | Op::Delete { table, .. }) = op;
-            stores.insert(table.as_str());
+            stores.insert(match op {
+                Op::Put { table, .. } | Op::Delete { table, .. } => table.as_str(),
+                Op::PutBlob { .. } => BLOBS,
+            });
         }
         if stores.is_empty() {
             return Ok(());
@@ -359,6 +362,14 @@ impl Storage for IdbStorage {
                     .map(|_| ()),
                 Op::Delete { table, key } => Self::store(&tx, table.as_str())?
                     .delete(&key_bytes(&key))
+                    .map(|_| ()),
+                // Blobs are content-addressed: putting the same bytes again
+                // rewrites one copy.
+                Op::PutBlob { hash, bytes } => Self::store(&tx, BLOBS)?
+                    .put_with_key(
+                        &Uint8Array::from(bytes.as_slice()).into(),
+                        &JsValue::from_str(&hash),
+                    )
                     .map(|_| ()),
             };
             if let Err(e) = result {

@@ -470,6 +470,7 @@ fn check_and_apply(
     path: &Path,
 ) -> Result<(), StorageError> {
     let db = |e: rusqlite::Error| backend(path, &e);
+    batch.check_blobs()?;
     if let Some(fence) = &batch.fence {
         let current: Option<i64> = tx
             .prepare_cached("SELECT epoch FROM leases WHERE session = ?1")
@@ -528,6 +529,15 @@ fn check_and_apply(
                     .map_err(db)?
                     .execute(params![table.as_str(), key.as_bytes()])
                     .map_err(db)?;
+            }
+            Op::PutBlob { hash, bytes } => {
+                let size = to_i64(bytes.len() as u64);
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO blobs (hash, size, bytes) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db)?
+                .execute(params![hash, size, bytes])
+                .map_err(db)?;
             }
         }
     }

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::host::storage::{
-    Batch, BlobRef, Fence, LeaseError, Record, Storage, StorageError, StorageExt, Table,
+    Batch, BlobRef, Fence, LeaseError, Op, Record, Storage, StorageError, StorageExt, Table,
 };
 use crate::ids::{CallId, OwnerId, RequestId, RunId, SessionId};
 use crate::journal::{CallState, JournalRecord};
@@ -91,6 +91,7 @@ pub const CASES: &[&str] = &[
     "blob_with_wrong_hash_is_refused",
     "blob_same_bytes_stored_once",
     "blob_get_delete_list",
+    "blobs_in_a_batch_commit_with_it",
     "prefix_scans_are_ordered_by_bytes",
     "concurrent_cas_increments_are_exact",
     "concurrent_lease_acquisitions_have_one_winner",
@@ -125,6 +126,7 @@ macro_rules! storage_conformance_tests {
             blob_with_wrong_hash_is_refused
             blob_same_bytes_stored_once
             blob_get_delete_list
+            blobs_in_a_batch_commit_with_it
             prefix_scans_are_ordered_by_bytes
             concurrent_cas_increments_are_exact
             concurrent_lease_acquisitions_have_one_winner
@@ -147,6 +149,7 @@ macro_rules! storage_conformance_tests {
             blob_with_wrong_hash_is_refused
             blob_same_bytes_stored_once
             blob_get_delete_list
+            blobs_in_a_batch_commit_with_it
             prefix_scans_are_ordered_by_bytes
             concurrent_cas_increments_are_exact
             concurrent_lease_acquisitions_have_one_winner
@@ -1056,6 +1059,93 @@ pub async fn blob_same_bytes_stored_once(storage: Arc<dyn Storage>) {
         storage.get_blob(&empty.hash).await.expect("get"),
         Some(Vec::new())
     );
+}
+
+/// Blobs carried by a batch become durable with its records and never
+/// without them: a refused batch (condition, stale fence, a blob whose bytes
+/// do not hash to its name) stores none of its blobs.
+pub async fn blobs_in_a_batch_commit_with_it(storage: Arc<dyn Storage>) {
+    // Refused by a condition: no record, no blob.
+    let mut refused = Batch::new()
+        .put(Table::Runs, "r1", b"run".to_vec())
+        .expect_present(Table::Runs, "missing");
+    let orphan = refused.add_blob(b"named by a refused batch".to_vec());
+    assert!(matches!(
+        storage.commit(refused).await,
+        Err(StorageError::ConditionFailed { .. })
+    ));
+    assert_eq!(storage.get_blob(&orphan.hash).await.expect("get"), None);
+    assert!(storage.list_blobs().await.expect("list").is_empty());
+
+    // Refused by a stale fence: the same.
+    let s = sid("session-batch-blobs");
+    let lease = storage
+        .try_acquire_lease(&s, &owner("tab-a"), T0, TTL)
+        .await
+        .expect("lease");
+    let mut stale = Batch::new()
+        .fenced(Fence {
+            session: s.clone(),
+            epoch: lease.epoch + 1,
+        })
+        .put(Table::Runs, "r1", b"run".to_vec());
+    stale.add_blob(b"named by a stale writer".to_vec());
+    assert!(matches!(
+        storage.commit(stale).await,
+        Err(StorageError::StaleEpoch { .. })
+    ));
+    assert!(storage.list_blobs().await.expect("list").is_empty());
+
+    // A blob whose bytes do not hash to its name refuses the whole batch.
+    let mut lying = Batch::new().put(Table::Runs, "r1", b"run".to_vec());
+    lying.add_blob(b"honest".to_vec());
+    lying.ops.push(Op::PutBlob {
+        hash: BlobRef::of(b"claimed").hash,
+        bytes: b"actual".to_vec(),
+    });
+    assert!(matches!(
+        storage.commit(lying).await,
+        Err(StorageError::BlobHashMismatch { .. })
+    ));
+    assert_eq!(storage.get(Table::Runs, "r1").await.expect("get"), None);
+    assert!(storage.list_blobs().await.expect("list").is_empty());
+
+    // Committed: the record and its blobs, the same bytes twice kept once,
+    // a blob already stored separately kept as it was.
+    let earlier = b"stored earlier".to_vec();
+    let earlier_ref = BlobRef::of(&earlier);
+    storage
+        .put_blob(&earlier_ref.hash, earlier.clone())
+        .await
+        .expect("put");
+    let mut batch = Batch::new().fenced(lease.fence());
+    let result = batch.add_blob(b"a result".to_vec());
+    let again = batch.add_blob(b"a result".to_vec());
+    let empty = batch.add_blob(Vec::new());
+    assert_eq!(batch.add_blob(earlier.clone()), earlier_ref);
+    assert_eq!(result, again);
+    assert_eq!(result, BlobRef::of(b"a result"));
+    let batch = batch.put(Table::Journal, "r1/c1", result.hash.clone().into_bytes());
+    storage.commit(batch).await.expect("commit");
+    assert_eq!(
+        storage.get(Table::Journal, "r1/c1").await.expect("get"),
+        Some(result.hash.clone().into_bytes())
+    );
+    assert_eq!(
+        storage.get_blob(&result.hash).await.expect("get"),
+        Some(b"a result".to_vec())
+    );
+    assert_eq!(
+        storage.get_blob(&empty.hash).await.expect("get"),
+        Some(Vec::new())
+    );
+    assert_eq!(
+        storage.get_blob(&earlier_ref.hash).await.expect("get"),
+        Some(earlier)
+    );
+    let mut expected = vec![result.hash, empty.hash, earlier_ref.hash];
+    expected.sort();
+    assert_eq!(storage.list_blobs().await.expect("list"), expected);
 }
 
 /// Get, delete and list blobs; the list is ordered.

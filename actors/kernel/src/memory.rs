@@ -44,6 +44,7 @@ impl StorageState {
     }
 
     fn check(&self, batch: &Batch) -> Result<(), StorageError> {
+        batch.check_blobs()?;
         if let Some(fence) = &batch.fence {
             let current = self.leases.get(&fence.session).map(|l| l.epoch);
             if current != Some(fence.epoch) {
@@ -86,6 +87,9 @@ impl StorageState {
                     if let Some(t) = self.tables.get_mut(&table) {
                         t.remove(&key);
                     }
+                }
+                Op::PutBlob { hash, bytes } => {
+                    self.blobs.entry(hash).or_insert(bytes);
                 }
             }
         }

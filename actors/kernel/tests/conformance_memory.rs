@@ -16,5 +16,5 @@ agent_kernel::storage_conformance_tests! {
 /// added to the list but not to the macro, or the reverse).
 #[test]
 fn every_case_is_listed() {
-    assert_eq!(agent_kernel::conformance::CASES.len(), 18);
+    assert_eq!(agent_kernel::conformance::CASES.len(), 19);
 }

@@ -289,6 +289,12 @@ impl RunWriter {
         &self.fence
     }
 
+    /// The time stamp a change begun now would carry.
+    pub fn now(&self) -> u64 {
+        let now = self.clock.wall_ms().max(self.run.updated_at_ms);
+        now.max(self.deferred.as_ref().map_or(0, |d| d.now))
+    }
+
     /// Start a change from the last durable state (with the deferred
     /// change, if any, already in it).
     pub fn begin(&self) -> Tx {
@@ -417,6 +423,21 @@ impl Tx {
         }
     }
 
+    /// Store `bytes` as a blob in this change: durable with the records
+    /// that name it, in the same commit.
+    pub fn blob(&mut self, bytes: Vec<u8>) -> BlobRef {
+        self.batch.add_blob(bytes)
+    }
+
+    /// [`Tx::blob`] of `value` as JSON.
+    pub fn json_blob<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<BlobRef, RunError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Encode {
+            table: Table::Meta,
+            detail: e.to_string(),
+        })?;
+        Ok(self.blob(bytes))
+    }
+
     pub fn delete(&mut self, table: Table, key: String) {
         let batch = std::mem::take(&mut self.batch);
         self.batch = batch.delete(table, key);
@@ -433,7 +454,8 @@ impl Tx {
         Ok(())
     }
 
-    /// Write a checkpoint of the conversation (its blob must already be stored).
+    /// Write a checkpoint of the conversation (its blob stored already or
+    /// in this change).
     pub fn checkpoint(&mut self, stage: CheckpointStage, transcript: BlobRef) {
         let cp = Checkpoint {
             run: self.run.id.clone(),

@@ -241,7 +241,7 @@ pub(crate) struct Supervisor {
     request_announced: Option<u64>,
     authority: Authority,
     lifecycle: async_channel::Receiver<LifecycleEvent>,
-    schemas: Option<Vec<ModelToolSchema>>,
+    schemas: Option<Arc<[ModelToolSchema]>>,
     /// Calls the person approved (or chose to retry) during this actor's life.
     approved: HashSet<CallId>,
     retry_anyway: HashSet<CallId>,
@@ -439,7 +439,7 @@ impl Supervisor {
                     Err(e) => reply.send(Err(e)),
                     Ok((pending, call_id)) => {
                         let (mut record, call) = self.record_and_call(&call_id).await?;
-                        let now = self.writer.begin().now();
+                        let now = self.writer.now();
                         record
                             .advance(CallState::Running, now)
                             .map_err(|e| self.inconsistent(e.to_string()))?;
@@ -677,9 +677,8 @@ impl Supervisor {
     }
 
     async fn complete(&mut self, text: String) -> Result<(), RunError> {
-        let output = put_blob(&*self.ctx.host.storage, text.into_bytes()).await?;
         let mut tx = self.writer.begin();
-        tx.run.output = Some(output);
+        tx.run.output = Some(tx.blob(text.into_bytes()));
         tx.status(RunStatus::Completed, Some(StopReason::Completed))?;
         self.writer.commit(tx).await
     }
@@ -826,17 +825,13 @@ impl Supervisor {
         // The request shares the conversation: let it go, so that appending
         // to the conversation copies nothing.
         drop(request);
-        let storage = self.ctx.host.storage.clone();
-        let text_blob = if response.text.is_empty() {
-            None
-        } else {
-            Some(put_blob(&*storage, response.text.clone().into_bytes()).await?)
-        };
+        let mut tx = self.writer.begin();
+        let text_blob =
+            (!response.text.is_empty()).then(|| tx.blob(response.text.clone().into_bytes()));
         let transcript = vec![Message::Assistant {
             content: (!response.text.is_empty()).then(|| response.text.clone()),
             tool_calls: response.tool_calls.clone(),
         }];
-        let mut tx = self.writer.begin();
         tx.run.usage.input_tokens = tx
             .run
             .usage
@@ -876,7 +871,7 @@ impl Supervisor {
             // (`running` before dispatch, an approval request, an outcome
             // ...): a crash before then repeats the round, as a crash during
             // the request does.
-            let staged = self.transcript.stage(&*storage, transcript).await?;
+            let staged = self.transcript.stage(transcript, |b| tx.blob(b))?;
             let blob = staged.head().clone();
             tx.checkpoint(CheckpointStage::AfterModelResponse { round }, blob.clone());
             self.writer.defer(tx)?;
@@ -892,7 +887,7 @@ impl Supervisor {
         .await
     }
 
-    async fn schemas(&mut self) -> Result<Vec<ModelToolSchema>, ActorError> {
+    async fn schemas(&mut self) -> Result<Arc<[ModelToolSchema]>, ActorError> {
         if let Some(s) = &self.schemas {
             return Ok(s.clone());
         }
@@ -907,6 +902,7 @@ impl Supervisor {
         if let Some(allow) = &self.config.allowlist {
             schemas.retain(|s| allow.contains(&s.name));
         }
+        let schemas: Arc<[ModelToolSchema]> = schemas.into();
         self.schemas = Some(schemas.clone());
         Ok(schemas)
     }
@@ -932,10 +928,7 @@ impl Supervisor {
             && self.config.budget.check_hard_limits(&tx.run.usage).is_ok()
             && self.ctx.host.lifecycle.is_online())
         .then(|| self.transcript.assistant_turns() as u64 + 1);
-        let staged = self
-            .transcript
-            .stage(&*self.ctx.host.storage, added)
-            .await?;
+        let staged = self.transcript.stage(added, |b| tx.blob(b))?;
         let blob = staged.head().clone();
         tx.checkpoint(stage, blob.clone());
         if let Some(round) = announce {
@@ -998,7 +991,10 @@ impl Supervisor {
                 Decision::Automatic { .. } => self.dispatch(inbox, p, None, &call).await,
                 Decision::AskOnce { reason, .. } => self.ask_approval(p, None, reason).await,
                 Decision::Deny { reason } => {
-                    let record = self.new_record(&p.draft).await?;
+                    // The record's arguments blob rides with the outcome's commit.
+                    let mut tx = self.writer.begin();
+                    let record = self.new_record(&mut tx, &p.draft)?;
+                    self.writer.defer(tx)?;
                     let result = ToolResult::error("policy_denied", reason, &p.draft.tool);
                     self.outcome(Some(record), &call_id, &call, result, |_| Ok(()))
                         .await
@@ -1158,15 +1154,14 @@ impl Supervisor {
         }
     }
 
-    /// A fresh `prepared` record for a draft; its arguments blob is stored first.
-    async fn new_record(&self, draft: &InvocationDraft) -> Result<JournalRecord, RunError> {
-        let args = put_blob(
-            &*self.ctx.host.storage,
+    /// A fresh `prepared` record for a draft; its arguments blob goes in
+    /// `tx`, with the record.
+    fn new_record(&self, tx: &mut Tx, draft: &InvocationDraft) -> Result<JournalRecord, RunError> {
+        let args = tx.blob(
             agent_capabilities::canonical_json(&draft.arguments)
                 .map_err(|e| self.inconsistent(format!("arguments are not canonical JSON ({e})")))?
                 .into_bytes(),
-        )
-        .await?;
+        );
         Ok(JournalRecord {
             run: self.id(),
             call_id: draft.call_id.clone(),
@@ -1181,7 +1176,7 @@ impl Supervisor {
             result: None,
             receipts: Vec::new(),
             error: None,
-            updated_at_ms: self.writer.begin().now(),
+            updated_at_ms: tx.now(),
         })
     }
 
@@ -1192,12 +1187,12 @@ impl Supervisor {
         reason: String,
     ) -> Result<(), RunError> {
         let fresh = existing.is_none();
+        let mut tx = self.writer.begin();
         let record = match existing {
             Some(r) => r,
-            None => self.new_record(&p.draft).await?,
+            None => self.new_record(&mut tx, &p.draft)?,
         };
         let request = approval_request(&record.call_id)?;
-        let mut tx = self.writer.begin();
         if fresh {
             tx.run.usage.tool_calls += 1;
             tx.activity(ActivityKind::ToolCall {
@@ -1239,11 +1234,11 @@ impl Supervisor {
         call: &AssistantToolCall,
     ) -> Result<(), RunError> {
         let fresh = existing.is_none();
+        let mut tx = self.writer.begin();
         let mut record = match existing {
             Some(r) => r,
-            None => self.new_record(&p.draft).await?,
+            None => self.new_record(&mut tx, &p.draft)?,
         };
-        let mut tx = self.writer.begin();
         let now = tx.now();
         if record.state != CallState::Prepared {
             record.attempt = record.attempt.saturating_add(1);
@@ -1441,9 +1436,8 @@ impl Supervisor {
         result: ToolResult,
         extra: impl FnOnce(&mut Tx) -> Result<(), RunError>,
     ) -> Result<(), RunError> {
-        let storage = self.ctx.host.storage.clone();
-        let blob = put_json_blob(&*storage, &result).await?;
         let mut tx = self.writer.begin();
+        let blob = tx.json_blob(&result)?;
         let now = tx.now();
         let tool = record
             .as_ref()
@@ -1646,7 +1640,7 @@ impl Supervisor {
                     .await?
             }
         };
-        let now = self.writer.begin().now();
+        let now = self.writer.now();
         if record.state == CallState::Prepared {
             record
                 .advance(CallState::Running, now)
@@ -1696,7 +1690,7 @@ impl Supervisor {
             result: None,
             receipts: Vec::new(),
             error: None,
-            updated_at_ms: self.writer.begin().now(),
+            updated_at_ms: self.writer.now(),
         })
     }
 
@@ -1720,7 +1714,7 @@ impl Supervisor {
                 _ => None,
             });
         if let Some(text) = last {
-            tx.run.output = Some(put_blob(&*self.ctx.host.storage, text.into_bytes()).await?);
+            tx.run.output = Some(tx.blob(text.into_bytes()));
         }
         Ok(())
     }

@@ -395,13 +395,15 @@ impl TranscriptLog {
         tail_of(&recent)
     }
 
-    /// Store `messages` as the new newest segment (merging the newest
-    /// segments of equal level into it) and return the append to apply once
-    /// the checkpoint naming it is durable. Nothing changes in memory here.
-    pub async fn stage(
+    /// Encode `messages` as the new newest segment (merging the newest
+    /// segments of equal level into it), hand its bytes to `store` (which
+    /// makes them durable with the checkpoint naming them and returns their
+    /// reference), and return the append to apply once that checkpoint is
+    /// durable. Nothing changes in memory here.
+    pub fn stage(
         &self,
-        storage: &dyn Storage,
         messages: Vec<Message>,
+        store: impl FnOnce(Vec<u8>) -> BlobRef,
     ) -> Result<StagedAppend, StorageError> {
         let end = self.messages.len();
         let mut start = end;
@@ -426,7 +428,7 @@ impl TranscriptLog {
             level,
             messages: all,
         };
-        let blob = put_blob(storage, encode(&segment)?).await?;
+        let blob = store(encode(&segment)?);
         Ok(StagedAppend {
             messages,
             link: Link {
@@ -456,6 +458,25 @@ impl TranscriptLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stage `added` with its segment stored at once (the supervisor stores
+    /// it in the batch of the checkpoint naming it).
+    async fn stage_stored(
+        log: &TranscriptLog,
+        storage: &dyn Storage,
+        added: Vec<Message>,
+    ) -> StagedAppend {
+        let mut segment = None;
+        let staged = log
+            .stage(added, |bytes| {
+                let blob = BlobRef::of(&bytes);
+                segment = Some(bytes);
+                blob
+            })
+            .unwrap();
+        put_blob(storage, segment.unwrap()).await.unwrap();
+        staged
+    }
 
     fn call(id: &str) -> AssistantToolCall {
         AssistantToolCall {
@@ -530,7 +551,7 @@ mod tests {
                 } else {
                     vec![tool(i)]
                 };
-                let staged = log.stage(&storage, added.clone()).await.unwrap();
+                let staged = stage_stored(&log, &storage, added.clone()).await;
                 // Nothing changes in memory before the checkpoint is applied.
                 assert_eq!(log.messages().len(), expected.messages.len());
                 let head = staged.head().clone();
@@ -572,21 +593,21 @@ mod tests {
             let blob = crate::store::put_json_blob(&storage, &whole).await.unwrap();
             let mut log = TranscriptLog::load(&storage, &run, &blob).await.unwrap();
             assert_eq!(&log.messages()[..], &whole.messages[..]);
-            let staged = log.stage(&storage, vec![tool(1)]).await.unwrap();
+            let staged = stage_stored(&log, &storage, vec![tool(1)]).await;
             log.apply(staged);
-            let staged = log.stage(&storage, vec![tool(2)]).await.unwrap();
+            let staged = stage_stored(&log, &storage, vec![tool(2)]).await;
             log.apply(staged);
             let head = log.head().unwrap().clone();
             assert_eq!(
                 TranscriptLog::load(&storage, &run, &head).await.unwrap(),
                 log
             );
-            let staged = log.stage(&storage, vec![tool(3)]).await.unwrap();
+            let staged = stage_stored(&log, &storage, vec![tool(3)]).await;
             log.apply(staged);
             // Levels 1 and 0 merged into one level-2 first segment.
             assert_eq!(log.chain_len(), 1);
             let older = log.head().unwrap().clone();
-            let staged = log.stage(&storage, vec![tool(4)]).await.unwrap();
+            let staged = stage_stored(&log, &storage, vec![tool(4)]).await;
             log.apply(staged);
             assert_eq!(log.chain_len(), 2);
             // Drop the older segment: the chain no longer reaches the start.
@@ -613,7 +634,7 @@ mod tests {
                 .unwrap();
             let request = log.messages().clone();
             assert!(std::ptr::eq(request.as_ptr(), log.messages().as_ptr()));
-            let staged = log.stage(&storage, vec![tool(1)]).await.unwrap();
+            let staged = stage_stored(&log, &storage, vec![tool(1)]).await;
             log.apply(staged);
             // The request still holds one message, the log two, one lineage.
             assert_eq!(request.len(), 1);
@@ -621,7 +642,7 @@ mod tests {
             assert_eq!(request.lineage(), log.messages().lineage());
             assert_eq!(&log.messages()[..1], &request[..]);
             drop(request);
-            let staged = log.stage(&storage, vec![tool(2)]).await.unwrap();
+            let staged = stage_stored(&log, &storage, vec![tool(2)]).await;
             log.apply(staged);
             assert_eq!(log.messages().len(), 3);
             // Equal messages built apart: equal, but not one lineage.

@@ -218,7 +218,7 @@ fn request() -> ModelRequest {
             content: "hi".into(),
         }]
         .into(),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         temperature: None,
         max_output_tokens: None,
     }

@@ -4,7 +4,8 @@
 //! primitives; typed records are layered on top by `StorageExt`.
 //!
 //! A batch is data, not a closure, so that IndexedDB can run it in one
-//! transaction without awaiting anything else inside it.
+//! transaction without awaiting anything else inside it. A batch may carry
+//! blobs too: a record and the blobs it names become durable in one commit.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -121,6 +122,12 @@ pub enum Op {
         table: Table,
         key: String,
     },
+    /// Store `bytes` as the blob named `hash` (their SHA-256, checked before
+    /// anything applies); storing bytes already there keeps one copy.
+    PutBlob {
+        hash: String,
+        bytes: Vec<u8>,
+    },
 }
 
 /// An atomic batch: either every op applies or none does. Conditions and the
@@ -185,6 +192,32 @@ impl Batch {
             detail: e.to_string(),
         })?;
         Ok(self.put(R::TABLE, record.key(), bytes))
+    }
+    /// Store `bytes` as a blob in this batch; returns its reference. The
+    /// blob becomes durable with the batch's records, never without them.
+    pub fn add_blob(&mut self, bytes: Vec<u8>) -> BlobRef {
+        let blob = BlobRef::of(&bytes);
+        self.ops.push(Op::PutBlob {
+            hash: blob.hash.clone(),
+            bytes,
+        });
+        blob
+    }
+    /// Refuse the batch (`BlobHashMismatch`) if one of its blobs does not
+    /// hash to its name. Backends call this before applying anything.
+    pub fn check_blobs(&self) -> Result<(), StorageError> {
+        for op in &self.ops {
+            if let Op::PutBlob { hash, bytes } = op {
+                let actual = agent_capabilities::sha256_hex(bytes);
+                if actual != *hash {
+                    return Err(StorageError::BlobHashMismatch {
+                        claimed: hash.clone(),
+                        actual,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
     /// True when the batch writes nothing.
     pub fn is_empty(&self) -> bool {

@@ -8,6 +8,7 @@ pub mod scripted;
 pub mod sse;
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -22,7 +23,8 @@ use crate::transcript::{AssistantToolCall, Messages};
 pub struct ModelRequest {
     pub model: String,
     pub messages: Messages,
-    pub tools: Vec<ModelToolSchema>,
+    /// Shared: the same schemas go with every round of a run (a clone copies none).
+    pub tools: Arc<[ModelToolSchema]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use agent_capabilities::{
-    ApprovalIdentity, EffectClass, EffectRequest, EffectSet, Idempotency, Origin, PolicyInput,
-    Sensitivity, Target, TargetScope, Trust, canonical_json, decide, sha256_hex,
+    ApprovalIdentity, EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin,
+    PolicyInput, Sensitivity, Target, TargetScope, Trust, canonical_json, decide, sha256_hex,
 };
 use agent_kernel::actor::spawn_actor;
 use agent_kernel::host::{Clock, Executor, Storage, StorageExt};
@@ -209,7 +209,14 @@ pub fn spawn_sim_tools(
     log: ToolLog,
     config: SimToolsConfig,
 ) -> ToolsAddr {
-    let defs = definitions();
+    // Fingerprints are computed once, as a registry does at registration.
+    let defs: Vec<SimDef> = definitions()
+        .into_iter()
+        .filter_map(|def| {
+            let fingerprint = def.fingerprint().ok()?;
+            Some(SimDef { def, fingerprint })
+        })
+        .collect();
     spawn_actor(executor, "tools", 64, None, move |inbox| async move {
         while let Ok(msg) = inbox.recv().await {
             match msg {
@@ -238,22 +245,37 @@ pub fn spawn_sim_tools(
     })
 }
 
-fn schemas(defs: &[ToolDefinition], config: &RunToolConfig) -> Vec<ModelToolSchema> {
+/// A definition with its fingerprint.
+struct SimDef {
+    def: ToolDefinition,
+    fingerprint: Fingerprint,
+}
+
+fn find<'a>(defs: &'a [SimDef], name: &str) -> Option<(&'a ToolDefinition, &'a Fingerprint)> {
     defs.iter()
-        .filter(|d| {
+        .find(|d| d.def.name == name)
+        .map(|d| (&d.def, &d.fingerprint))
+}
+
+fn schemas(defs: &[SimDef], config: &RunToolConfig) -> Vec<ModelToolSchema> {
+    defs.iter()
+        .filter(|SimDef { def: d, .. }| {
             config
                 .allowlist
                 .as_ref()
                 .is_none_or(|a| a.contains(&d.name))
         })
-        .filter_map(|d| {
-            Some(ModelToolSchema {
+        .map(
+            |SimDef {
+                 def: d,
+                 fingerprint,
+             }| ModelToolSchema {
                 name: d.name.clone(),
                 description: d.description.clone(),
                 parameters: d.parameters.clone(),
-                fingerprint: d.fingerprint().ok()?,
-            })
-        })
+                fingerprint: fingerprint.clone(),
+            },
+        )
         .collect()
 }
 
@@ -291,14 +313,14 @@ fn target_of(def: &ToolDefinition, args: &Value) -> Result<(Target, TargetScope)
 // The shape is the protocol's `ToolsMsg::Prepare` reply.
 #[allow(clippy::result_large_err)]
 fn prepare(
-    defs: &[ToolDefinition],
+    defs: &[SimDef],
     run: RunId,
     session: SessionId,
     call: ToolCall,
     attempt: u32,
     config: &RunToolConfig,
 ) -> Result<PreparedCall, ToolResult> {
-    let def = defs.iter().find(|d| d.name == call.name).ok_or_else(|| {
+    let (def, fingerprint) = find(defs, &call.name).ok_or_else(|| {
         ToolResult::error(
             "unknown_tool",
             "no tool of that name is registered",
@@ -335,9 +357,7 @@ fn prepare(
     })?;
     let (target, scope) = target_of(def, &arguments)
         .map_err(|m| ToolResult::error("invalid_arguments", m, &def.name))?;
-    let fingerprint = def
-        .fingerprint()
-        .map_err(|_| ToolResult::error("internal", "definition has no fingerprint", &def.name))?;
+    let fingerprint = fingerprint.clone();
     let identity = ApprovalIdentity {
         origin: def.origin.clone(),
         provider: def.provider.clone(),
@@ -402,21 +422,21 @@ fn ok(tool: &str, content: Value, receipts: Vec<EffectReceipt>) -> ToolResult {
 }
 
 async fn dispatch(
-    defs: &[ToolDefinition],
+    defs: &[SimDef],
     clock: &dyn Clock,
     log: &ToolLog,
     config: &SimToolsConfig,
     invocation: ToolInvocation,
 ) -> ToolResult {
     let draft = &invocation.draft;
-    let Some(def) = defs.iter().find(|d| d.name == draft.tool) else {
+    let Some((_, fingerprint)) = find(defs, &draft.tool) else {
         return ToolResult::error(
             "unknown_tool",
             "no tool of that name is registered",
             &draft.tool,
         );
     };
-    if def.fingerprint().ok().as_ref() != Some(&draft.fingerprint) {
+    if *fingerprint != draft.fingerprint {
         return ToolResult::error("definition_changed", "the definition changed", &draft.tool);
     }
     let request = EffectRequest {
