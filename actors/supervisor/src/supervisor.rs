@@ -1395,24 +1395,7 @@ impl Supervisor {
         message: &str,
     ) -> Result<(), RunError> {
         let mut tx = self.writer.begin();
-        let now = tx.now();
-        if record.retry_is_safe() {
-            record
-                .advance(CallState::Failed, now)
-                .map_err(|e| self.inconsistent(e.to_string()))?;
-            record.error = Some(CallError {
-                code: "tools_actor_lost".into(),
-                retryable: true,
-            });
-        } else {
-            mark_effect_unknown(&mut record, now)?;
-        }
-        tx.put(&record);
-        tx.activity(ActivityKind::ToolCall {
-            call_id: record.call_id.clone(),
-            tool: record.tool.clone(),
-            state: record.state,
-        });
+        self.settle_unfinished(&mut tx, &mut record, "tools_actor_lost")?;
         self.set_output_so_far(&mut tx).await?;
         tx.status(
             RunStatus::Failed,
@@ -1422,6 +1405,35 @@ impl Supervisor {
             }),
         )?;
         self.writer.commit(tx).await
+    }
+
+    /// Settle, in `tx`, a call that will not finish (its run ends): `failed`
+    /// with `code` when repeating it is safe, else `effect_unknown`.
+    fn settle_unfinished(
+        &self,
+        tx: &mut Tx,
+        record: &mut JournalRecord,
+        code: &str,
+    ) -> Result<(), RunError> {
+        let now = tx.now();
+        if record.retry_is_safe() {
+            record
+                .advance(CallState::Failed, now)
+                .map_err(|e| self.inconsistent(e.to_string()))?;
+            record.error = Some(CallError {
+                code: code.into(),
+                retryable: true,
+            });
+        } else {
+            mark_effect_unknown(record, now)?;
+        }
+        tx.put(&*record);
+        tx.activity(ActivityKind::ToolCall {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            state: record.state,
+        });
+        Ok(())
     }
 
     /// Make an outcome durable in one batch: the result blob first, then the
@@ -1762,7 +1774,6 @@ impl Supervisor {
         let storage = self.ctx.host.storage.clone();
         let pending = pending_of(&*storage, &run).await?;
         let mut tx = self.writer.begin();
-        let now = tx.now();
         // Records still `running` (the call in flight now, or one left by an
         // interruption) are settled: a final run has nothing in flight.
         let mut running: Vec<JournalRecord> = crate::store::journal_of(&*storage, &run)
@@ -1775,23 +1786,7 @@ impl Supervisor {
             running.push(record);
         }
         for mut record in running {
-            if record.retry_is_safe() {
-                record
-                    .advance(CallState::Failed, now)
-                    .map_err(|e| self.inconsistent(e.to_string()))?;
-                record.error = Some(CallError {
-                    code: "cancelled".into(),
-                    retryable: true,
-                });
-            } else {
-                mark_effect_unknown(&mut record, now)?;
-            }
-            tx.put(&record);
-            tx.activity(ActivityKind::ToolCall {
-                call_id: record.call_id.clone(),
-                tool: record.tool.clone(),
-                state: record.state,
-            });
+            self.settle_unfinished(&mut tx, &mut record, "cancelled")?;
         }
         for p in &pending {
             tx.delete(Table::Pending, pending_key(p));
