@@ -99,6 +99,8 @@ export interface RunOptions {
   budget?: BudgetSpec;
   approvalMode?: "permissive" | "strict";
   allowlist?: string[];
+  /** A Skill manifest (S5.6): the run may use only the tools it allows (and the allowlist), and its instructions join the system prompt. A malformed manifest, or one holding a secret, is refused with code `invalid_config`. */
+  skill?: { name: string; description: string; instructions: string; allowed_tools: string[] };
   model?: { model?: string; system_prompt?: string; temperature?: number; max_output_tokens?: number };
 }
 
@@ -314,6 +316,8 @@ struct RunOptions {
     approval_mode: Option<ApprovalMode>,
     #[serde(default)]
     allowlist: Option<std::collections::BTreeSet<String>>,
+    #[serde(default)]
+    skill: Option<Value>,
     #[serde(default)]
     model: Option<Value>,
 }
@@ -874,6 +878,11 @@ impl AgentRuntime {
             }
             if options.allowlist.is_some() {
                 config.allowlist = options.allowlist;
+            }
+            if let Some(manifest) = &options.skill {
+                let skill = agent_tools::builtin::skill::Skill::from_json(manifest)
+                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("skill: {e}")))?;
+                config.skill = Some(skill.applied());
             }
             if let Some(model) = options.model {
                 let mut merged = serde_json::to_value(&config.model)

@@ -134,3 +134,77 @@ async fn indexeddb_is_durable_and_bad_arguments_have_codes() {
     .expect_err("bad budget");
     assert_eq!(code_of(&err), "invalid_config");
 }
+
+/// S5.6 through the embedder API: a Skill in the run options narrows the
+/// run (a call outside it is refused and never journaled); a manifest that
+/// holds a secret or an unknown field is `invalid_config`.
+#[wasm_bindgen_test]
+async fn s5_6_a_skill_in_run_options_narrows_the_run() {
+    let mut config = scripted(json!([
+        { "text": "w", "tool_calls": [{ "name": "workspace_write", "arguments": { "path": "a.txt", "content": "hi" } }] },
+        { "text": "done" }
+    ]));
+    config["storage"] = json!("memory");
+    let rt = create(config).await.expect("created");
+    for manifest in [
+        json!({ "name": "s", "description": "d", "instructions": "token sk-abcdefghijklmnopqrstuvwxyz0123456789", "allowed_tools": [] }),
+        json!({ "name": "s", "description": "d", "instructions": "i", "allowed_tools": [], "grant": ["*"] }),
+    ] {
+        let err = JsFuture::from(rt.start_run(
+            "s-skill".into(),
+            "x".into(),
+            js(&json!({ "skill": manifest })),
+        ))
+        .await
+        .expect_err("refused manifest");
+        assert_eq!(code_of(&err), "invalid_config", "{manifest}");
+    }
+    let skill = json!({ "name": "reader", "description": "reads", "instructions": "Only read.", "allowed_tools": ["workspace_read"] });
+    let run =
+        JsFuture::from(rt.start_run("s-skill".into(), "x".into(), js(&json!({ "skill": skill }))))
+            .await
+            .expect("started")
+            .as_string()
+            .expect("run id");
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        view = rust(
+            JsFuture::from(rt.read_run(run.clone()))
+                .await
+                .expect("read"),
+        );
+        if view["run"]["status"] == json!("completed") {
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(view["run"]["status"], json!("completed"), "{view}");
+    assert_eq!(
+        view["journal"],
+        json!([]),
+        "the write outside the Skill never ran: {view}"
+    );
+    // The same scenario without the Skill writes.
+    let run = JsFuture::from(rt.start_run("s-no-skill".into(), "x".into(), JsValue::UNDEFINED))
+        .await
+        .expect("started")
+        .as_string()
+        .expect("run id");
+    for _ in 0..100 {
+        view = rust(
+            JsFuture::from(rt.read_run(run.clone()))
+                .await
+                .expect("read"),
+        );
+        if view["run"]["status"] == json!("completed") {
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        view["journal"][0]["tool"],
+        json!("workspace_write"),
+        "{view}"
+    );
+    assert_eq!(view["journal"][0]["state"], json!("committed"), "{view}");
+}

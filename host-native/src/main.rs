@@ -26,6 +26,7 @@ use agent_kernel::run::{
 };
 use agent_kernel::{CallId, IdError, RequestId, RunId, SessionId};
 use agent_supervisor::{Choice, RunConfig, RunError, RunEvent, Scenario};
+use agent_tools::builtin::skill::Skill;
 use anyhow::{Context, anyhow};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -98,6 +99,11 @@ enum Command {
         /// Run in this session (default: a new one).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+        /// Apply a Skill (a JSON manifest: name, description, instructions,
+        /// allowed_tools): the run may use only the tools it allows, and its
+        /// instructions join the system prompt.
+        #[arg(long, value_name = "FILE")]
+        skill: Option<PathBuf>,
     },
     /// List the stored runs.
     Runs,
@@ -363,6 +369,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             budget,
             approval,
             session,
+            skill,
         } => {
             let config = load_config(&cli)?;
             let spec_source = match (scenario, provider) {
@@ -432,6 +439,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             }
             if let Source::Provider(ProviderSpec::OpenaiCompatible { model, .. }) = &spec_source {
                 run_config.model.model = model.clone();
+            }
+            if let Some(path) = skill {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| usage(format!("cannot read the Skill {}: {e}", path.display())))?;
+                let skill = Skill::parse(&text)
+                    .map_err(|e| usage(format!("the Skill {} is refused: {e}", path.display())))?;
+                run_config.skill = Some(skill.applied());
             }
             let prompt = prompt.clone().unwrap_or_else(|| "Run the scenario.".into());
             let session = match session {

@@ -245,6 +245,20 @@ pub enum ToolMsg {
 /// The address of one tool actor.
 pub type ToolAddr = Addr<ToolMsg>;
 
+/// A Skill applied to a run (S5.6), as the run keeps it. Its instructions
+/// join the run's system prompt; its tools narrow the run's tool set to the
+/// intersection with what the run is otherwise allowed, in the schemas the
+/// model is shown, in `Prepare`, and as a `Caveat::Tools` on every
+/// capability the run mints, so it can never widen anything. Make one from a
+/// manifest with `agent_tools::builtin::Skill::applied`, which validates it
+/// (closed schema, sizes, no secrets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedSkill {
+    pub name: String,
+    pub instructions: String,
+    pub tools: std::collections::BTreeSet<String>,
+}
+
 /// Per-run settings the tools actor applies (a later Profiles issue fills them).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunToolConfig {

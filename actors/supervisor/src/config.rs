@@ -1,5 +1,5 @@
 //! `RunConfig`: what one run may do and which model it talks to (budget,
-//! approval mode, tool allowlist, model settings). A later Profiles issue
+//! approval mode, tool allowlist, an applied Skill, model settings). A later Profiles issue
 //! fills it; today callers build it directly or take the defaults.
 
 use std::collections::BTreeSet;
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::{Budget, BudgetError};
-use agent_kernel::protocol::RunToolConfig;
+use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
 use agent_kernel::run::RunMode;
 
 /// Which model, and how to ask it.
@@ -48,6 +48,11 @@ pub struct RunConfig {
     /// Tool names the run may use; `None` means every tool of the mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowlist: Option<BTreeSet<String>>,
+    /// A Skill applied to the run (S5.6): it narrows the tools to the
+    /// intersection with `allowlist` and adds its instructions to the
+    /// system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<AppliedSkill>,
     #[serde(default)]
     pub model: ModelSettings,
 }
@@ -84,12 +89,43 @@ impl RunConfig {
         Ok(())
     }
 
+    /// The tools the run may use, `None` meaning every tool of the mode:
+    /// the allowlist, narrowed by the Skill to the intersection (S5.6). A
+    /// Skill can only take tools away.
+    pub fn allowed_tools(&self) -> Option<BTreeSet<String>> {
+        match (&self.allowlist, &self.skill) {
+            (allow, None) => allow.clone(),
+            (None, Some(skill)) => Some(skill.tools.clone()),
+            (Some(allow), Some(skill)) => Some(allow.intersection(&skill.tools).cloned().collect()),
+        }
+    }
+
+    /// Whether the run may use `tool`.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.allowlist.as_ref().is_none_or(|a| a.contains(tool))
+            && self.skill.as_ref().is_none_or(|s| s.tools.contains(tool))
+    }
+
+    /// The system prompt the model is sent: the configured one, then the
+    /// applied Skill's instructions under its name.
+    pub fn system_prompt(&self) -> Option<String> {
+        let skill = self
+            .skill
+            .as_ref()
+            .map(|s| format!("Skill `{}`:\n{}", s.name, s.instructions));
+        match (self.model.system_prompt.as_deref(), skill) {
+            (None, skill) => skill,
+            (Some(own), None) => Some(own.to_owned()),
+            (Some(own), Some(skill)) => Some(format!("{own}\n\n{skill}")),
+        }
+    }
+
     /// The part the tools actor needs.
     pub fn tool_config(&self) -> RunToolConfig {
         RunToolConfig {
             mode: self.mode,
             approval: self.approval,
-            allowlist: self.allowlist.clone(),
+            allowlist: self.allowed_tools(),
         }
     }
 }

@@ -257,7 +257,7 @@ impl Runtime {
         let storage = host.storage.clone();
         let prompt_blob = put_blob(&*storage, prompt.as_bytes().to_vec()).await?;
         let config_blob = put_json_blob(&*storage, &config).await?;
-        let transcript = Transcript::new(config.model.system_prompt.as_deref(), prompt);
+        let transcript = Transcript::new(config.system_prompt().as_deref(), prompt);
         let (_, transcript_blob) = TranscriptLog::start(&*storage, transcript).await?;
         let now = host.clock.wall_ms();
         let run = AgentRun {

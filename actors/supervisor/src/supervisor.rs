@@ -15,7 +15,7 @@ use futures::future::Either;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use agent_capabilities::{Authority, Decision, Grant, Trust, Uses};
+use agent_capabilities::{Authority, Caveat, Decision, Grant, Trust, Uses};
 use agent_kernel::actor::{ActorError, Inbox, Reply};
 use agent_kernel::budget::BudgetDimension;
 use agent_kernel::host::{
@@ -899,9 +899,7 @@ impl Supervisor {
             .ask(|reply| ToolsMsg::Schemas { run, config, reply })
             .await?;
         builtin::add_schemas(&mut schemas);
-        if let Some(allow) = &self.config.allowlist {
-            schemas.retain(|s| allow.contains(&s.name));
-        }
+        schemas.retain(|s| self.config.allows(&s.name));
         let schemas: Arc<[ModelToolSchema]> = schemas.into();
         self.schemas = Some(schemas.clone());
         Ok(schemas)
@@ -958,13 +956,7 @@ impl Supervisor {
             return self.exhaust(dim).await;
         }
         let builtin = matches!(call.name.as_str(), ASK_USER | UPDATE_PLAN);
-        if builtin
-            && self
-                .config
-                .allowlist
-                .as_ref()
-                .is_some_and(|a| !a.contains(&call.name))
-        {
+        if builtin && !self.config.allows(&call.name) {
             let result = ToolResult::error(
                 "not_allowed",
                 "this tool is not allowed in this run",
@@ -1253,7 +1245,7 @@ impl Supervisor {
         draft.attempt = record.attempt;
         draft.idempotency_key = record.idempotency_key.clone();
         let ttl = u64::try_from(self.ctx.options.capability_ttl.as_millis()).unwrap_or(u64::MAX);
-        let capability = self.authority.mint(Grant {
+        let mut capability = self.authority.mint(Grant {
             tool: draft.tool.clone(),
             fingerprint: draft.fingerprint.clone(),
             origin: draft.origin.clone(),
@@ -1262,6 +1254,11 @@ impl Supervisor {
             uses: Uses::Once,
             expires_at_ms: self.ctx.host.clock.wall_ms().saturating_add(ttl),
         });
+        if let Some(skill) = &self.config.skill {
+            // S5.6: the Skill's narrowing is a caveat on the capability
+            // itself, checked wherever it is verified, not only a flag here.
+            capability = capability.attenuate(Caveat::Tools(skill.tools.clone()));
+        }
         let invocation = ToolInvocation {
             draft,
             capability,

@@ -35,6 +35,9 @@ pub struct Execution {
     pub call: String,
     pub tool: String,
     pub attempt: u32,
+    /// The tool sets the capability was narrowed to (`Caveat::Tools`, as an
+    /// applied Skill adds), outermost first.
+    pub narrowed_to: Vec<std::collections::BTreeSet<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -468,6 +471,15 @@ async fn dispatch(
         call: draft.call_id.to_string(),
         tool: draft.tool.clone(),
         attempt: draft.attempt,
+        narrowed_to: invocation
+            .capability
+            .caveats()
+            .iter()
+            .filter_map(|c| match c {
+                agent_capabilities::Caveat::Tools(tools) => Some(tools.clone()),
+                _ => None,
+            })
+            .collect(),
     };
     let args = &draft.arguments;
     let path = args

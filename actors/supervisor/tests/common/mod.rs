@@ -4,21 +4,45 @@
 //! natively and in headless Chromium.
 #![allow(dead_code, clippy::arc_with_non_send_sync)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_kernel::host::{Clock, Executor, Storage};
 use agent_kernel::ids::{OwnerId, RunId, SessionId};
 use agent_kernel::memory::{MemoryHost, MemoryStorage};
 use agent_kernel::run::{Activity, AgentRun, RunStatus};
+use agent_supervisor::provider::{ModelRequest, ModelStream};
 use agent_supervisor::sim::tools::{SimToolsConfig, ToolLog, spawn_sim_tools};
-use agent_supervisor::{RunConfig, Runtime, RuntimeOptions, Scenario, ScriptedProvider};
+use agent_supervisor::{
+    ModelProvider, ProviderError, RunConfig, Runtime, RuntimeOptions, Scenario, ScriptedProvider,
+};
 
 pub struct Env {
     pub mem: MemoryHost,
     pub runtime: Runtime,
     pub log: ToolLog,
     pub session: SessionId,
+    /// Every request the model was sent, in order.
+    pub requests: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+/// The scripted provider, keeping a copy of each request it is sent.
+struct Recording {
+    inner: ScriptedProvider,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl ModelProvider for Recording {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        self.requests.lock().unwrap().push(request.clone());
+        self.inner.stream(request).await
+    }
 }
 
 pub fn env(scenario: &str) -> Env {
@@ -46,13 +70,18 @@ pub fn tab(
     let log = ToolLog::default();
     let tools = spawn_sim_tools(mem.executor(), host.clock.clone(), log.clone(), tools);
     let scenario = Scenario::from_json(scenario).expect("test scenario is valid");
-    let provider = Arc::new(ScriptedProvider::new(scenario, host.clock.clone()));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let provider = Arc::new(Recording {
+        inner: ScriptedProvider::new(scenario, host.clock.clone()),
+        requests: requests.clone(),
+    });
     let runtime = Runtime::new(host, OwnerId::new(owner).unwrap(), tools, provider, options);
     Env {
         mem,
         runtime,
         log,
         session: SessionId::new("session-1").unwrap(),
+        requests,
     }
 }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use agent_capabilities::{Capability, Caveat};
+use agent_kernel::protocol::AppliedSkill;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -217,6 +218,17 @@ impl Skill {
     /// The tools the Skill allows (before intersecting with what is authorised).
     pub fn allowed_tools(&self) -> &BTreeSet<String> {
         &self.allowed_tools
+    }
+
+    /// The Skill as a run applies it (`RunConfig::skill`): the supervisor
+    /// narrows the run's tools to `allowed_tools` and puts the caveat on
+    /// every capability it mints.
+    pub fn applied(&self) -> AppliedSkill {
+        AppliedSkill {
+            name: self.name.clone(),
+            instructions: self.instructions.clone(),
+            tools: self.allowed_tools.clone(),
+        }
     }
 
     /// The authorised tools this Skill keeps: `authorised ∩ allowed_tools`.
