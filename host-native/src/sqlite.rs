@@ -415,6 +415,22 @@ impl SqliteStorage {
         .await
     }
 
+    /// The connection's `(journal_mode, synchronous)` as SQLite reports them
+    /// (`synchronous` 2 is FULL): the durability settings every commit runs
+    /// under, read back from the live connection rather than assumed.
+    pub async fn durability_settings(&self) -> Result<(String, i64), StorageError> {
+        self.call(|conn, path| {
+            let mode: String = conn
+                .pragma_query_value(None, "journal_mode", |r| r.get(0))
+                .map_err(|e| backend(path, &e))?;
+            let synchronous: i64 = conn
+                .pragma_query_value(None, "synchronous", |r| r.get(0))
+                .map_err(|e| backend(path, &e))?;
+            Ok((mode, synchronous))
+        })
+        .await
+    }
+
     /// Run SQLite's `quick_check`; `Ok(())` when the file is sound.
     pub async fn quick_check(&self) -> Result<(), StorageError> {
         self.call(|conn, path| {

@@ -229,6 +229,60 @@ fn scenario_run_completes_with_exit_0_and_json_events() {
     assert_eq!(last["status"], "completed");
 }
 
+/// S5.6: `run --skill FILE` applies a Skill: a tool outside it is refused
+/// and never runs; without the Skill the same scenario writes.
+#[test]
+fn run_with_a_skill_may_use_only_the_tools_it_allows() {
+    let dir = tempfile::tempdir().expect("dir");
+    let scenario = dir.path().join("s.json");
+    std::fs::write(
+        &scenario,
+        r#"{"turns": [
+            {"text": "writing", "tool_calls": [{"name": "workspace_write", "arguments": {"path": "a.txt", "content": "hi"}}]},
+            {"text": "done"}]}"#,
+    )
+    .expect("write");
+    let skill = dir.path().join("reader.json");
+    std::fs::write(
+        &skill,
+        r#"{"name": "reader", "description": "reads files", "instructions": "Only read.", "allowed_tools": ["workspace_read"]}"#,
+    )
+    .expect("write");
+    let data = dir.path().join("data");
+    let scenario_s = scenario.to_str().expect("utf8");
+    let journal_tools = |extra: &[&str]| {
+        let mut args = vec!["--json", "run", "hello", "--scenario", scenario_s];
+        args.extend_from_slice(extra);
+        let out = agentrt(&data, &args);
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let settled: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().expect("events")).expect("json");
+        assert_eq!(settled["status"], "completed");
+        let run = settled["run"].as_str().expect("run id").to_owned();
+        let show = agentrt(&data, &["show", &run, "--json"]);
+        let shown: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
+        shown["journal"]
+            .as_array()
+            .expect("journal")
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["tool"].as_str().unwrap_or(""),
+                    r["state"].as_str().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        journal_tools(&["--skill", skill.to_str().expect("utf8")]),
+        Vec::<String>::new(),
+        "the write outside the Skill never ran"
+    );
+    assert_eq!(journal_tools(&[]), ["workspace_write committed"]);
+}
+
 #[test]
 fn bad_input_gives_one_clear_line_and_a_non_zero_exit() {
     let dir = tempfile::tempdir().expect("dir");
@@ -247,6 +301,19 @@ fn bad_input_gives_one_clear_line_and_a_non_zero_exit() {
     let file_s = a_file.to_str().expect("utf8");
     let under_file = a_file.join("sub");
     let under_file_s = under_file.to_str().expect("utf8");
+    // A data directory whose database cannot be opened: the database's
+    // name is taken by a folder (unreadable as a file even for root, where
+    // permission bits do not bite).
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir_all(blocked.join(agent_host_native::host::DATABASE_FILE)).expect("mkdir");
+    let blocked_s = blocked.to_str().expect("utf8");
+    let secret_skill = dir.path().join("secret-skill.json");
+    std::fs::write(
+        &secret_skill,
+        r#"{"name": "s", "description": "d", "instructions": "use sk-abcdefghijklmnopqrstuvwxyz0123456789", "allowed_tools": []}"#,
+    )
+    .expect("write");
+    let secret_skill_s = secret_skill.to_str().expect("utf8");
     let cases: Vec<(Vec<&str>, i32)> = vec![
         (vec!["show", "run-unknown"], 2),
         (vec!["show", "bad id!"], 2),
@@ -291,6 +358,28 @@ fn bad_input_gives_one_clear_line_and_a_non_zero_exit() {
         (vec!["--config", "/nonexistent.toml", "runs"], 2),
         (vec!["--data-dir", file_s, "runs"], 2),
         (vec!["--data-dir", under_file_s, "demo"], 2),
+        (vec!["--data-dir", blocked_s, "runs"], 2),
+        (vec!["--data-dir", blocked_s, "--json", "runs"], 2),
+        (vec!["--data-dir", blocked_s, "show", "run-1"], 2),
+        (vec!["check", "path"], 2),
+        (
+            vec!["run", "x", "--scenario", empty_s, "--skill", secret_skill_s],
+            2,
+        ),
+        (
+            vec![
+                "run",
+                "x",
+                "--scenario",
+                empty_s,
+                "--skill",
+                "/nonexistent/skill.json",
+            ],
+            2,
+        ),
+        (vec!["run", "x", "--scenario", empty_s, "--skill", bad_s], 2),
+        (vec!["check", "url", "--json"], 2),
+        (vec!["runs", "--limit"], 2),
         (vec!["serve", "--port", "notaport"], 2),
         (vec!["check", "url"], 2),
         (vec!["frobnicate"], 2),

@@ -265,11 +265,11 @@ async fn wal_and_full_sync_are_on() {
     let s = SqliteStorage::open(dir.path().join("db.sqlite3"))
         .await
         .expect("open");
-    let conn = rusqlite::Connection::open(s.path()).expect("raw");
-    let mode: String = conn
-        .pragma_query_value(None, "journal_mode", |r| r.get(0))
-        .expect("mode");
+    // `synchronous` belongs to a connection: read the storage's own.
+    let (mode, synchronous) = s.durability_settings().await.expect("pragmas");
     assert_eq!(mode, "wal");
+    assert_eq!(synchronous, 2, "synchronous=FULL");
+    let conn = rusqlite::Connection::open(s.path()).expect("raw");
     let version: u32 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .expect("version");

@@ -8,8 +8,10 @@
 //! * `cargo xtask test` — the whole gate that CI runs (`.ci/run` is exactly
 //!   this). First the prerequisites (see below), then, stopping at the first
 //!   failure:
-//!   1. lint: `cargo fmt --all --check`, `cargo clippy` with `-D warnings`
-//!      natively and for `wasm32-unknown-unknown`;
+//!   1. lint: `cargo fmt --all --check`, the dependency direction (`cargo
+//!      tree` of agent-capabilities and agent-kernel names no tokio, rusqlite
+//!      or web-sys), `cargo clippy` with `-D warnings` natively and for
+//!      `wasm32-unknown-unknown`;
 //!   2. native: `cargo nextest run --workspace` (or `cargo test --workspace`
 //!      when nextest is not installed) and `cargo test --workspace --doc`;
 //!   3. wasm: `cargo build` for `wasm32-unknown-unknown`, then
@@ -570,6 +572,20 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
     match group {
         Group::Lint => vec![
             Step::cargo("fmt", &["fmt", "--all", "--check"]),
+            // DESIGN.md's dependency direction, for every target (web-sys
+            // would come in for wasm32 only).
+            Step::new(
+                "dependency direction",
+                "sh",
+                &[
+                    "-c",
+                    "set -e; tree=$(\"${CARGO:-cargo}\" tree -e normal --prefix none --target all \
+                     -p agent-capabilities -p agent-kernel); \
+                     if printf '%s\\n' \"$tree\" | grep -E '^(tokio|rusqlite|web-sys) '; then \
+                     echo 'agent-capabilities and agent-kernel must not depend on tokio, rusqlite or web-sys (DESIGN.md)' >&2; \
+                     exit 1; fi; echo 'no tokio, rusqlite or web-sys under agent-capabilities and agent-kernel'",
+                ],
+            ),
             Step::cargo(
                 "clippy native",
                 &[

@@ -814,6 +814,196 @@ fn s1_2_every_illegal_command_is_refused() {
     );
 }
 
+/// S5.6: a Skill applied to a run narrows it to the intersection of its
+/// tools and the allowlist: the model is shown only those, a call outside
+/// them is refused without running, the capability of a call inside them
+/// carries the narrowing as a `Tools` caveat, and the instructions reach
+/// the model in the system prompt. Naming a tool the allowlist refuses
+/// grants nothing.
+#[test]
+fn s5_6_an_applied_skill_narrows_the_run_as_a_caveat() {
+    use agent_kernel::protocol::AppliedSkill;
+    use std::collections::BTreeSet;
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    let env = common::env(
+        r#"{"turns": [
+      {"text": "w", "tool_calls": [{"name": "write_note", "arguments": {"path": "notes/a.txt", "text": "x"}}]},
+      {"text": "t", "tool_calls": [{"name": "send_ticket", "arguments": {"title": "t"}}]},
+      {"text": "r", "tool_calls": [{"name": "read_note", "arguments": {"path": "notes/a.txt"}}]},
+      {"text": "done"}]}"#,
+    );
+    let config = RunConfig {
+        // send_ticket is allowed by the allowlist but not by the Skill;
+        // read_note is named by the Skill but refused by the allowlist.
+        allowlist: Some(set(&["write_note", "send_ticket", "ask_user"])),
+        skill: Some(AppliedSkill {
+            name: "note-taker".into(),
+            instructions: "Keep notes short. MARKER-SKILL-INSTRUCTIONS".into(),
+            tools: set(&["write_note", "read_note"]),
+        }),
+        ..RunConfig::default()
+    };
+    let run = env.start("take a note", config);
+    assert_eq!(env.settle(&run).status, RunStatus::Completed);
+
+    let requests = env.requests.lock().unwrap().clone();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        let shown: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(shown, ["write_note"], "only the intersection is shown");
+        let messages = serde_json::to_string(&request.messages).unwrap();
+        assert!(messages.contains("MARKER-SKILL-INSTRUCTIONS"), "{messages}");
+    }
+
+    let executions = env.log.executions();
+    let tools: Vec<&str> = executions.iter().map(|e| e.tool.as_str()).collect();
+    assert_eq!(tools, ["write_note"], "nothing outside the Skill ran");
+    assert_eq!(
+        executions[0].narrowed_to,
+        vec![set(&["write_note", "read_note"])],
+        "the narrowing rides on the capability"
+    );
+    let journal = env.block(env.runtime.journal(&run)).unwrap();
+    let states: Vec<(&str, CallState)> =
+        journal.iter().map(|r| (r.tool.as_str(), r.state)).collect();
+    assert_eq!(states[0], ("write_note", CallState::Committed));
+    assert!(
+        !journal
+            .iter()
+            .any(|r| r.tool == "read_note" && r.state == CallState::Committed),
+        "a tool named by the Skill but not allowed is granted nothing"
+    );
+}
+
+/// S1.2: the commands a status does not allow are refused in every other
+/// status too (awaiting approval, interrupted, failed, cancelled), each
+/// refusal typed and none of them changing the run.
+#[test]
+fn s1_2_commands_are_refused_in_every_status_that_does_not_allow_them() {
+    use agent_kernel::ids::{CallId, RequestId};
+    let unknown_req = RequestId::new("r-unknown").unwrap();
+    let unknown_call = CallId::new("c-unknown").unwrap();
+    let refused = |what: &str, result: Result<(), RunError>| {
+        assert!(
+            matches!(
+                result,
+                Err(RunError::WrongStatus { .. }
+                    | RunError::NoSuchRequest { .. }
+                    | RunError::WrongRequestKind { .. }
+                    | RunError::NoSuchDecision { .. })
+            ),
+            "{what}: {result:?}"
+        );
+    };
+
+    // Awaiting approval: resume, respond and decide are refused; only
+    // approve/deny of the pending request (and stop) may follow.
+    let env = common::env(STRICT_WRITE);
+    let run = env.start("write it", strict());
+    assert_eq!(env.settle(&run).status, RunStatus::AwaitingApproval);
+    let pending = env.block(env.runtime.pending(&run)).unwrap();
+    let req = pending[0].id.clone();
+    for (what, result) in [
+        ("resume", env.block(env.runtime.resume(&run))),
+        ("respond", env.block(env.runtime.respond(&run, &req, "x"))),
+        (
+            "decide",
+            env.block(env.runtime.decide(&run, &unknown_call, Choice::MarkDone)),
+        ),
+        (
+            "approve another",
+            env.block(env.runtime.approve(&run, &unknown_req)),
+        ),
+        (
+            "deny another",
+            env.block(env.runtime.deny(&run, &unknown_req)),
+        ),
+    ] {
+        refused(what, result.map(|_| ()));
+    }
+    assert_eq!(env.run(&run).status, RunStatus::AwaitingApproval);
+    assert_eq!(env.block(env.runtime.pending(&run)).unwrap().len(), 1);
+
+    // Interrupted: approve, deny and respond are refused; a decide on a call
+    // that is not effect_unknown is refused; resume is what continues.
+    let (env, run) = crash_in_flight(r#"{"name": "slow_op", "arguments": {"ms": 60000}}"#);
+    let running = env.block(env.runtime.journal(&run)).unwrap()[0]
+        .call_id
+        .clone();
+    for (what, result) in [
+        (
+            "approve",
+            env.block(env.runtime.approve(&run, &unknown_req)),
+        ),
+        ("deny", env.block(env.runtime.deny(&run, &unknown_req))),
+        (
+            "respond",
+            env.block(env.runtime.respond(&run, &unknown_req, "x")),
+        ),
+        (
+            "decide on a call that is not effect_unknown",
+            env.block(env.runtime.decide(&run, &running, Choice::Abandon)),
+        ),
+    ] {
+        refused(what, result.map(|_| ()));
+    }
+    assert_eq!(env.run(&run).status, RunStatus::Interrupted);
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Running,
+        "a refused decide changes no call"
+    );
+
+    // Failed and cancelled are final: every command is refused.
+    let failed = common::env(r#"{"turns": [{"text": "hello", "disconnects": 3}]}"#);
+    let failed_run = failed.start("go", RunConfig::default());
+    assert_eq!(failed.settle(&failed_run).status, RunStatus::Failed);
+    let cancelled = common::env(STRICT_WRITE);
+    let cancelled_run = cancelled.start("write it", strict());
+    cancelled.settle(&cancelled_run);
+    cancelled
+        .block(cancelled.runtime.stop(&cancelled_run))
+        .unwrap();
+    assert_eq!(
+        cancelled.settle(&cancelled_run).status,
+        RunStatus::Cancelled
+    );
+    for (env, run, status) in [
+        (&failed, &failed_run, RunStatus::Failed),
+        (&cancelled, &cancelled_run, RunStatus::Cancelled),
+    ] {
+        for (what, result) in [
+            ("resume", env.block(env.runtime.resume(run)).map(|_| ())),
+            ("stop", env.block(env.runtime.stop(run)).map(|_| ())),
+            (
+                "approve",
+                env.block(env.runtime.approve(run, &unknown_req))
+                    .map(|_| ()),
+            ),
+            (
+                "deny",
+                env.block(env.runtime.deny(run, &unknown_req)).map(|_| ()),
+            ),
+            (
+                "respond",
+                env.block(env.runtime.respond(run, &unknown_req, "x"))
+                    .map(|_| ()),
+            ),
+            (
+                "decide",
+                env.block(env.runtime.decide(run, &unknown_call, Choice::RetryAnyway))
+                    .map(|_| ()),
+            ),
+        ] {
+            assert!(
+                matches!(result, Err(RunError::WrongStatus { .. })),
+                "{status:?} {what}: {result:?}"
+            );
+        }
+        assert_eq!(env.run(run).status, status, "refusals change nothing");
+    }
+}
+
 #[test]
 fn s1_4_activities_gap_free_and_monotonic_when_the_clock_steps_back() {
     let env = common::env(

@@ -28,6 +28,17 @@ fn run(code: &str) -> Result<Value, JsError> {
     run_with(code, &json!(null), &JsLimits::DEFAULT)
 }
 
+/// The default limits but for time: for tests of the memory and stack
+/// limits, which a loaded machine must not turn into a time-limit error.
+const UNTIMED: JsLimits = JsLimits {
+    time_ms: 120_000,
+    ..JsLimits::DEFAULT
+};
+
+fn run_untimed(code: &str) -> Result<Value, JsError> {
+    run_with(code, &json!(null), &UNTIMED)
+}
+
 fn run_with(code: &str, input: &Value, limits: &JsLimits) -> Result<Value, JsError> {
     run_script(code, input, limits, clock()).map(|o| o.value)
 }
@@ -224,7 +235,7 @@ fn s5_7_allocating_a_gigabyte_is_refused() {
         "function grow() { return Promise.resolve().then(grow) } grow()",
     ] {
         assert_eq!(
-            run(code),
+            run_untimed(code),
             Err(JsError::MemoryLimit { limit_bytes: limit }),
             "{code}"
         );
@@ -237,11 +248,11 @@ fn s5_7_allocating_a_gigabyte_is_refused() {
 fn s5_7_heap_limit_below_and_above() {
     let eight_mib = "new Uint8Array(8 * 1024 * 1024).length";
     // Below the default 64 MiB: fine.
-    assert_eq!(run(eight_mib), Ok(json!(8 * 1024 * 1024)));
+    assert_eq!(run_untimed(eight_mib), Ok(json!(8 * 1024 * 1024)));
     // The same allocation above a lowered 4 MiB limit: refused.
     let small = JsLimits {
         heap_bytes: 4 * 1024 * 1024,
-        ..JsLimits::DEFAULT
+        ..UNTIMED
     };
     assert_eq!(
         run_with(eight_mib, &json!(null), &small),
@@ -251,7 +262,7 @@ fn s5_7_heap_limit_below_and_above() {
     );
     // A script may catch the error and carry on within its bounds.
     assert_eq!(
-        run("try { new ArrayBuffer(1 << 30); 'no' } catch (e) { String(e) }"),
+        run_untimed("try { new ArrayBuffer(1 << 30); 'no' } catch (e) { String(e) }"),
         Ok(json!("InternalError: out of memory"))
     );
 }
@@ -269,22 +280,26 @@ fn s5_7_deep_recursion_is_an_error_not_a_crash() {
         "JSON.parse('['.repeat(100000))",
     ] {
         assert_eq!(
-            run(code),
+            run_untimed(code),
             Err(JsError::StackLimit { limit_bytes: limit }),
             "{code}"
         );
     }
     // The engine is still usable after a stack overflow in the same thread.
-    assert_eq!(run("1"), Ok(json!(1)));
+    assert_eq!(run_untimed("1"), Ok(json!(1)));
 }
 
 #[test]
 fn s5_7_stack_limit_below_and_above() {
     let depth = "function f(n) { return n === 0 ? 0 : 1 + f(n - 1) } f(200)";
-    assert_eq!(run(depth), Ok(json!(200)), "200 frames fit in 256 KiB");
+    assert_eq!(
+        run_untimed(depth),
+        Ok(json!(200)),
+        "200 frames fit in 256 KiB"
+    );
     let small = JsLimits {
         stack_bytes: JsLimits::FLOOR.stack_bytes,
-        ..JsLimits::DEFAULT
+        ..UNTIMED
     };
     assert_eq!(
         run_with(depth, &json!(null), &small),
