@@ -1175,6 +1175,68 @@ fn offline_mid_dispatch_leaves_the_call_to_the_replay_rule_and_stop_settles_it()
     );
 }
 
+/// S2.5 + S2.3: offline, a hidden page or a lost executor while a call is in
+/// flight interrupts the run; resume then applies the replay rule to the
+/// call: read-only work runs again with a higher attempt, an uncertain
+/// external write becomes `effect_unknown` and waits for the person, and is
+/// never repeated by itself.
+#[test]
+fn resume_after_each_interruption_with_a_call_in_flight() {
+    use agent_kernel::host::LifecycleEvent;
+    for (event, reason) in [
+        (LifecycleEvent::Offline, StopReason::Offline),
+        (LifecycleEvent::PageHidden, StopReason::PageInterrupted),
+        (LifecycleEvent::ExecutorLost, StopReason::PageInterrupted),
+    ] {
+        for tool in ["slow_op", "slow_ticket"] {
+            let what = format!("{event:?} during {tool}");
+            let env = common::env(&format!(
+                r#"{{"turns": [
+                  {{"text": "w", "tool_calls": [{{"name": "{tool}", "arguments": {{"ms": 60000}}}}]}},
+                  {{"text": "done"}}]}}"#
+            ));
+            let run = env.start("go", RunConfig::default());
+            env.mem.executor().run_until_stalled();
+            env.mem.lifecycle().emit(event);
+            let record = env.settle(&run);
+            assert_eq!(record.status, RunStatus::Interrupted, "{what}");
+            assert_eq!(record.stop_reason, Some(reason.clone()), "{what}");
+            assert_eq!(
+                env.block(env.runtime.journal(&run)).unwrap()[0].state,
+                CallState::Running,
+                "{what}: the call is left to the replay rule"
+            );
+            env.mem.lifecycle().emit(LifecycleEvent::Online);
+            env.block(env.runtime.resume(&run)).unwrap();
+            let record = env.settle(&run);
+            let journal = env.block(env.runtime.journal(&run)).unwrap();
+            if tool == "slow_op" {
+                assert_eq!(record.status, RunStatus::Completed, "{what}");
+                assert_eq!(
+                    (journal[0].state, journal[0].attempt),
+                    (CallState::Committed, 2),
+                    "{what}"
+                );
+            } else {
+                let call = journal[0].call_id.clone();
+                assert_eq!(record.status, RunStatus::Interrupted, "{what}");
+                assert_eq!(
+                    record.stop_reason,
+                    Some(StopReason::EffectUnknown {
+                        call_id: call.clone()
+                    }),
+                    "{what}"
+                );
+                assert_eq!(journal[0].state, CallState::EffectUnknown, "{what}");
+                env.block(env.runtime.decide(&run, &call, Choice::MarkDone))
+                    .unwrap();
+                assert_eq!(env.settle(&run).status, RunStatus::Completed, "{what}");
+                assert!(env.log.tickets() <= 1, "{what}: never repeated by itself");
+            }
+        }
+    }
+}
+
 #[test]
 fn subscribers_see_text_deltas_and_every_activity() {
     let env = common::env(READ_THEN_ANSWER);
