@@ -912,6 +912,16 @@ fn activity_text(kind: &ActivityKind) -> String {
     }
 }
 
+/// A line telling the person what to type next: on stdout, or on stderr
+/// with `--json` so that stdout stays one JSON object per line.
+fn hint(cli: &Cli, line: &str) {
+    if cli.json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
 fn pending_text(run: &RunId, p: &PendingRequest) -> String {
     match &p.kind {
         PendingKind::Approval {
@@ -1069,7 +1079,7 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
                     eprintln!("agentrt: {e}");
                     let card = card(app.native().host().storage.as_ref(), run).await?;
                     for p in &card.pending {
-                        println!("{}", pending_text(run, p));
+                        hint(cli, &pending_text(run, p));
                     }
                     return Ok(code::WAITING);
                 }
@@ -1179,13 +1189,16 @@ async fn follow(
         for p in &card.pending {
             match &p.kind {
                 PendingKind::Approval { .. } => {
-                    println!(
-                        "awaiting approval; to approve run: agentrt approve {run} {}",
-                        p.id
+                    hint(
+                        cli,
+                        &format!(
+                            "awaiting approval; to approve run: agentrt approve {run} {}",
+                            p.id
+                        ),
                     );
-                    println!("to deny run: agentrt deny {run} {}", p.id);
+                    hint(cli, &format!("to deny run: agentrt deny {run} {}", p.id));
                 }
-                _ => println!("{}", pending_text(run, p)),
+                _ => hint(cli, &pending_text(run, p)),
             }
         }
         return Ok(code_for(&card.run));
