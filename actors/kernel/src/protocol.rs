@@ -250,7 +250,7 @@ pub type ToolAddr = Addr<ToolMsg>;
 /// intersection with what the run is otherwise allowed, in the schemas the
 /// model is shown, in `Prepare`, and as a `Caveat::Tools` on every
 /// capability the run mints, so it can never widen anything. Make one from a
-/// manifest with `agent_tools::builtin::Skill::applied`, which validates it
+/// manifest with `agent_tools::builtin::skill::Skill::applied`, which validates it
 /// (closed schema, sizes, no secrets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppliedSkill {

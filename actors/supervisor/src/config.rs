@@ -1,6 +1,7 @@
 //! `RunConfig`: what one run may do and which model it talks to (budget,
-//! approval mode, tool allowlist, an applied Skill, model settings). A later Profiles issue
-//! fills it; today callers build it directly or take the defaults.
+//! approval mode, tool allowlist, an applied Skill, model settings). A later
+//! Profiles issue fills it; today callers build it directly or take the
+//! defaults.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
