@@ -10,7 +10,8 @@
 //! event loop: a tab has no blocking thread), the workspace and Artifact tools,
 //! `fetch_url` through the native gateway and configured HTTP plugins, and
 //! the supervisor's `Runtime`. Loading never resumes a run or starts network
-//! work: it only recovers runs left `running` into `interrupted`.
+//! work: it only recovers runs left `running` into `interrupted`, and so
+//! does taking a session over from a tab that left one behind.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -722,6 +723,22 @@ impl Inner {
                 users: 1,
             },
         );
+        // This tab now holds the session's Web Lock, so no other tab executes
+        // it: a run another tab left `running` (closed before its pagehide
+        // writes committed) is recovered now, not at the next page load.
+        match self.runtime.recover_session(session).await {
+            Ok(recovered) if !recovered.is_empty() => {
+                self.recovered
+                    .borrow_mut()
+                    .extend(recovered.iter().map(|r| r.to_string()));
+                self.leases.notify_changed(session);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.done(session);
+                return Err(run_error(e));
+            }
+        }
         Ok(())
     }
 

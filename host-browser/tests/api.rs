@@ -208,3 +208,54 @@ async fn s5_6_a_skill_in_run_options_narrows_the_run() {
     );
     assert_eq!(view["journal"][0]["state"], json!("committed"), "{view}");
 }
+
+/// S2.5 + S3: a tab that takes over a session another tab left without its
+/// pagehide writes (here: the first runtime closes with its run `running`)
+/// recovers that run when it takes the session, not only at the next page
+/// load; the run then offers resume.
+#[wasm_bindgen_test]
+async fn s2_5_taking_over_a_session_recovers_the_run_left_running() {
+    let mut config = scripted(json!([{ "text": "slow", "delay_ms": 60000 }]));
+    config["databaseName"] = json!(format!("takeover-{}", js_sys::Date::now() as u64));
+    let first = create(config.clone()).await.expect("first tab");
+    // The second tab opens while the first holds the session: its page-load
+    // recovery must leave the first tab's run alone.
+    let second = create(config).await.expect("second tab");
+    let run = JsFuture::from(first.start_run("s-takeover".into(), "go".into(), JsValue::UNDEFINED))
+        .await
+        .expect("started")
+        .as_string()
+        .expect("run id");
+    let status = |view: &Value| {
+        view["run"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let view = rust(
+        JsFuture::from(second.read_run(run.clone()))
+            .await
+            .expect("read"),
+    );
+    assert_eq!(status(&view), "running");
+    assert!(second.recovered_runs().is_empty());
+
+    // The first tab goes away without interrupting its run.
+    first.close();
+    let other =
+        JsFuture::from(second.start_run("s-takeover".into(), "again".into(), JsValue::UNDEFINED))
+            .await
+            .expect("the second tab takes the session");
+    assert!(other.as_string().is_some());
+    let view = rust(
+        JsFuture::from(second.read_run(run.clone()))
+            .await
+            .expect("read"),
+    );
+    assert_eq!(status(&view), "interrupted", "{view}");
+    assert_eq!(
+        view["run"]["stop_reason"]["reason"],
+        json!("page_interrupted")
+    );
+    assert_eq!(second.recovered_runs(), vec![run]);
+}

@@ -466,6 +466,20 @@ impl Runtime {
     /// its in-flight journal records are settled by the replay rule. Nothing
     /// is resumed and no network work starts. Returns the runs recovered.
     pub async fn recover(&self) -> Result<Vec<RunId>, RunError> {
+        self.recover_where(|_| true).await
+    }
+
+    /// [`Runtime::recover`] for one session's runs: what a tab does when it
+    /// takes over a session another tab left (closed or crashed) without
+    /// waiting for the next page load.
+    pub async fn recover_session(&self, session: &SessionId) -> Result<Vec<RunId>, RunError> {
+        self.recover_where(|run| &run.session == session).await
+    }
+
+    async fn recover_where(
+        &self,
+        wanted: impl Fn(&AgentRun) -> bool,
+    ) -> Result<Vec<RunId>, RunError> {
         let storage = self.host().storage.clone();
         let mut runs: Vec<AgentRun> = Vec::new();
         for (key, bytes) in storage.scan_prefix(Table::Runs, "").await? {
@@ -477,7 +491,10 @@ impl Runtime {
         }
         let mut recovered = Vec::new();
         for run in runs {
-            if run.status != RunStatus::Running || self.live_addr(&run.id).is_some() {
+            if run.status != RunStatus::Running
+                || !wanted(&run)
+                || self.live_addr(&run.id).is_some()
+            {
                 continue;
             }
             let now = self.host().clock.wall_ms();

@@ -631,6 +631,49 @@ fn crash_in_flight(tool_json: &str) -> (Env, agent_kernel::ids::RunId) {
     (env2, run)
 }
 
+/// S2.5 + S3: a tab that takes over a session another tab left without
+/// cleanup recovers that session's runs at once (not only at the next page
+/// load), and only that session's: a run of another session is untouched.
+#[test]
+fn recover_session_recovers_only_the_session_taken_over() {
+    let scenario = r#"{"turns": [
+      {"text": "w", "tool_calls": [{"name": "slow_op", "arguments": {"ms": 60000}}]},
+      {"text": "done"}]}"#;
+    let env1 = env(scenario);
+    let other = agent_kernel::ids::SessionId::new("session-2").unwrap();
+    let mine = env1.start("go", RunConfig::default());
+    let theirs = env1
+        .block(env1.runtime.start(&other, "go", RunConfig::default()))
+        .unwrap();
+    env1.mem.executor().run_until_stalled();
+    env1.kill();
+    env1.mem.clock().advance(Duration::from_secs(31));
+    let env2 = tab(
+        env1.mem.clone(),
+        scenario,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    assert_eq!(
+        env2.block(env2.runtime.recover_session(&env2.session))
+            .unwrap(),
+        vec![mine.clone()]
+    );
+    let record = env2.run(&mine);
+    assert_eq!(
+        (record.status, record.stop_reason),
+        (RunStatus::Interrupted, Some(StopReason::PageInterrupted))
+    );
+    assert_eq!(
+        env2.run(&theirs).status,
+        RunStatus::Running,
+        "another session is untouched"
+    );
+    env2.block(env2.runtime.resume(&mine)).unwrap();
+    assert_eq!(env2.settle(&mine).status, RunStatus::Completed);
+}
+
 #[test]
 fn s2_3_recovery_retries_read_only_work_with_a_higher_attempt() {
     let (env, run) = crash_in_flight(r#"{"name": "slow_op", "arguments": {"ms": 60000}}"#);
