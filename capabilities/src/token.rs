@@ -9,7 +9,8 @@
 //! new tag is computed from the old one), nobody without the key can remove
 //! or reorder one, and every caveat can only narrow: verification checks the
 //! base grant *and* every caveat. The key lives in memory only, so a reload
-//! invalidates every outstanding token.
+//! invalidates every outstanding token, and is wiped when the authority and
+//! its last verifier are dropped.
 //!
 //! Integers in the MACed form are canonical JSON numbers, exact only up to
 //! 2^53 (see [`crate::canonical`]); expiry times are therefore clamped to
@@ -26,6 +27,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
+use zeroize::Zeroize;
 
 use crate::canonical::{Fingerprint, canonical_bytes, canonical_bytes_of_plain};
 use crate::scope::{Target, TargetScope};
@@ -316,6 +318,21 @@ struct Shared {
     run_id: String,
     key: [u8; 32],
     consumed: Mutex<HashSet<String>>,
+}
+
+impl Shared {
+    /// Overwrite the key with zeros (volatile writes the optimiser keeps).
+    fn wipe_key(&mut self) {
+        self.key.zeroize();
+    }
+}
+
+impl Drop for Shared {
+    /// When the authority and its last verifier are gone (the run ended or
+    /// its supervisor stopped), the key is wiped, not left in freed memory.
+    fn drop(&mut self) {
+        self.wipe_key();
+    }
 }
 
 /// Whether a successful verification uses up a one-time token.
@@ -656,6 +673,7 @@ fn hmac32(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     let mut block = [0u8; 64];
     block[..32].copy_from_slice(key);
     let mut mac = <HmacSha256 as hmac::digest::KeyInit>::new(&block.into());
+    block.zeroize();
     mac.update(msg);
     mac.finalize().into_bytes().into()
 }
@@ -667,6 +685,17 @@ fn canonical_for_mac<T: Serialize>(value: &T) -> Result<Vec<u8>, CapabilityError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_is_wiped_when_the_last_holder_lets_go() {
+        let mut shared = Shared {
+            run_id: RUN.into(),
+            key: KEY,
+            consumed: Mutex::new(HashSet::new()),
+        };
+        shared.wipe_key();
+        assert_eq!(shared.key, [0; 32]);
+    }
 
     const KEY: [u8; 32] = [7; 32];
     const RUN: &str = "run-1";
