@@ -1277,23 +1277,21 @@ pub async fn prefix_scans_are_ordered_by_bytes(storage: Arc<dyn Storage>) {
     let run = run_id("run-scan");
     let mut batch = Batch::new();
     for seq in [10u64, 2, 1, 100] {
-        let cp = Checkpoint {
+        let activity = Activity {
             run: run.clone(),
             seq,
-            stage: CheckpointStage::Interrupted,
-            transcript: BlobRef::of(b"[]"),
-            usage: Usage::default(),
             at_ms: T0,
+            kind: ActivityKind::ModelRequest { round: seq },
         };
-        batch = batch.put_record(&cp).expect("encode");
+        batch = batch.put_record(&activity).expect("encode");
     }
-    storage.commit(batch).await.expect("checkpoints");
-    let cps: Vec<Checkpoint> = storage
+    storage.commit(batch).await.expect("activities");
+    let activities: Vec<Activity> = storage
         .scan_records(&format!("{run}/"))
         .await
         .expect("typed scan");
     assert_eq!(
-        cps.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        activities.iter().map(|a| a.seq).collect::<Vec<_>>(),
         vec![1, 2, 10, 100]
     );
 }

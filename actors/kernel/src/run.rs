@@ -371,7 +371,10 @@ pub enum CheckpointStage {
     Interrupted,
 }
 
-/// The model conversation so far (as a blob of messages) at a stage of the loop.
+/// The model conversation so far (as a blob of messages) at a stage of the
+/// loop. A run keeps one: each batch that reaches a new stage overwrites it
+/// (`seq` counts every checkpoint the run has taken), so the stored bytes do
+/// not grow with rounds; the activities are the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub run: RunId,
@@ -384,14 +387,15 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    pub fn key_for(run: &RunId, seq: u64) -> String {
-        format!("{run}/{seq:016}")
+    /// The key of `run`'s checkpoint.
+    pub fn key_for(run: &RunId) -> String {
+        format!("{run}/latest")
     }
 }
 
 impl Record for Checkpoint {
     const TABLE: Table = Table::Checkpoints;
     fn key(&self) -> String {
-        Checkpoint::key_for(&self.run, self.seq)
+        Checkpoint::key_for(&self.run)
     }
 }

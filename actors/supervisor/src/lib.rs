@@ -59,8 +59,11 @@
 //! blobs holding only the messages added since (merged like a binary counter
 //! up to 128 appends, see `transcript`), so a round stores and costs the
 //! same however long the run; the chain is read back only when a run is
-//! loaded, from the checkpoint a `LatestCheckpoint` record copies. Activities are numbered without
-//! gaps and their time stamps never go backwards, even when the wall clock does.
+//! loaded, from the run's checkpoint. A run keeps one checkpoint record,
+//! overwritten by every batch that reaches a new stage, so the stored bytes
+//! per round do not grow with checkpoints; the activities are the history.
+//! Activities are numbered without gaps and their time stamps never go
+//! backwards, even when the wall clock does.
 //!
 //! Dependencies: `reqwest` for the Chat Completions client, because the same
 //! code builds natively (hyper, rustls) and for wasm32 (the browser's fetch);

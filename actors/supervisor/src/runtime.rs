@@ -576,8 +576,9 @@ impl Runtime {
         Ok(self.host().storage.scan_records(&run_prefix(run)).await?)
     }
 
-    pub async fn checkpoints(&self, run: &RunId) -> Result<Vec<Checkpoint>, RunError> {
-        Ok(self.host().storage.scan_records(&run_prefix(run)).await?)
+    /// The run's checkpoint: the latest it took (a run keeps one).
+    pub async fn checkpoint(&self, run: &RunId) -> Result<Option<Checkpoint>, RunError> {
+        Ok(latest_checkpoint(&*self.host().storage, run).await?)
     }
 
     /// Pending requests not yet shown, marked as shown: after a reload each

@@ -76,21 +76,6 @@ impl Record for RunMeta {
     }
 }
 
-/// Meta record holding a copy of a run's latest checkpoint, rewritten in
-/// every batch that adds one, so that loading a run reads one record instead
-/// of scanning every checkpoint it ever wrote.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct LatestCheckpoint {
-    pub checkpoint: Checkpoint,
-}
-
-impl Record for LatestCheckpoint {
-    const TABLE: Table = Table::Meta;
-    fn key(&self) -> String {
-        format!("latest_checkpoint/{}", self.checkpoint.run)
-    }
-}
-
 /// `<run>/`: the prefix of every per-run key.
 pub fn run_prefix(run: &RunId) -> String {
     format!("{run}/")
@@ -163,29 +148,12 @@ pub async fn load_run(storage: &dyn Storage, run: &RunId) -> Result<(AgentRun, V
     Ok((record, bytes))
 }
 
-/// The run's latest checkpoint: the copy in its [`LatestCheckpoint`] record
-/// when that names the newest sequence number, else (a run stored before
-/// that record existed) the last of a scan.
+/// The run's checkpoint (one record, the latest the run took).
 pub async fn latest_checkpoint(
     storage: &dyn Storage,
     run: &RunId,
 ) -> Result<Option<Checkpoint>, StorageError> {
-    if let Some(latest) = storage
-        .get_record::<LatestCheckpoint>(&format!("latest_checkpoint/{run}"))
-        .await?
-    {
-        // The copy is written in the same batch as the checkpoint, so no
-        // later checkpoint can exist; check that its original is there.
-        let key = Checkpoint::key_for(run, latest.checkpoint.seq);
-        if storage.get_record::<Checkpoint>(&key).await?.as_ref() == Some(&latest.checkpoint) {
-            return Ok(Some(latest.checkpoint));
-        }
-    }
-    Ok(storage
-        .scan_records::<Checkpoint>(&run_prefix(run))
-        .await?
-        .into_iter()
-        .next_back())
+    storage.get_record(&Checkpoint::key_for(run)).await
 }
 
 pub async fn pending_of(
@@ -338,8 +306,10 @@ impl RunWriter {
     /// Make `tx` durable in one fenced batch; on success it becomes the
     /// in-memory state and its activities are announced.
     pub async fn commit(&mut self, mut tx: Tx) -> Result<(), RunError> {
+        // Of the checkpoints this batch took, the last one is stored: the
+        // run's single checkpoint record, overwritten.
         if let Some(latest) = tx.latest.take() {
-            tx.put(&LatestCheckpoint { checkpoint: latest });
+            tx.put(&latest);
         }
         if let Some(e) = tx.error.take() {
             return Err(e);
@@ -466,7 +436,6 @@ impl Tx {
             at_ms: self.now,
         };
         self.next_checkpoint += 1;
-        self.put(&cp);
         self.latest = Some(cp);
     }
 
@@ -581,11 +550,11 @@ mod tests {
         assert!(!RunStatus::Interrupted.can_transition_to(RunStatus::AwaitingInput));
     }
 
-    /// Loading reads the run's latest checkpoint from one record written in
-    /// the same batch (S2.4 checkpoints are all still kept); without that
-    /// record (runs stored before it) a scan finds the same checkpoint.
+    /// A run keeps one checkpoint record, overwritten by each batch that
+    /// takes one (the last of the batch); `seq` still counts every
+    /// checkpoint, and loading reads that one record.
     #[test]
-    fn latest_checkpoint_is_one_read_and_falls_back_to_a_scan() {
+    fn a_run_keeps_one_checkpoint_the_latest() {
         let exec = agent_kernel::memory::SimExecutor::new();
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
         let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
@@ -632,13 +601,15 @@ mod tests {
                 CheckpointStage::BeforeModelRequest { round: 4 }
             );
             let all: Vec<Checkpoint> = storage.scan_records(&run_prefix(&id)).await.unwrap();
-            assert_eq!(all.len(), 6);
-            assert_eq!(all.last(), Some(&latest));
-            let batch = Batch::new().delete(Table::Meta, format!("latest_checkpoint/{id}"));
-            storage.commit(batch).await.unwrap();
+            assert_eq!(all, vec![latest], "one record per run, not one per stage");
+            // A batch without a checkpoint keeps the one stored.
+            writer.commit(writer.begin()).await.unwrap();
             assert_eq!(
-                latest_checkpoint(&*storage, &id).await.unwrap(),
-                Some(latest)
+                latest_checkpoint(&*storage, &id)
+                    .await
+                    .unwrap()
+                    .map(|c| c.seq),
+                Some(5)
             );
         })
         .unwrap();
