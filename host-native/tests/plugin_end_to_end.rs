@@ -11,8 +11,10 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentrt");
 const MARKER: &str = "SECRET-MARKER-7f3a9c21e5";
@@ -35,48 +37,32 @@ struct Recorder {
 fn start_recorder(hold_first: u64, hold: Duration) -> Recorder {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let count = Arc::new(AtomicU64::new(0));
-    let (port_tx, port_rx) = mpsc::channel();
     let s = seen.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let app = axum::Router::new().route(
-                "/tickets",
-                axum::routing::post(move |headers: axum::http::HeaderMap| {
-                    let (s, count) = (s.clone(), count.clone());
-                    async move {
-                        let header = |name: &str| {
-                            headers
-                                .get(name)
-                                .and_then(|v| v.to_str().ok())
-                                .map(str::to_owned)
-                        };
-                        s.lock().expect("seen").push(Seen {
-                            api_key: header("x-api-key"),
-                            idempotency_key: header("idempotency-key"),
-                        });
-                        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-                        if n <= hold_first {
-                            tokio::time::sleep(hold).await;
-                        }
-                        axum::Json(serde_json::json!({"ticket": n}))
-                    }
-                }),
-            );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            port_tx
-                .send(listener.local_addr().expect("addr").port())
-                .expect("port");
-            axum::serve(listener, app).await.expect("serve");
-        });
-    });
+    let app = axum::Router::new().route(
+        "/tickets",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let (s, count) = (s.clone(), count.clone());
+            async move {
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned)
+                };
+                s.lock().expect("seen").push(Seen {
+                    api_key: header("x-api-key"),
+                    idempotency_key: header("idempotency-key"),
+                });
+                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                if n <= hold_first {
+                    tokio::time::sleep(hold).await;
+                }
+                axum::Json(serde_json::json!({"ticket": n}))
+            }
+        }),
+    );
     Recorder {
-        port: port_rx.recv().expect("port"),
+        port: common::serve_on_loopback(app),
         seen,
     }
 }

@@ -4,54 +4,44 @@
 //! is one clear line and exit 2.
 
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentrt");
 
 fn start_model() -> (u16, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = mpsc::channel();
     let s = seen.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let app = axum::Router::new().route(
-                "/v1/chat/completions",
-                axum::routing::post(move |headers: axum::http::HeaderMap| {
-                    let s = s.clone();
-                    async move {
-                        let auth = headers
-                            .get("authorization")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned();
-                        s.lock().expect("seen").push(auth);
-                        let body = [
-                            r#"{"choices":[{"index":0,"delta":{"content":"Hello from "},"finish_reason":null}]}"#,
-                            r#"{"choices":[{"index":0,"delta":{"content":"loopback."},"finish_reason":null}]}"#,
-                            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-                            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":4}}"#,
-                        ]
-                        .iter()
-                        .map(|c| format!("data: {c}\n\n"))
-                        .collect::<String>()
-                            + "data: [DONE]\n\n";
-                        axum::response::Response::builder()
-                            .header("content-type", "text/event-stream")
-                            .body(axum::body::Body::from(body))
-                            .expect("response")
-                    }
-                }),
-            );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            tx.send(listener.local_addr().expect("addr").port()).expect("port");
-            axum::serve(listener, app).await.expect("serve");
-        });
-    });
-    (rx.recv().expect("port"), seen)
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let s = s.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                s.lock().expect("seen").push(auth);
+                let body = [
+                    r#"{"choices":[{"index":0,"delta":{"content":"Hello from "},"finish_reason":null}]}"#,
+                    r#"{"choices":[{"index":0,"delta":{"content":"loopback."},"finish_reason":null}]}"#,
+                    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                    r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":4}}"#,
+                ]
+                .iter()
+                .map(|c| format!("data: {c}\n\n"))
+                .collect::<String>()
+                    + "data: [DONE]\n\n";
+                axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(axum::body::Body::from(body))
+                    .expect("response")
+            }
+        }),
+    );
+    (common::serve_on_loopback(app), seen)
 }
 
 #[test]

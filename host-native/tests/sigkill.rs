@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use agent_tools::PluginManifest;
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_agentrt");
 
 /// A loopback server counting `POST /tickets`; optionally holds its answer.
@@ -34,39 +36,23 @@ fn start_counter() -> Counter {
     let count = Arc::new(AtomicU64::new(0));
     let hold = Arc::new(AtomicBool::new(false));
     let (tx, received) = mpsc::channel();
-    let (port_tx, port_rx) = mpsc::channel();
     let (c, h) = (count.clone(), hold.clone());
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let app = axum::Router::new().route(
-                "/tickets",
-                axum::routing::post(move || {
-                    let (c, h, tx) = (c.clone(), h.clone(), tx.clone());
-                    async move {
-                        let n = c.fetch_add(1, Ordering::SeqCst) + 1;
-                        let _ = tx.send(());
-                        if h.load(Ordering::SeqCst) {
-                            tokio::time::sleep(Duration::from_secs(60)).await;
-                        }
-                        axum::Json(serde_json::json!({"ticket": n}))
-                    }
-                }),
-            );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            port_tx
-                .send(listener.local_addr().expect("addr").port())
-                .expect("port");
-            axum::serve(listener, app).await.expect("serve");
-        });
-    });
+    let app = axum::Router::new().route(
+        "/tickets",
+        axum::routing::post(move || {
+            let (c, h, tx) = (c.clone(), h.clone(), tx.clone());
+            async move {
+                let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+                let _ = tx.send(());
+                if h.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                axum::Json(serde_json::json!({"ticket": n}))
+            }
+        }),
+    );
     Counter {
-        port: port_rx.recv().expect("port"),
+        port: common::serve_on_loopback(app),
         count,
         hold,
         received,
