@@ -43,6 +43,32 @@ fn scripted(turns: Value) -> Value {
     json!({ "model": { "provider": "scripted", "scenario": { "turns": turns } } })
 }
 
+async fn start(rt: &AgentRuntime, session: &str, options: JsValue) -> String {
+    JsFuture::from(rt.start_run(session.into(), "x".into(), options))
+        .await
+        .expect("started")
+        .as_string()
+        .expect("run id")
+}
+
+async fn read(rt: &AgentRuntime, run: &str) -> Value {
+    rust(JsFuture::from(rt.read_run(run.into())).await.expect("read"))
+}
+
+/// The run's view once its status is `status` (or after 5 s, for the
+/// caller's assertion to report).
+async fn wait_for(rt: &AgentRuntime, run: &str, status: &str) -> Value {
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        view = read(rt, run).await;
+        if view["run"]["status"] == json!(status) {
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    view
+}
+
 #[wasm_bindgen_test]
 async fn bad_config_is_an_error_with_code_invalid_config() {
     for config in [
@@ -160,24 +186,8 @@ async fn s5_6_a_skill_in_run_options_narrows_the_run() {
         assert_eq!(code_of(&err), "invalid_config", "{manifest}");
     }
     let skill = json!({ "name": "reader", "description": "reads", "instructions": "Only read.", "allowed_tools": ["workspace_read"] });
-    let run =
-        JsFuture::from(rt.start_run("s-skill".into(), "x".into(), js(&json!({ "skill": skill }))))
-            .await
-            .expect("started")
-            .as_string()
-            .expect("run id");
-    let mut view = Value::Null;
-    for _ in 0..100 {
-        view = rust(
-            JsFuture::from(rt.read_run(run.clone()))
-                .await
-                .expect("read"),
-        );
-        if view["run"]["status"] == json!("completed") {
-            break;
-        }
-        platform::sleep(Duration::from_millis(50)).await;
-    }
+    let run = start(&rt, "s-skill", js(&json!({ "skill": skill }))).await;
+    let view = wait_for(&rt, &run, "completed").await;
     assert_eq!(view["run"]["status"], json!("completed"), "{view}");
     assert_eq!(
         view["journal"],
@@ -185,22 +195,8 @@ async fn s5_6_a_skill_in_run_options_narrows_the_run() {
         "the write outside the Skill never ran: {view}"
     );
     // The same scenario without the Skill writes.
-    let run = JsFuture::from(rt.start_run("s-no-skill".into(), "x".into(), JsValue::UNDEFINED))
-        .await
-        .expect("started")
-        .as_string()
-        .expect("run id");
-    for _ in 0..100 {
-        view = rust(
-            JsFuture::from(rt.read_run(run.clone()))
-                .await
-                .expect("read"),
-        );
-        if view["run"]["status"] == json!("completed") {
-            break;
-        }
-        platform::sleep(Duration::from_millis(50)).await;
-    }
+    let run = start(&rt, "s-no-skill", JsValue::UNDEFINED).await;
+    let view = wait_for(&rt, &run, "completed").await;
     assert_eq!(
         view["journal"][0]["tool"],
         json!("workspace_write"),
@@ -221,38 +217,17 @@ async fn s2_5_taking_over_a_session_recovers_the_run_left_running() {
     // The second tab opens while the first holds the session: its page-load
     // recovery must leave the first tab's run alone.
     let second = create(config).await.expect("second tab");
-    let run = JsFuture::from(first.start_run("s-takeover".into(), "go".into(), JsValue::UNDEFINED))
-        .await
-        .expect("started")
-        .as_string()
-        .expect("run id");
-    let status = |view: &Value| {
-        view["run"]["status"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let view = rust(
-        JsFuture::from(second.read_run(run.clone()))
-            .await
-            .expect("read"),
-    );
-    assert_eq!(status(&view), "running");
+    let run = start(&first, "s-takeover", JsValue::UNDEFINED).await;
+    let view = read(&second, &run).await;
+    assert_eq!(view["run"]["status"], json!("running"));
     assert!(second.recovered_runs().is_empty());
 
     // The first tab goes away without interrupting its run.
     first.close();
-    let other =
-        JsFuture::from(second.start_run("s-takeover".into(), "again".into(), JsValue::UNDEFINED))
-            .await
-            .expect("the second tab takes the session");
-    assert!(other.as_string().is_some());
-    let view = rust(
-        JsFuture::from(second.read_run(run.clone()))
-            .await
-            .expect("read"),
-    );
-    assert_eq!(status(&view), "interrupted", "{view}");
+    // The second tab takes the session with a run of its own.
+    start(&second, "s-takeover", JsValue::UNDEFINED).await;
+    let view = read(&second, &run).await;
+    assert_eq!(view["run"]["status"], json!("interrupted"), "{view}");
     assert_eq!(
         view["run"]["stop_reason"]["reason"],
         json!("page_interrupted")
