@@ -3,15 +3,39 @@
 //! (S8), bound to 127.0.0.1, behind a random per-process token, with CORS
 //! limited to the page it serves. The browser never fetches model URLs itself.
 //!
-//! Every request under `/v1/` passes, in order: the `Host` check (a DNS-
-//! rebound name pointing at 127.0.0.1 is refused), the `Origin` check (a
-//! browser request from any other page is refused, preflights included),
-//! and the token (`Authorization: Bearer <token>`, compared in constant
-//! time). A refused or failed read is still HTTP 200 with a
-//! [`agent_fetch::GatewayReply::Failure`]: only gateway refusals use 4xx.
+//! This module owns every protection of the server as a whole (issue 12
+//! item 6), so that the demo page's routes ([`crate::page`]) get them too:
+//!
+//! - **Same origin, on every route** ([`same_origin_guard`], one layer over
+//!   the API and the page): the `Host` header must be exactly the
+//!   `127.0.0.1:<port>` the server is bound to (a DNS-rebound name pointing
+//!   at 127.0.0.1 is refused, 403 `host_refused`, before any page byte is
+//!   read), and an `Origin` header, when present, must be the server's own
+//!   origin (403 `origin_refused`, preflights included).
+//! - **No framing** ([`security_headers`], on every response):
+//!   `X-Frame-Options: DENY` and [`CONTENT_SECURITY_POLICY`] with
+//!   `frame-ancestors 'none'`, so the approval dialog cannot be clickjacked.
+//! - **Bounded connections** ([`serve_app`] drives hyper itself): a
+//!   header-read timeout (a half-sent request, or an idle keep-alive
+//!   connection, is closed at [`ServeLimits::header_read_timeout`]), a
+//!   whole-request timeout (the handler, body read included, is dropped at
+//!   [`ServeLimits::request_timeout`]: dropping it ends the read), and a cap
+//!   of [`ServeLimits::max_connections`] open connections; beyond the cap a
+//!   new connection is answered `503` and closed at once. Legitimate
+//!   requests are not queued behind a full cap: nothing tells them apart
+//!   from hostile ones before their headers are read, and a queued
+//!   connection would wait behind the attacker's; a browser opens at most
+//!   six connections per host, far below the cap, and gets its answer once
+//!   the held connections time out.
+//!
+//! Then every request under `/v1/` needs the token (`Authorization: Bearer
+//! <token>`, compared in constant time). A refused or failed read is still
+//! HTTP 200 with a [`agent_fetch::GatewayReply::Failure`]: only gateway
+//! refusals use 4xx/5xx.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_fetch::{CancelToken, FetchBackend, GATEWAY_FETCH_PATH, GatewayReply, GatewayRequest};
 use agent_kernel::host::Entropy;
@@ -29,6 +53,73 @@ pub const DEFAULT_PORT: u16 = 8787;
 
 /// The largest request body accepted (a URL and a little JSON).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
+/// The Content-Security-Policy of every response. The demo page loads its
+/// own module scripts, compiles its wasm (`'wasm-unsafe-eval'`), starts the
+/// `run_javascript` Worker from a `blob:` URL that imports the wasm-bindgen
+/// glue from another `blob:` URL (`blob:` in `script-src` and
+/// `worker-src`), and calls model providers and HTTP plugins configured by
+/// the person (`https:`, and plain HTTP on loopback). Nothing may frame it.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; \
+script-src 'self' 'wasm-unsafe-eval' blob:; worker-src 'self' blob:; \
+connect-src 'self' https: http://127.0.0.1:* http://localhost:*; \
+img-src 'self' data:; style-src 'self'; object-src 'none'; base-uri 'none'; \
+form-action 'self'; frame-ancestors 'none'";
+
+/// The limits of [`serve_app`]. See the module docs for why each exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeLimits {
+    /// A connection that has not sent a whole request head this long after
+    /// it opened (or after its previous response) is closed. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// A request whose handler (body read included) has not answered this
+    /// long after its head arrived is dropped and answered 503. Default
+    /// 60 s: a gateway read has its own 30 s deadline.
+    pub request_timeout: Duration,
+    /// At most this many connections are open at once. Default 64.
+    pub max_connections: usize,
+}
+
+/// Default of [`ServeLimits::header_read_timeout`].
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of [`ServeLimits::request_timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default of [`ServeLimits::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// A [`ServeLimits`] value that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitsError {
+    #[error("the gateway's {0} must be more than zero")]
+    Zero(&'static str),
+}
+
+impl ServeLimits {
+    /// Check that every limit is usable (none is zero).
+    pub fn check(&self) -> Result<(), LimitsError> {
+        if self.header_read_timeout.is_zero() {
+            return Err(LimitsError::Zero("header read timeout"));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(LimitsError::Zero("request timeout"));
+        }
+        if self.max_connections == 0 {
+            return Err(LimitsError::Zero("connection cap"));
+        }
+        Ok(())
+    }
+}
 
 /// The gateway's shared state: the backend that reads (natively the
 /// `agent_fetch::WebReader`), the token, and the page origins allowed by CORS.
@@ -92,19 +183,162 @@ pub async fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await
 }
 
-/// The gateway's routes (`POST /v1/fetch` and its CORS preflight), guarded.
-/// The host may merge its own routes (the demo page) into the result.
+/// The gateway alone (`POST /v1/fetch` and its CORS preflight) with every
+/// protection of [`router_with_page`].
 pub fn router(state: GatewayState) -> Router {
+    protected(api(state.clone()), state)
+}
+
+/// The gateway and the demo page on one origin (`agentrt serve`): the
+/// same-origin guard and the framing headers cover the page's routes exactly
+/// as the API's ([`serve_app`] adds the request timeout around both).
+pub fn router_with_page(state: GatewayState, page: Router) -> Router {
+    protected(api(state.clone()).merge(page), state)
+}
+
+/// The API routes behind the token.
+fn api(state: GatewayState) -> Router {
     Router::new()
         .route(GATEWAY_FETCH_PATH, post(fetch).options(preflight))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(state.clone(), token_guard))
         .with_state(state)
 }
 
-/// Serve [`router`] on `listener` until the process ends or the listener fails.
+/// The layers every route passes, outermost last: the Host/Origin guard,
+/// then the security headers on whatever comes out (refusals included).
+fn protected(app: Router, state: GatewayState) -> Router {
+    app.layer(middleware::from_fn_with_state(state, same_origin_guard))
+        .layer(middleware::from_fn(security_headers))
+}
+
+/// Serve [`router`] on `listener` with the default [`ServeLimits`] until the
+/// listener fails.
 pub async fn serve(listener: tokio::net::TcpListener, state: GatewayState) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).await
+    serve_app(listener, router(state), ServeLimits::default()).await
+}
+
+/// Serve `app` (normally [`router`] or [`router_with_page`]) on `listener`
+/// over HTTP/1.1 within `limits` (all three of them are applied here), until
+/// the listener fails.
+pub async fn serve_app(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ServeLimits,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    limits
+        .check()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let timeout = limits.request_timeout;
+    let app = app.layer(middleware::from_fn(move |request: Request, next: Next| {
+        request_deadline(timeout, request, next)
+    }));
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _peer)) => stream,
+            // Out of file descriptors and the like: wait, then go on.
+            Err(e) if is_transient(&e) => {
+                tracing::warn!(error = %e, "gateway accept failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refuse_over_cap(stream);
+            continue;
+        };
+        let connection = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(app.clone()),
+        );
+        tokio::spawn(async move {
+            // Ignored on purpose: a timed-out or broken connection is just closed.
+            let _ = connection.await;
+            drop(slot);
+        });
+    }
+}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted, WouldBlock};
+    matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
+    ) || e.raw_os_error().is_some_and(|c| c == 23 || c == 24) // ENFILE, EMFILE
+}
+
+/// Beyond the cap: answer 503 without waiting for anything, and close.
+fn refuse_over_cap(stream: tokio::net::TcpStream) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\
+Content-Type: text/plain\r\nContent-Length: 39\r\nRetry-After: 1\r\n\r\n\
+agentrt gateway: too many connections\r\n";
+    // Nothing here waits. What the client sent already is read and dropped
+    // first, so that closing sends FIN, not RST (an RST may make the client
+    // lose the answer); at most 64 KiB are read.
+    let mut sink = [0u8; 16 * 1024];
+    for _ in 0..4 {
+        match stream.try_read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    // All of it fits in the empty socket buffer.
+    let _ = stream.try_write(BUSY);
+    // Dropping the stream closes it.
+}
+
+/// Drop the rest of the chain (which stops its work) when it has not
+/// answered within `timeout`.
+async fn request_deadline(timeout: Duration, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            let mut resp = refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "request_timeout",
+                &format!(
+                    "the request was not answered within {} ms and was stopped; retry",
+                    timeout.as_millis()
+                ),
+            );
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            add_security_headers(&mut resp);
+            resp
+        }
+    }
+}
+
+/// `X-Frame-Options`, the CSP and friends on every response.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut resp = next.run(request).await;
+    add_security_headers(&mut resp);
+    resp
+}
+
+fn add_security_headers(resp: &mut Response) {
+    let h = resp.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
 }
 
 fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
@@ -123,7 +357,12 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-async fn guard(State(state): State<GatewayState>, request: Request, next: Next) -> Response {
+/// The Host and Origin rule of every route (the one owner of it).
+async fn same_origin_guard(
+    State(state): State<GatewayState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let headers = request.headers();
     let host_ok = headers
         .get(header::HOST)
@@ -141,8 +380,7 @@ async fn guard(State(state): State<GatewayState>, request: Request, next: Next) 
             "the Host header does not name this gateway; call it at its own 127.0.0.1 address",
         );
     }
-    let origin = headers.get(header::ORIGIN).cloned();
-    if let Some(o) = &origin {
+    if let Some(o) = headers.get(header::ORIGIN) {
         let allowed = o.to_str().is_ok_and(|o| {
             state
                 .allowed_origins
@@ -157,6 +395,13 @@ async fn guard(State(state): State<GatewayState>, request: Request, next: Next) 
             );
         }
     }
+    next.run(request).await
+}
+
+/// The token of the API routes, and CORS for the (already checked) origin.
+async fn token_guard(State(state): State<GatewayState>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let origin = headers.get(header::ORIGIN).cloned();
     // A preflight carries no credentials; it is answered for allowed origins only.
     if request.method() != Method::OPTIONS {
         let ok = bearer(headers).is_some_and(|t| same_secret(t.as_bytes(), state.token.as_bytes()));

@@ -6,8 +6,9 @@
 //! Lease time-to-live: [`DEFAULT_LEASE_TTL`] (30 s) unless
 //! [`NativeHostOptions::lease_ttl`] says otherwise; the heartbeat renews every
 //! held lease each third of it. A process that dies stops renewing: another
-//! process takes its lease at once when `/proc` shows the owner gone
-//! ([`crate::process`]), and otherwise when the time-to-live runs out.
+//! process takes its lease at once when `/proc` shows the owner gone (an
+//! owner of this boot and PID namespace only, [`crate::process`]), and
+//! otherwise when the time-to-live runs out.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -178,8 +179,10 @@ impl std::fmt::Debug for NativeHost {
     }
 }
 
-/// Make sure `dir` exists and is a writable directory.
-fn prepare_data_dir(dir: &Path) -> Result<(), HostError> {
+/// Make sure `dir` exists (private, see [`crate::private`]) and is a
+/// writable directory.
+/// Returns the warning about a looser existing directory, if any.
+fn prepare_data_dir(dir: &Path) -> Result<Option<String>, HostError> {
     let fail = |detail: String| HostError::DataDir {
         path: dir.to_owned(),
         detail,
@@ -187,12 +190,13 @@ fn prepare_data_dir(dir: &Path) -> Result<(), HostError> {
     if dir.exists() && !dir.is_dir() {
         return Err(fail("it exists and is not a directory".into()));
     }
-    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    // Created 0700 when missing; an existing looser one is warned about.
+    let warning = crate::private::prepare_private_dir(dir).map_err(|e| fail(e.to_string()))?;
     let meta = std::fs::metadata(dir).map_err(|e| fail(e.to_string()))?;
     if meta.permissions().readonly() {
         return Err(fail("it is read-only".into()));
     }
-    Ok(())
+    Ok(warning)
 }
 
 impl NativeHost {
@@ -212,8 +216,11 @@ impl NativeHost {
         }
         let handle = tokio::runtime::Handle::try_current().map_err(|_| HostError::NoRuntime)?;
         let data_dir = data_dir.as_ref().to_owned();
-        prepare_data_dir(&data_dir)?;
+        let loose_dir = prepare_data_dir(&data_dir)?;
         let storage = Arc::new(SqliteStorage::open(data_dir.join(DATABASE_FILE)).await?);
+        if let Some(warning) = loose_dir {
+            crate::private::warn(&warning);
+        }
         let entropy = Arc::new(OsEntropy::probe()?);
         let owner = match options.owner {
             Some(owner) => owner,

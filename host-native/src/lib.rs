@@ -2,6 +2,8 @@
 //!
 //! - [`sqlite`]: `Storage` over one SQLite file (WAL, `synchronous=FULL`,
 //!   numbered migrations, fenced atomic batches, leases in one transaction);
+//! - [`private`]: the file modes of the data directory (0700) and the
+//!   database files (0600), whatever the umask;
 //! - [`process`]: lease owners that name this process, and a `/proc`
 //!   liveness check so that a dead process's lease is taken over at once;
 //! - [`host`]: the tokio executor, the system clock, OS entropy, and
@@ -27,6 +29,7 @@ pub mod gateway;
 pub mod host;
 pub mod page;
 pub mod pause;
+pub mod private;
 pub mod process;
 pub mod sqlite;
 #[cfg(feature = "sim")]

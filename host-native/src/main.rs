@@ -640,11 +640,12 @@ async fn serve(
         }
     }
     std::io::stdout().flush()?;
-    let mut app = gateway::router(state);
-    if let Some(dirs) = dirs {
-        app = app.merge(page::router(dirs));
-    }
-    axum::serve(listener, app).await?;
+    // Host/Origin checks, framing headers and connection limits cover the page too.
+    let app = match dirs {
+        Some(dirs) => gateway::router_with_page(state, page::router(dirs)),
+        None => gateway::router(state),
+    };
+    gateway::serve_app(listener, app, gateway::ServeLimits::default()).await?;
     Ok(code::OK)
 }
 

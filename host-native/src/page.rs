@@ -1,7 +1,10 @@
 //! The demo page's static routes on the gateway's own origin (`agentrt
 //! serve`): `www` at `/` and the wasm bundle at `/pkg/`. A request path is
 //! resolved one component at a time below its directory; `.`/`..`, hidden
-//! names, encoded separators and symbolic links are refused.
+//! names, encoded separators and symbolic links are refused. The Host and
+//! Origin checks, the framing headers and the connection limits are the
+//! gateway's ([`crate::gateway::router_with_page`]), applied to these routes
+//! as to its own.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -13,6 +13,9 @@
 //! kernel table, `blobs(hash, size, bytes)`, `leases(session, owner, epoch,
 //! expires_at_ms)`. Keys are stored as BLOBs so that SQLite orders them by
 //! their UTF-8 bytes, as the kernel's prefix scans require.
+//!
+//! The database file is created 0600 before SQLite opens it, so that its
+//! `-wal` / `-shm` files are 0600 too ([`crate::private`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -223,6 +226,11 @@ fn apply_migrations(conn: &mut Connection, path: &Path) -> Result<(), OpenError>
 }
 
 fn open_connection(path: &Path) -> Result<Connection, OpenError> {
+    // The file exists 0600 before SQLite sees it; its -wal/-shm follow its mode.
+    crate::private::prepare_private_database(path).map_err(|e| OpenError::Io {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
