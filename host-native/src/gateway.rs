@@ -255,10 +255,8 @@ pub async fn serve_app(
             refuse_over_cap(stream);
             continue;
         };
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(app.clone()),
-        );
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
         tokio::spawn(async move {
             // Ignored on purpose: a timed-out or broken connection is just closed.
             let _ = connection.await;

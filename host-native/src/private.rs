@@ -17,7 +17,8 @@
 //!   containers), and a silent `chmod` would break the other side;
 //! - an existing database file (or a leftover `-wal` / `-shm` / `-journal`)
 //!   with group or other bits is the runtime's own file, written 0644 by
-//!   older versions: it is tightened to 0600, and stderr says so. When that
+//!   older versions: once it opened as a database (a corrupt one is left
+//!   untouched) it is tightened to 0600, and stderr says so. When that
 //!   fails (another owner), stderr names the fix (`chmod 600 <file>`).
 
 use std::fs;
@@ -85,9 +86,10 @@ pub fn prepare_private_dir(dir: &Path) -> io::Result<Option<String>> {
     Ok(None)
 }
 
-/// Before SQLite opens `db`: create it empty with [`FILE_MODE`] when it does
-/// not exist, and tighten it and any leftover companion file that others
-/// may read (saying so on stderr).
+/// Before SQLite opens `db`: create it empty with [`FILE_MODE`] when it
+/// does not exist, so that SQLite gives its companions that mode too. An
+/// existing file is not touched here (it may be corrupt and must be left as
+/// it is): see [`tighten_database_files`].
 pub fn prepare_private_database(db: &Path) -> io::Result<()> {
     match fs::OpenOptions::new()
         .write(true)
@@ -95,16 +97,22 @@ pub fn prepare_private_database(db: &Path) -> io::Result<()> {
         .mode(FILE_MODE)
         .open(db)
     {
-        Ok(_) => fs::set_permissions(db, fs::Permissions::from_mode(FILE_MODE))?,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => tighten(db),
-        Err(e) => return Err(e),
+        Ok(_) => fs::set_permissions(db, fs::Permissions::from_mode(FILE_MODE)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
     }
+}
+
+/// Once `db` opened as a database: tighten it and its companion files to
+/// [`FILE_MODE`] if others may read them (an older version wrote 0644),
+/// saying so on stderr.
+pub fn tighten_database_files(db: &Path) {
+    tighten(db);
     for suffix in COMPANION_SUFFIXES {
         let mut name = db.as_os_str().to_owned();
         name.push(suffix);
         tighten(Path::new(&name));
     }
-    Ok(())
 }
 
 /// Set an existing regular file of the runtime to [`FILE_MODE`] if others
@@ -183,6 +191,8 @@ mod tests {
             fs::set_permissions(p, fs::Permissions::from_mode(0o644)).expect("chmod");
         }
         prepare_private_database(&db).expect("existing");
+        assert_eq!(mode(&db), 0o644, "not touched before it opened");
+        tighten_database_files(&db);
         assert_eq!(mode(&db), FILE_MODE);
         assert_eq!(mode(&wal), FILE_MODE);
         assert_eq!(fs::read(&wal).expect("kept"), b"w", "contents untouched");

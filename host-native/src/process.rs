@@ -236,14 +236,23 @@ mod tests {
         let parsed = parse_owner(&owner).expect("parses");
         assert_eq!(parsed.pid, std::process::id());
         assert_eq!(parsed.pid_ns, pid_namespace());
-        assert!(parsed.pid_ns.is_some(), "this test host has /proc/self/ns/pid");
+        assert!(
+            parsed.pid_ns.is_some(),
+            "this test host has /proc/self/ns/pid"
+        );
         assert_eq!(owner_liveness(&owner), Liveness::Alive);
     }
 
     #[test]
     fn namespace_links_parse() {
         assert_eq!(parse_namespace_link("pid:[4026531836]"), Some(4026531836));
-        for bad in ["", "pid:[]", "net:[4026531836]", "pid:[x]", "pid:4026531836"] {
+        for bad in [
+            "",
+            "pid:[]",
+            "net:[4026531836]",
+            "pid:[x]",
+            "pid:4026531836",
+        ] {
             assert_eq!(parse_namespace_link(bad), None, "{bad}");
         }
     }
@@ -256,16 +265,24 @@ mod tests {
         let pid = child.id();
         let (start, _) = start_time(pid).expect("child visible in /proc");
         child.wait().expect("wait");
-        let owner = OwnerId::new(format!("proc:{}:{}:{pid}:{start}:abc", me().boot, ns_field()))
-            .expect("id");
+        let owner = OwnerId::new(format!(
+            "proc:{}:{}:{pid}:{start}:abc",
+            me().boot,
+            ns_field()
+        ))
+        .expect("id");
         assert_eq!(owner_liveness(&owner), Liveness::Dead);
     }
 
     #[test]
     fn recycled_pid_with_other_start_time_is_dead() {
         // pid 1 exists, but not with this start time.
-        let owner = OwnerId::new(format!("proc:{}:{}:1:999999999999:abc", me().boot, ns_field()))
-            .expect("id");
+        let owner = OwnerId::new(format!(
+            "proc:{}:{}:1:999999999999:abc",
+            me().boot,
+            ns_field()
+        ))
+        .expect("id");
         assert_eq!(owner_liveness(&owner), Liveness::Dead);
     }
 
@@ -276,7 +293,10 @@ mod tests {
         let me = me();
         let ours = me.pid_ns.expect("ns");
         let gone = "4195304:1"; // above the kernel's PID_MAX_LIMIT (2^22): never a pid
-        for ns in [format!("pidns-{}", ours.wrapping_add(1)), "pidns-unknown".into()] {
+        for ns in [
+            format!("pidns-{}", ours.wrapping_add(1)),
+            "pidns-unknown".into(),
+        ] {
             let owner = OwnerId::new(format!("proc:{}:{ns}:{gone}:abc", me.boot)).expect("id");
             assert_eq!(owner_liveness(&owner), Liveness::Unknown, "{owner}");
         }
@@ -314,26 +334,78 @@ mod tests {
         let std_here = here(Some("b"), Some(7), true);
         let cases = [
             // (owner, observer, expected, why)
-            (owner("b", Some(7), 10, 5), &std_here, Alive, "same ns, running"),
+            (
+                owner("b", Some(7), 10, 5),
+                &std_here,
+                Alive,
+                "same ns, running",
+            ),
             (owner("b", Some(7), 99, 5), &std_here, Dead, "same ns, gone"),
-            (owner("b", Some(7), 11, 5), &std_here, Dead, "same ns, zombie"),
-            (owner("b", Some(7), 10, 6), &std_here, Dead, "same ns, pid recycled"),
-            (owner("b", Some(7), 1, 0), &std_here, Alive, "this very process"),
-            (owner("b", Some(8), 99, 5), &std_here, Unknown, "other ns, gone pid"),
-            (owner("b", Some(8), 10, 5), &std_here, Unknown, "other ns, live pid"),
-            (owner("b", Some(8), 1, 0), &std_here, Unknown, "other ns, our pid"),
-            (owner("b", None, 99, 5), &std_here, Unknown, "unknown or old-form ns"),
+            (
+                owner("b", Some(7), 11, 5),
+                &std_here,
+                Dead,
+                "same ns, zombie",
+            ),
+            (
+                owner("b", Some(7), 10, 6),
+                &std_here,
+                Dead,
+                "same ns, pid recycled",
+            ),
+            (
+                owner("b", Some(7), 1, 0),
+                &std_here,
+                Alive,
+                "this very process",
+            ),
+            (
+                owner("b", Some(8), 99, 5),
+                &std_here,
+                Unknown,
+                "other ns, gone pid",
+            ),
+            (
+                owner("b", Some(8), 10, 5),
+                &std_here,
+                Unknown,
+                "other ns, live pid",
+            ),
+            (
+                owner("b", Some(8), 1, 0),
+                &std_here,
+                Unknown,
+                "other ns, our pid",
+            ),
+            (
+                owner("b", None, 99, 5),
+                &std_here,
+                Unknown,
+                "unknown or old-form ns",
+            ),
             (owner("x", Some(7), 99, 5), &std_here, Unknown, "other boot"),
         ];
         for (o, h, expected, why) in cases {
             assert_eq!(judge(&o, h), expected, "{why}");
         }
         let no_ns_here = here(Some("b"), None, true);
-        assert_eq!(judge(&owner("b", Some(7), 99, 5), &no_ns_here), Unknown, "our ns unknown");
+        assert_eq!(
+            judge(&owner("b", Some(7), 99, 5), &no_ns_here),
+            Unknown,
+            "our ns unknown"
+        );
         let no_boot = here(None, Some(7), true);
-        assert_eq!(judge(&owner("b", Some(7), 99, 5), &no_boot), Unknown, "our boot unknown");
+        assert_eq!(
+            judge(&owner("b", Some(7), 99, 5), &no_boot),
+            Unknown,
+            "our boot unknown"
+        );
         let no_proc = here(Some("b"), Some(7), false);
-        assert_eq!(judge(&owner("b", Some(7), 99, 5), &no_proc), Unknown, "no /proc");
+        assert_eq!(
+            judge(&owner("b", Some(7), 99, 5), &no_proc),
+            Unknown,
+            "no /proc"
+        );
     }
 
     #[test]

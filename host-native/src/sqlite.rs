@@ -252,6 +252,8 @@ fn open_connection(path: &Path) -> Result<Connection, OpenError> {
         .map_err(|e| classify(path, &e))?;
     conn.set_prepared_statement_cache_capacity(64);
     apply_migrations(&mut conn, path)?;
+    // A database of an older version may be 0644: ours, so made private.
+    crate::private::tighten_database_files(path);
     Ok(conn)
 }
 

@@ -9,6 +9,13 @@ use std::process::{Command, Output, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_agentrt");
 
 fn agentrt(data: &Path, args: &[&str]) -> Output {
+    // A temporary directory is 0755 under umask 022: make it private, so
+    // that stderr holds only what the test looks at (an open data
+    // directory is warned about: tests/file_modes.rs).
+    if data.is_dir() {
+        std::fs::set_permissions(data, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod data dir");
+    }
     Command::new(BIN)
         .args(args)
         .env("AGENTRT_DATA_DIR", data)

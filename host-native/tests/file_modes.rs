@@ -61,7 +61,10 @@ fn the_shell_sets_the_umask_it_is_given() {
             .output()
             .expect("sh");
         let shown = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(shown.trim().trim_start_matches('0'), umask.trim_start_matches('0'));
+        assert_eq!(
+            shown.trim().trim_start_matches('0'),
+            umask.trim_start_matches('0')
+        );
     }
 }
 
@@ -123,7 +126,11 @@ fn a_fresh_run_creates_a_private_directory_and_database_files() {
         );
         // Opening again after the kill (leftover -wal/-shm) keeps every mode.
         let out = run(umask, &data, &["--json", "runs"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(mode(&data), 0o700);
         assert_eq!(mode(&data.join(DATABASE_FILE)), 0o600);
         for suffix in ["-wal", "-shm", "-journal"] {
@@ -148,7 +155,11 @@ fn a_completed_run_leaves_only_private_files() {
             &data,
             &["run", "go", "--scenario", scenario.to_str().expect("utf8")],
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(mode(&data), 0o700, "umask {umask}");
         for entry in std::fs::read_dir(&data).expect("list") {
             let path = entry.expect("entry").path();
@@ -169,12 +180,23 @@ fn a_looser_existing_directory_warns_and_an_old_database_is_tightened() {
     for loose in [0o755, 0o750, 0o711] {
         std::fs::set_permissions(&data, std::fs::Permissions::from_mode(loose)).expect("chmod");
         let out = run("022", &data, &["--json", "runs"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         let fix = format!("chmod 700 {}", data.display());
-        assert!(err.contains(&fix), "mode {loose:04o}: no warning naming {fix:?}: {err}");
+        assert!(
+            err.contains(&fix),
+            "mode {loose:04o}: no warning naming {fix:?}: {err}"
+        );
         assert!(err.starts_with("agentrt: warning: "), "{err}");
-        assert_eq!(mode(&data), loose, "the person's directory is left as it was");
+        assert_eq!(
+            mode(&data),
+            loose,
+            "the person's directory is left as it was"
+        );
     }
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let db = data.join(DATABASE_FILE);

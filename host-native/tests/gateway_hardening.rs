@@ -90,8 +90,7 @@ async fn start(limits: ServeLimits) -> Server {
     let backend = Arc::new(Hanging::default());
     let listener = gateway::bind(0).await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let state =
-        gateway::GatewayState::new(backend.clone(), TOKEN, [gateway::page_origin(addr)]);
+    let state = gateway::GatewayState::new(backend.clone(), TOKEN, [gateway::page_origin(addr)]);
     let app = gateway::router_with_page(state, page::router(dirs));
     tokio::spawn(async move { gateway::serve_app(listener, app, limits).await });
     Server {
@@ -199,7 +198,11 @@ async fn every_route_refuses_a_foreign_host() {
     let own = request(s.addr, "GET", "/", &[("Host", &s.host())]).await;
     assert_eq!(own.status, 200, "{own:?}");
     assert!(own.body.contains(MARKER));
-    assert_eq!(s.backend.started.load(Ordering::SeqCst), 0, "nothing was read");
+    assert_eq!(
+        s.backend.started.load(Ordering::SeqCst),
+        0,
+        "nothing was read"
+    );
 }
 
 #[tokio::test]
@@ -221,7 +224,11 @@ async fn every_route_refuses_a_foreign_origin() {
                 &[("Host", &host), ("Origin", origin)],
             )
             .await;
-            assert_refused_without_page(&reply, "origin_refused", &format!("{target} from {origin}"));
+            assert_refused_without_page(
+                &reply,
+                "origin_refused",
+                &format!("{target} from {origin}"),
+            );
             assert_eq!(reply.header("access-control-allow-origin"), None);
         }
     }
@@ -243,18 +250,45 @@ async fn every_response_forbids_framing_and_carries_the_csp() {
     let s = start(ServeLimits::default()).await;
     let host = s.host();
     let replies = [
-        ("page", request(s.addr, "GET", "/", &[("Host", &host)]).await, 200),
-        ("bundle", request(s.addr, "GET", "/pkg/glue.js", &[("Host", &host)]).await, 200),
-        ("missing", request(s.addr, "GET", "/missing", &[("Host", &host)]).await, 404),
-        ("no token", request(s.addr, "POST", "/v1/fetch", &[("Host", &host)]).await, 401),
-        ("foreign host", request(s.addr, "GET", "/", &[("Host", "evil.example")]).await, 403),
+        (
+            "page",
+            request(s.addr, "GET", "/", &[("Host", &host)]).await,
+            200,
+        ),
+        (
+            "bundle",
+            request(s.addr, "GET", "/pkg/glue.js", &[("Host", &host)]).await,
+            200,
+        ),
+        (
+            "missing",
+            request(s.addr, "GET", "/missing", &[("Host", &host)]).await,
+            404,
+        ),
+        (
+            "no token",
+            request(s.addr, "POST", "/v1/fetch", &[("Host", &host)]).await,
+            401,
+        ),
+        (
+            "foreign host",
+            request(s.addr, "GET", "/", &[("Host", "evil.example")]).await,
+            403,
+        ),
     ];
     for (what, reply, status) in replies {
         assert_eq!(reply.status, status, "{what}");
-        assert_eq!(reply.header("x-frame-options").as_deref(), Some("DENY"), "{what}");
+        assert_eq!(
+            reply.header("x-frame-options").as_deref(),
+            Some("DENY"),
+            "{what}"
+        );
         let csp = reply.header("content-security-policy").expect("a CSP");
         assert_eq!(csp, gateway::CONTENT_SECURITY_POLICY, "{what}");
-        assert_eq!(reply.header("x-content-type-options").as_deref(), Some("nosniff"));
+        assert_eq!(
+            reply.header("x-content-type-options").as_deref(),
+            Some("nosniff")
+        );
     }
     let csp: Vec<&str> = gateway::CONTENT_SECURITY_POLICY
         .split(';')
@@ -295,7 +329,11 @@ async fn a_request_that_does_not_answer_is_stopped_at_the_request_timeout() {
     assert_eq!(json["error"], "request_timeout");
     assert_eq!(reply.header("x-frame-options").as_deref(), Some("DENY"));
     assert_eq!(s.backend.started.load(Ordering::SeqCst), 1);
-    assert_eq!(s.backend.dropped.load(Ordering::SeqCst), 1, "the read was stopped");
+    assert_eq!(
+        s.backend.dropped.load(Ordering::SeqCst),
+        1,
+        "the read was stopped"
+    );
 }
 
 /// Issue 12's attack: many half-sent requests. The first `cap` are held

@@ -75,43 +75,59 @@ async fn wait_past(expires_at_ms: u64) {
     tokio::time::sleep(Duration::from_millis(left)).await;
 }
 
-/// The holder runs (for all we know) in another container: the session is
-/// refused until the lease expires, then taken.
+/// Plant `owner`'s lease for [`TTL`]: the real `agentrt` is refused the
+/// session until the lease expires, then takes it.
+async fn waits_out_its_ttl(session: &str, owner: &str) {
+    let dir = tempfile::tempdir().expect("dir");
+    let expires = plant(&dir.path().join("data"), session, owner, TTL).await;
+    let refused = run_in_session(dir.path(), session);
+    let ended = wall_ms();
+    assert!(
+        ended < expires,
+        "{session}: the refused run took longer than the {TTL:?} lease; the machine is too slow for this test"
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(code(&refused), 3, "{session}: taken before its TTL: {err}");
+    assert!(err.contains("being executed"), "{session}: {err}");
+    assert!(err.contains(owner), "{session}: names the holder: {err}");
+
+    wait_past(expires).await;
+    let taken = run_in_session(dir.path(), session);
+    assert_eq!(
+        code(&taken),
+        0,
+        "{session}: after the TTL the session is taken: {}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+}
+
+/// The holder runs (for all we know) in another container: the same boot
+/// (containers share the kernel), another PID namespace, a pid that does
+/// not exist here.
 #[tokio::test]
 async fn a_holder_in_another_pid_namespace_waits_out_its_ttl() {
     let me = me();
-    let ours = me.pid_ns.expect("a readable PID namespace here");
-    let foreign = ours.wrapping_add(1);
-    // The same boot (containers share the kernel), another namespace, a
-    // pid that does not exist here.
-    let cases = [
-        ("foreign-ns", format!("proc:{}:pidns-{foreign}:{NO_SUCH_PID}:1:c0ffee", me.boot)),
-        ("unknown-ns", format!("proc:{}:pidns-unknown:{NO_SUCH_PID}:1:c0ffee", me.boot)),
-        ("old-form", format!("proc:{}:{NO_SUCH_PID}:1:c0ffee", me.boot)),
-    ];
-    for (session, owner) in cases {
-        let dir = tempfile::tempdir().expect("dir");
-        let expires = plant(&dir.path().join("data"), session, &owner, TTL).await;
-        let refused = run_in_session(dir.path(), session);
-        let ended = wall_ms();
-        assert!(
-            ended < expires,
-            "{session}: the refused run took longer than the {TTL:?} lease; the machine is too slow for this test"
-        );
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert_eq!(code(&refused), 3, "{session}: taken before its TTL: {err}");
-        assert!(err.contains("being executed"), "{session}: {err}");
-        assert!(err.contains(&owner), "{session}: names the holder: {err}");
+    let foreign = me
+        .pid_ns
+        .expect("a readable PID namespace here")
+        .wrapping_add(1);
+    let owner = format!("proc:{}:pidns-{foreign}:{NO_SUCH_PID}:1:c0ffee", me.boot);
+    waits_out_its_ttl("foreign-ns", &owner).await;
+}
 
-        wait_past(expires).await;
-        let taken = run_in_session(dir.path(), session);
-        assert_eq!(
-            code(&taken),
-            0,
-            "{session}: after the TTL the session is taken: {}",
-            String::from_utf8_lossy(&taken.stderr)
-        );
-    }
+/// A holder that could not read its namespace is judged like a foreign one.
+#[tokio::test]
+async fn a_holder_of_unknown_pid_namespace_waits_out_its_ttl() {
+    let owner = format!("proc:{}:pidns-unknown:{NO_SUCH_PID}:1:c0ffee", me().boot);
+    waits_out_its_ttl("unknown-ns", &owner).await;
+}
+
+/// An owner id of the older form (no namespace) still decodes, with an
+/// unknown namespace: it may come from another container, so it waits.
+#[tokio::test]
+async fn a_holder_written_in_the_older_form_waits_out_its_ttl() {
+    let owner = format!("proc:{}:{NO_SUCH_PID}:1:c0ffee", me().boot);
+    waits_out_its_ttl("old-form", &owner).await;
 }
 
 /// The control: the same dead pid in *our* namespace is taken over at once,

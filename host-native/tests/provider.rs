@@ -47,6 +47,13 @@ fn start_model() -> (u16, Arc<Mutex<Vec<String>>>) {
 #[test]
 fn run_with_an_openai_compatible_provider_uses_the_key_from_the_environment() {
     let dir = tempfile::tempdir().expect("dir");
+    // Private, so that stderr holds only the error under test (an open
+    // data directory is warned about: tests/file_modes.rs).
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
     let (port, seen) = start_model();
     let base = format!("http://127.0.0.1:{port}/v1");
     let out = Command::new(BIN)

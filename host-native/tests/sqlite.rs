@@ -295,7 +295,9 @@ async fn s3_3_dead_process_lease_is_taken_over_at_once() {
         .parse()
         .expect("number");
     child.wait().expect("wait");
-    let dead = owner(&format!("proc:{}:{pid}:{start}:aa", me.boot));
+    // Owner ids name the PID namespace (issue 12 item 5): ours, so judged.
+    let ns = me.pid_ns.expect("a readable PID namespace");
+    let dead = owner(&format!("proc:{}:pidns-{ns}:{pid}:{start}:aa", me.boot));
     assert_eq!(
         agent_host_native::process::owner_liveness(&dead),
         Liveness::Dead
@@ -305,7 +307,10 @@ async fn s3_3_dead_process_lease_is_taken_over_at_once() {
         .try_acquire_lease(&sid("s"), &dead, 0, ttl)
         .await
         .expect("dead takes first");
-    let alive = owner(&format!("proc:{}:{}:{}:bb", me.boot, me.pid, me.start));
+    let alive = owner(&format!(
+        "proc:{}:pidns-{ns}:{}:{}:bb",
+        me.boot, me.pid, me.start
+    ));
     let mine = s
         .try_acquire_lease(&sid("s"), &alive, 1, ttl)
         .await
