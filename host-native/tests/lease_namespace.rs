@@ -1,4 +1,4 @@
-//! Lease owners across PID namespaces (issue 12 item 5, S3.1): a session
+//! Lease owners across PID namespaces (issue 12 item 5, S3.1, S3.3): a session
 //! lease held by a process of another PID namespace (a container sharing the
 //! data directory, same boot id) names a pid that means nothing here. The
 //! real `agentrt` must not read it as dead: it does not take the session
