@@ -20,7 +20,10 @@
 //!    browser or server would), and requires the base URL's scheme, host and
 //!    port, no user info, and a path whose segments, each percent-decoded,
 //!    start with the base path plus the function's fixed prefix (the
-//!    template's literal text before its first placeholder), with no
+//!    template's literal text before its first placeholder), then has the
+//!    template's shape (as many segments, each matching its literal text
+//!    with a non-empty value for each placeholder: a `.` that `url` resolved
+//!    away cannot turn `/items/{id}` into the collection `/items/`), with no
 //!    segment that check 1 would refuse. Only the [`InsideUrl`] it returns
 //!    can be sent, so every send path (first attempts and retries alike go
 //!    through the plugin actor's one `call`) passes through it.
@@ -112,6 +115,8 @@ pub enum OutsideFunction {
     Fragment,
     #[error("the request path does not start with the base path and the function's fixed prefix")]
     Prefix,
+    #[error("the request path does not have the shape of the function's path template")]
+    Shape,
     #[error("the request path has an empty segment before its end")]
     EmptySegment,
     #[error("a request path segment {0}")]
@@ -153,6 +158,15 @@ pub struct PathTemplate {
     fixed: Vec<String>,
     /// Percent-decoded text the next segment must start with.
     partial: String,
+    /// Every segment of base path and template: literal text (percent-
+    /// decoded) and placeholders.
+    shape: Vec<Vec<Piece>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Literal(String),
+    Placeholder,
 }
 
 impl PathTemplate {
@@ -179,6 +193,11 @@ impl PathTemplate {
             .map(|s| lossy(&percent_decode_once(s.as_bytes())))
             .collect();
         let partial = segments.pop().unwrap_or_default();
+        let shape = format!("{base_path}{template}")
+            .split('/')
+            .skip(1)
+            .map(segment_pieces)
+            .collect();
         let out = PathTemplate {
             template: template.to_owned(),
             placeholders,
@@ -186,6 +205,7 @@ impl PathTemplate {
             origin,
             fixed: segments,
             partial,
+            shape,
         };
         // The template with every placeholder filled with a plain value must
         // be inside itself: this refuses literal dot segments, encoded
@@ -262,6 +282,7 @@ impl PathTemplate {
         if segments.len() <= self.fixed.len() {
             return Err(OutsideFunction::Prefix);
         }
+        let mut decoded_segments = Vec::with_capacity(segments.len());
         for (i, segment) in segments.iter().enumerate() {
             let decoded = lossy(&percent_decode_once(segment.as_bytes()));
             let in_prefix = match self.fixed.get(i) {
@@ -272,6 +293,7 @@ impl PathTemplate {
             if !in_prefix {
                 return Err(OutsideFunction::Prefix);
             }
+            decoded_segments.push(decoded);
             if segment.is_empty() {
                 if i + 1 != segments.len() {
                     return Err(OutsideFunction::EmptySegment);
@@ -279,6 +301,14 @@ impl PathTemplate {
             } else if let Some(why) = segment_refusal(segment) {
                 return Err(OutsideFunction::Segment(why));
             }
+        }
+        let shaped = decoded_segments.len() == self.shape.len()
+            && decoded_segments
+                .iter()
+                .zip(&self.shape)
+                .all(|(segment, pieces)| matches_pieces(pieces, segment));
+        if !shaped {
+            return Err(OutsideFunction::Shape);
         }
         Ok(InsideUrl(url))
     }
@@ -366,6 +396,79 @@ fn percent_decode_once(bytes: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// One template segment as literal text (percent-decoded) and placeholders.
+fn segment_pieces(segment: &str) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut rest = segment;
+    while let Some(start) = rest.find('{') {
+        if start > 0 {
+            pieces.push(Piece::Literal(lossy(&percent_decode_once(
+                rest[..start].as_bytes(),
+            ))));
+        }
+        pieces.push(Piece::Placeholder);
+        rest = rest[start..]
+            .find('}')
+            .and_then(|end| rest.get(start + end + 1..))
+            .unwrap_or("");
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Literal(lossy(&percent_decode_once(rest.as_bytes()))));
+    }
+    pieces
+}
+
+/// Whether `text` is the literal pieces in order with at least one
+/// character for each placeholder. Iterative wildcard matching (a
+/// placeholder is "one character, then any number"): no recursion, at
+/// most pattern length × text length steps.
+fn matches_pieces(pieces: &[Piece], text: &str) -> bool {
+    #[derive(PartialEq)]
+    enum Token {
+        Char(char),
+        AnyOne,
+        AnyRun,
+    }
+    let pattern: Vec<Token> = pieces
+        .iter()
+        .flat_map(|p| match p {
+            Piece::Literal(l) => l.chars().map(Token::Char).collect::<Vec<_>>(),
+            Piece::Placeholder => vec![Token::AnyOne, Token::AnyRun],
+        })
+        .collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    let mut resume: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(Token::AnyRun) => {
+                resume = Some((p + 1, t));
+                p += 1;
+            }
+            Some(Token::AnyOne) => {
+                p += 1;
+                t += 1;
+            }
+            Some(Token::Char(c)) if *c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match resume {
+                Some((after_run, taken)) => {
+                    p = after_run;
+                    t = taken + 1;
+                    resume = Some((after_run, taken + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    while pattern.get(p) == Some(&Token::AnyRun) {
+        p += 1;
+    }
+    p == pattern.len()
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -613,6 +716,11 @@ mod tests {
             ("http://127.0.0.1:9/api/v1/items/.%2e/admin", Prefix),
             ("http://127.0.0.1:9/api/v1/items/../../admin", Prefix),
             ("http://127.0.0.1:9/api/v1/items", Prefix),
+            ("http://127.0.0.1:9/api/v1/items/", Shape),
+            ("http://127.0.0.1:9/api/v1/items/.", Shape),
+            ("http://127.0.0.1:9/api/v1/items/%2e", Shape),
+            ("http://127.0.0.1:9/api/v1/items/1/2", Shape),
+            ("http://127.0.0.1:9/api/v1/items/1/", Shape),
             ("http://127.0.0.1:9/api/v1/other/1", Prefix),
             ("http://127.0.0.1:9/api/v2/items/1", Prefix),
             (
@@ -635,6 +743,25 @@ mod tests {
     }
 
     #[test]
+    fn template_shapes_match_without_recursion() {
+        let lit = |s: &str| Piece::Literal(s.to_owned());
+        let hole = Piece::Placeholder;
+        assert!(matches_pieces(&[], ""));
+        assert!(!matches_pieces(&[], "a"));
+        assert!(matches_pieces(&[hole.clone()], "a"));
+        assert!(!matches_pieces(&[hole.clone()], ""));
+        let pair = [hole.clone(), lit("-"), hole.clone(), lit(".json")];
+        assert!(matches_pieces(&pair, "a-b.json"));
+        assert!(matches_pieces(&pair, "a-b-c.json.json"));
+        assert!(!matches_pieces(&pair, "-b.json"));
+        assert!(!matches_pieces(&pair, "a-.json"));
+        assert!(!matches_pieces(&pair, "a-b.jso"));
+        // A long hostile segment is matched in bounded steps.
+        let long = "-".repeat(20_000);
+        assert!(!matches_pieces(&pair, &long));
+    }
+
+    #[test]
     fn prefix_within_a_segment_is_kept() {
         let base = url::Url::parse("http://h.example/").unwrap();
         let t = PathTemplate::new(&base, "/files/v{version}/raw").unwrap();
@@ -643,6 +770,18 @@ mod tests {
         assert_eq!(
             at("http://h.example/files/x2/raw"),
             Err(OutsideFunction::Prefix)
+        );
+        assert_eq!(
+            at("http://h.example/files/v/raw"),
+            Err(OutsideFunction::Shape)
+        );
+        assert_eq!(
+            at("http://h.example/files/v2/cooked"),
+            Err(OutsideFunction::Shape)
+        );
+        assert_eq!(
+            at("http://h.example/files/v2/raw/x"),
+            Err(OutsideFunction::Shape)
         );
         let url = t
             .fill(json!({"version": "1.0"}).as_object().unwrap())
