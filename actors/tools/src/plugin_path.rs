@@ -405,7 +405,7 @@ fn segment_pieces(segment: &str) -> Vec<Piece> {
     while let Some(start) = rest.find('{') {
         if start > 0 {
             pieces.push(Piece::Literal(lossy(&percent_decode_once(
-                rest[..start].as_bytes(),
+                &rest.as_bytes()[..start],
             ))));
         }
         pieces.push(Piece::Placeholder);
@@ -748,8 +748,8 @@ mod tests {
         let hole = Piece::Placeholder;
         assert!(matches_pieces(&[], ""));
         assert!(!matches_pieces(&[], "a"));
-        assert!(matches_pieces(&[hole.clone()], "a"));
-        assert!(!matches_pieces(&[hole.clone()], ""));
+        assert!(matches_pieces(std::slice::from_ref(&hole), "a"));
+        assert!(!matches_pieces(std::slice::from_ref(&hole), ""));
         let pair = [hole.clone(), lit("-"), hole.clone(), lit(".json")];
         assert!(matches_pieces(&pair, "a-b.json"));
         assert!(matches_pieces(&pair, "a-b-c.json.json"));
