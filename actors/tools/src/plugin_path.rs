@@ -264,7 +264,9 @@ impl PathTemplate {
     /// Check 2, the single owner of "is this URL inside the function":
     /// same origin as the base URL, no user info or fragment, and a
     /// normalised path starting (segment-wise, percent-decoded) with the
-    /// base path and the fixed prefix, with every segment safe.
+    /// base path and the fixed prefix, in the template's shape (one
+    /// non-empty segment text per placeholder, literal text as written),
+    /// with every segment safe.
     pub fn admit(&self, url: url::Url) -> Result<InsideUrl, OutsideFunction> {
         if url_origin(&url).map(|(o, _)| o).as_deref() != Some(self.origin.as_str()) {
             return Err(OutsideFunction::Origin);
