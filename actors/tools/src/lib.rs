@@ -9,6 +9,8 @@
 //! - [`pipeline`]: the tools actor answering `ToolsMsg`;
 //! - [`loaded`]: the durable record of the tools each run loaded;
 //! - [`plugin`]: HTTP plugins and the `SecretResolver` the host implements;
+//! - [`plugin_path`]: plugin path templates, placeholder values and the
+//!   check that a request URL stays inside its function;
 //! - [`author`]: the `Tool` trait and `spawn_tool` for writing new tools;
 //! - [`codes`]: the stable error codes.
 //!
@@ -25,6 +27,7 @@ pub mod gate;
 pub mod loaded;
 pub mod pipeline;
 pub mod plugin;
+pub mod plugin_path;
 pub mod registry;
 pub mod validate;
 

@@ -8,9 +8,11 @@
 //! result, log line or stored record, and a response that echoes it has it
 //! redacted. A request whose origin is not the secret's bound origin is
 //! `credential_exposure`. Plugin endpoints are user configuration, so the
-//! public-address rule for model-supplied URLs does not apply to them.
+//! public-address rule for model-supplied URLs does not apply to them; where
+//! a model-chosen path placeholder may lead is `plugin_path`'s to decide,
+//! and every request is built from the `InsideUrl` it admits.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +35,7 @@ use agent_kernel::{MaybeSend, MaybeSync, spawn_actor};
 
 use crate::codes;
 use crate::gate::{check_draft, verify_capability};
+use crate::plugin_path::{FillError, InsideUrl, OutsideFunction, PathTemplate};
 use crate::registry::{Exposure, ToolRegistration, model_facing_name};
 use crate::validate::{CompiledSchema, url_origin};
 
@@ -140,8 +143,10 @@ pub struct PluginFunction {
     pub description: String,
     pub method: HttpMethod,
     /// Path below the base URL; `{field}` is replaced by that argument,
-    /// percent-encoded. Other arguments go to the query (GET, DELETE) or to
-    /// the JSON body (POST, PUT, PATCH).
+    /// percent-encoded; a value that is or decodes to `.` or `..`, or holds a
+    /// separator or control character, is `invalid_arguments` (see
+    /// [`crate::plugin_path`]). Other arguments go to the query (GET, DELETE)
+    /// or to the JSON body (POST, PUT, PATCH).
     pub path: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
@@ -230,12 +235,11 @@ struct Function {
     def: ToolDefinition,
     fingerprint: Fingerprint,
     schema: CompiledSchema,
-    placeholders: BTreeSet<String>,
+    path: PathTemplate,
 }
 
 struct PluginState {
     id: String,
-    base_url: String,
     base_origin: String,
     auth: Option<PluginAuth>,
     timeout: Duration,
@@ -243,27 +247,6 @@ struct PluginState {
     resolver: Arc<dyn SecretResolver>,
     clock: Arc<dyn Clock>,
     client: reqwest::Client,
-}
-
-fn placeholders(path: &str) -> Result<BTreeSet<String>, String> {
-    let mut out = BTreeSet::new();
-    let mut rest = path;
-    while let Some(start) = rest.find('{') {
-        let after = &rest[start + 1..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| "an unclosed '{' in the path".to_owned())?;
-        let name = &after[..end];
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!("placeholder {{{name}}} must be a field name"));
-        }
-        out.insert(name.to_owned());
-        rest = &after[end + 1..];
-    }
-    if rest.contains('}') {
-        return Err("a '}' without '{' in the path".to_owned());
-    }
-    Ok(out)
 }
 
 fn valid_header_name(h: &str) -> bool {
@@ -343,16 +326,8 @@ fn check_manifest(
             why,
         };
         let name = model_facing_name(&f.name).map_err(|e| ferr(e.to_string()))?;
-        if !f.path.starts_with('/') || f.path.starts_with("//") || f.path.contains("://") {
-            return Err(ferr(
-                "path must start with a single '/' and stay below base_url".into(),
-            ));
-        }
-        if f.path.contains(['?', '#']) {
-            return Err(ferr("path must not contain '?' or '#'".into()));
-        }
-        let holes = placeholders(&f.path).map_err(ferr)?;
-        for h in &holes {
+        let path = PathTemplate::new(&base, &f.path).map_err(ferr)?;
+        for h in path.placeholders() {
             if f.parameters.pointer(&format!("/properties/{h}")).is_none() {
                 return Err(ferr(format!(
                     "path placeholder {{{h}}} is not a property of the schema"
@@ -410,7 +385,7 @@ fn check_manifest(
                 def,
                 fingerprint,
                 schema,
-                placeholders: holes,
+                path,
             },
         );
     }
@@ -450,7 +425,6 @@ pub fn spawn_plugin(
     #[allow(clippy::arc_with_non_send_sync)]
     let state = Arc::new(PluginState {
         id: manifest.id.clone(),
-        base_url: manifest.base_url.trim_end_matches('/').to_owned(),
         base_origin,
         auth: manifest.auth.clone(),
         timeout: Duration::from_millis(manifest.timeout_ms),
@@ -509,22 +483,6 @@ fn failed_before_sending(e: &reqwest::Error) -> bool {
     }
 }
 
-fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    // "." and ".." would climb out of the base path.
-    if out == "." || out == ".." {
-        out = out.replace('.', "%2E");
-    }
-    out
-}
-
 fn scalar_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -572,56 +530,64 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
     let read_only = is_read_only(&draft.effects);
     let tool = draft.tool.as_str();
 
-    // Build the URL: placeholders from arguments, percent-encoded.
+    // Build the URL: check 1 refuses placeholder values that could leave
+    // their segment, check 2 (`admit`) refuses a finished URL outside the
+    // function. Nothing is sent on either refusal.
     let args = draft.arguments.as_object().cloned().unwrap_or_default();
-    let mut path = f.spec.path.clone();
-    for h in &f.placeholders {
-        let v = args.get(h).map(scalar_text).unwrap_or_default();
-        path = path.replace(&format!("{{{h}}}"), &encode_segment(&v));
-    }
-    let rest: Map<String, Value> = args
-        .into_iter()
-        .filter(|(k, _)| !f.placeholders.contains(k))
-        .collect();
-    let mut url = match url::Url::parse(&format!("{}{}", state.base_url, path)) {
+    let mut url = match f.path.fill(&args) {
         Ok(u) => u,
-        Err(e) => {
+        Err(e @ FillError::Placeholder { .. }) => {
+            return failure(
+                state,
+                tool,
+                codes::INVALID_ARGUMENTS,
+                e.to_string(),
+                false,
+                false,
+            );
+        }
+        Err(e @ FillError::Unparsable(_)) => {
             return failure(
                 state,
                 tool,
                 codes::INVALID_TARGET,
-                format!("the request URL is invalid: {e}"),
+                e.to_string(),
                 false,
                 false,
             );
         }
     };
+    let rest: Map<String, Value> = args
+        .into_iter()
+        .filter(|(k, _)| !f.path.placeholders().contains(k))
+        .collect();
     if !f.spec.method.has_body() && !rest.is_empty() {
         let mut q = url.query_pairs_mut();
         for (k, v) in &rest {
             q.append_pair(k, &scalar_text(v));
         }
     }
-    let request_origin = url_origin(&url).map(|(o, _)| o);
-    if request_origin.as_deref() != Some(state.base_origin.as_str()) {
-        let code = if state.auth.is_some() {
-            codes::CREDENTIAL_EXPOSURE
-        } else {
-            codes::INVALID_TARGET
-        };
-        return failure(
-            state,
-            tool,
-            code,
-            "the request would leave the plugin's configured origin; nothing was sent".into(),
-            false,
-            false,
-        );
-    }
-
+    let url: InsideUrl = match f.path.admit(url) {
+        Ok(inside) => inside,
+        Err(outside) => {
+            let code = if outside == OutsideFunction::Origin && state.auth.is_some() {
+                codes::CREDENTIAL_EXPOSURE
+            } else {
+                codes::INVALID_TARGET
+            };
+            return failure(
+                state,
+                tool,
+                code,
+                format!("{outside}: the request would leave the plugin function; nothing was sent"),
+                false,
+                false,
+            );
+        }
+    };
     let mut req = state
         .client
-        .request(f.spec.method.reqwest(), url.clone())
+        .request(f.spec.method.reqwest(), url.as_url().clone())
         .header(
             reqwest::header::ACCEPT,
             "application/json, text/plain;q=0.9, */*;q=0.1",
@@ -637,7 +603,7 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
         // The secret's binding is checked now, not only at registration: a
         // binding that changed since must not leak the secret (S6.1).
         let bound = state.resolver.bound_origin(&auth.secret);
-        if bound.as_deref() != request_origin.as_deref()
+        if bound.as_deref() != Some(state.base_origin.as_str())
             && !draft.effects.contains(&EffectClass::CredentialExposure)
         {
             return failure(
@@ -804,7 +770,7 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
         })
         .into_iter()
         .collect();
-    let mut final_url = url;
+    let mut final_url = url.as_url().clone();
     final_url.set_query(None);
     ToolResult::Success(ToolSuccess {
         content: serde_json::json!({ "status": code, "body": body_value }),
@@ -826,19 +792,6 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn path_placeholders_are_parsed_and_segments_encoded() {
-        assert_eq!(
-            placeholders("/repos/{owner}/{repo}/issues").unwrap(),
-            BTreeSet::from(["owner".to_owned(), "repo".to_owned()])
-        );
-        assert!(placeholders("/x/{bad").is_err());
-        assert!(placeholders("/x/{a-b}").is_err());
-        assert_eq!(encode_segment("a/b?c"), "a%2Fb%3Fc");
-        assert_eq!(encode_segment(".."), "%2E%2E");
-        assert_eq!(encode_segment("//evil.example"), "%2F%2Fevil.example");
-    }
 
     #[test]
     fn secret_value_debug_hides_the_value() {
