@@ -5,11 +5,12 @@
 //! stopped. For each tool call of the last assistant turn the supervisor is
 //! either *processing* it (no journal record yet: prepare, policy, approval,
 //! `running` durable, dispatch, outcome durable) or *replaying* it (a record
-//! exists: the replay rule of the kernel's journal decides).
+//! exists: the replay rule of the kernel's journal decides). It enforces the
+//! budgets (S4) before each round and call, and the duration limit also
+//! while it waits on a model stream or a call in flight.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use futures::FutureExt;

@@ -368,3 +368,33 @@ fn active_time_of_a_call_in_flight_survives_a_crash_within_one_flush_interval() 
         );
     }
 }
+
+/// `RuntimeOptions::active_time_flush` has a floor of 1 s (a zero interval
+/// would write without pause): below, at and above it, the active time a
+/// hung call has stored after 5 s of 1 s steps.
+#[test]
+fn the_active_time_flush_interval_has_a_one_second_floor() {
+    for (flush, stored_after_5s) in [
+        (Duration::ZERO, 5_000),
+        (Duration::from_millis(500), 5_000),
+        (Duration::from_secs(1), 5_000),
+        (Duration::from_secs(2), 4_000),
+    ] {
+        let env = env_with(
+            &one_call(0, HANG),
+            SimToolsConfig::default(),
+            RuntimeOptions {
+                active_time_flush: flush,
+                ..RuntimeOptions::default()
+            },
+        );
+        let run = env.start("go", with_duration(600_000));
+        env.mem.executor().run_until_stalled();
+        for _ in 0..5 {
+            env.mem.advance(Duration::from_secs(1));
+        }
+        let stored = env.run(&run);
+        assert_eq!(stored.status, RunStatus::Running, "flush {flush:?}");
+        assert_eq!(stored.usage.active_ms, stored_after_5s, "flush {flush:?}");
+    }
+}
