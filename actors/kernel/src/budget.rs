@@ -176,12 +176,19 @@ impl Budget {
         {
             return Err(BudgetDimension::Tokens);
         }
-        if let Some(max) = self.max_duration_ms
-            && usage.active_ms >= max
-        {
+        if self.duration_left_ms(usage) == Some(0) {
             return Err(BudgetDimension::Duration);
         }
         Ok(())
+    }
+
+    /// Active time left before the duration limit, in milliseconds; `None`
+    /// without a limit. Zero means the duration is exhausted: the one rule
+    /// behind both [`Budget::check_hard_limits`] and the supervisor's timer
+    /// while it waits on a model stream or a call in flight.
+    pub fn duration_left_ms(&self, usage: &Usage) -> Option<u64> {
+        self.max_duration_ms
+            .map(|max| max.saturating_sub(usage.active_ms))
     }
 }
 

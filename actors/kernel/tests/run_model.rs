@@ -362,6 +362,16 @@ fn limits_at_below_and_above() {
             Err(BudgetDimension::Duration)
         );
     }
+    // Active time left before the duration limit (the supervisor's timer
+    // while it waits, S4.1/S4.4): below, at and above the limit.
+    assert_eq!(b.duration_left_ms(&usage(0, 0, 0, 0)), Some(60_000));
+    assert_eq!(b.duration_left_ms(&usage(0, 0, 0, 59_999)), Some(1));
+    assert_eq!(b.duration_left_ms(&usage(0, 0, 0, 60_000)), Some(0));
+    assert_eq!(b.duration_left_ms(&usage(0, 0, 0, u64::MAX)), Some(0));
+    assert_eq!(
+        Budget::fallback().duration_left_ms(&usage(0, 0, 0, 5)),
+        None
+    );
     // Without hard limits, tokens and time never exhaust.
     let f = Budget::fallback();
     assert_eq!(

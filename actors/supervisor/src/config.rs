@@ -145,6 +145,10 @@ pub struct RuntimeOptions {
     pub capability_ttl: Duration,
     /// Bound of each supervisor's mailbox.
     pub mailbox: usize,
+    /// How often the active time of a run waiting on a model stream or a
+    /// call in flight is written to its record (at least 1 s): a crash in a
+    /// long wait loses at most this much of it.
+    pub active_time_flush: Duration,
 }
 
 impl Default for RuntimeOptions {
@@ -155,6 +159,7 @@ impl Default for RuntimeOptions {
             lease_ttl: Duration::from_secs(30),
             capability_ttl: Duration::from_secs(300),
             mailbox: 32,
+            active_time_flush: Duration::from_secs(10),
         }
     }
 }

@@ -49,7 +49,10 @@
 //!    `page_interrupted`, settling in-flight records by the replay rule.
 //!    Only `resume` continues. `stop` cancels (`user_stopped`), waiting for an
 //!    effect in flight up to `RuntimeOptions::stop_grace`, else recording it
-//!    `effect_unknown`.
+//!    `effect_unknown`. A duration budget that runs out while the run waits
+//!    on a model stream or a call in flight ends it the same way, `failed` /
+//!    `budget_exhausted` (active time, S4.1, counts those waits and is made
+//!    durable every `RuntimeOptions::active_time_flush` while they last).
 //!
 //! Every write is one fenced batch carrying the lease epoch and a
 //! compare-and-set on the run record; blobs (prompt, conversation,

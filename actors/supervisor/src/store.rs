@@ -2,7 +2,9 @@
 //! [`Tx`]: one fenced, atomic `Batch` carrying the lease epoch and a
 //! compare-and-set on the run record, with the activities it produces
 //! numbered gap-free and time-stamped monotonically. Blobs are written before
-//! the batch that names them.
+//! the batch that names them. The [`RunWriter`] also owns the accounting of
+//! active time (S4.1): each commit adds the time spent `running` since the
+//! previous one.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +19,7 @@ use agent_kernel::ids::RunId;
 use agent_kernel::journal::JournalRecord;
 use agent_kernel::run::{
     Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
-    RunStatus, StopReason, check_transition,
+    RunStatus, StopReason, Usage, check_transition,
 };
 
 use crate::error::RunError;
@@ -257,6 +259,36 @@ impl RunWriter {
         &self.fence
     }
 
+    /// `usage` with the active time not yet accounted added: the time the
+    /// run has been `running` since the last commit, on the monotonic clock
+    /// at `mono`. The one rule of active time (S4.1: time spent `running`):
+    /// every commit applies it, so time awaiting approval or input,
+    /// interrupted or final is never counted, and no span is counted twice.
+    fn usage_at(&self, mut usage: Usage, mono: Duration) -> Usage {
+        if let Some(since) = self.running_since {
+            let ms = u64::try_from(mono.saturating_sub(since).as_millis()).unwrap_or(u64::MAX);
+            usage.active_ms = usage.active_ms.saturating_add(ms);
+        }
+        usage
+    }
+
+    /// `usage` as a commit made now would store it (active time up to now).
+    pub fn live_usage(&self, usage: Usage) -> Usage {
+        self.usage_at(usage, self.clock.monotonic())
+    }
+
+    /// Make the active time so far durable while the run waits (a model
+    /// stream, a call in flight): a crash then loses at most the time since
+    /// the last commit. Writes only the run record; nothing when the run is
+    /// not `running` or a deferred change waits for its own commit.
+    pub async fn flush_active_time(&mut self) -> Result<(), RunError> {
+        if self.running_since.is_none() || self.deferred.is_some() {
+            return Ok(());
+        }
+        let tx = self.begin();
+        self.commit(tx).await
+    }
+
     /// The time stamp a change begun now would carry.
     pub fn now(&self) -> u64 {
         let now = self.clock.wall_ms().max(self.run.updated_at_ms);
@@ -306,18 +338,17 @@ impl RunWriter {
     /// Make `tx` durable in one fenced batch; on success it becomes the
     /// in-memory state and its activities are announced.
     pub async fn commit(&mut self, mut tx: Tx) -> Result<(), RunError> {
+        let mono = self.clock.monotonic();
+        tx.run.usage = self.usage_at(tx.run.usage, mono);
         // Of the checkpoints this batch took, the last one is stored: the
-        // run's single checkpoint record, overwritten.
-        if let Some(latest) = tx.latest.take() {
+        // run's single checkpoint record, overwritten. It carries the usage
+        // of this batch, active time included.
+        if let Some(mut latest) = tx.latest.take() {
+            latest.usage = tx.run.usage;
             tx.put(&latest);
         }
         if let Some(e) = tx.error.take() {
             return Err(e);
-        }
-        let mono = self.clock.monotonic();
-        if let Some(since) = self.running_since {
-            let ms = u64::try_from(mono.saturating_sub(since).as_millis()).unwrap_or(u64::MAX);
-            tx.run.usage.active_ms = tx.run.usage.active_ms.saturating_add(ms);
         }
         tx.run.updated_at_ms = tx.now;
         let bytes = serde_json::to_vec(&tx.run).map_err(|e| StorageError::Encode {

@@ -5,13 +5,16 @@
 //! stopped. For each tool call of the last assistant turn the supervisor is
 //! either *processing* it (no journal record yet: prepare, policy, approval,
 //! `running` durable, dispatch, outcome durable) or *replaying* it (a record
-//! exists: the replay rule of the kernel's journal decides).
+//! exists: the replay rule of the kernel's journal decides). It enforces the
+//! budgets (S4) before each round and call, and the duration limit also
+//! while it waits on a model stream or a call in flight.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
-use futures::future::Either;
+use futures::future::{Either, Fuse, FusedFuture};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -223,7 +226,51 @@ enum Watched<T> {
     Done(T),
     Stop(Answer),
     Interrupt(StopReason),
+    /// The duration budget ran out while waiting (S4.4).
+    OutOfTime,
 }
+
+/// Why a run ends before its own course: a person's stop, or a budget that
+/// ran out. Both take one path ([`Supervisor::end_early`]): a call in flight
+/// gets the stop grace to finish, else it is settled as unfinished.
+enum Ending {
+    Stop(Answer),
+    Budget(BudgetDimension),
+}
+
+impl Ending {
+    /// The journal code of a call that will not finish (when it was safe to repeat).
+    fn unfinished_code(&self) -> &'static str {
+        match self {
+            Ending::Stop(_) => "cancelled",
+            Ending::Budget(_) => "budget_exhausted",
+        }
+    }
+
+    fn final_status(&self) -> (RunStatus, StopReason) {
+        match self {
+            Ending::Stop(_) => (RunStatus::Cancelled, StopReason::UserStopped),
+            Ending::Budget(dimension) => (
+                RunStatus::Failed,
+                StopReason::BudgetExhausted {
+                    dimension: *dimension,
+                },
+            ),
+        }
+    }
+
+    /// Answer the person who asked for the stop, if anyone did.
+    fn answer(self, result: Result<(), RunError>) {
+        if let Ending::Stop(reply) = self {
+            reply.send(result);
+        }
+    }
+}
+
+/// The shortest interval between two writes of the active time during one
+/// wait, whatever `RuntimeOptions::active_time_flush` says (a zero interval
+/// would write without pause).
+const MIN_ACTIVE_TIME_FLUSH: Duration = Duration::from_secs(1);
 
 /// The supervisor of one run.
 pub(crate) struct Supervisor {
@@ -291,6 +338,11 @@ impl Supervisor {
 
     fn id(&self) -> RunId {
         self.writer.run.id.clone()
+    }
+
+    /// The run's usage with the active time up to now (S4.1).
+    fn usage_now(&self) -> agent_kernel::run::Usage {
+        self.writer.live_usage(self.writer.run.usage)
     }
 
     /// The actor's loop. Returns when the run is final or interrupted (after
@@ -705,15 +757,46 @@ impl Supervisor {
     /// commands are refused as busy, child links are written at once. A
     /// stop that arrives as `fut` finishes is taken before the next step
     /// ([`Supervisor::queued_stop`]).
+    ///
+    /// The run is `running` throughout, so the wait is active time (S4.1):
+    /// a timer on the host clock ends the wait when the duration budget runs
+    /// out (S4.4), and the active time so far is made durable at least every
+    /// `RuntimeOptions::active_time_flush`, so a crash in a long wait loses
+    /// at most that much of it.
     async fn watch<T>(
         &mut self,
         inbox: &Inbox<Msg>,
         fut: &mut BoxFuture<'static, T>,
     ) -> Result<Watched<T>, RunError> {
         let run = self.id();
+        let clock = self.ctx.host.clock.clone();
+        let flush_every = self
+            .ctx
+            .options
+            .active_time_flush
+            .max(MIN_ACTIVE_TIME_FLUSH);
+        let out_of_time_at = self
+            .config
+            .budget
+            .duration_left_ms(&self.usage_now())
+            .map(|left| {
+                clock
+                    .monotonic()
+                    .saturating_add(Duration::from_millis(left))
+            });
+        let mut timer: Fuse<BoxFuture<'static, ()>> = Fuse::terminated();
         let mut inbox_open = true;
         let mut life_open = true;
         loop {
+            let now = clock.monotonic();
+            if out_of_time_at.is_some_and(|at| now >= at) {
+                return Ok(Watched::OutOfTime);
+            }
+            if timer.is_terminated() {
+                let wait = out_of_time_at
+                    .map_or(flush_every, |at| at.saturating_sub(now).min(flush_every));
+                timer = clock.sleep(wait).fuse();
+            }
             let recv = if inbox_open {
                 Either::Left(inbox.recv())
             } else {
@@ -747,6 +830,13 @@ impl Supervisor {
                     Ok(LifecycleEvent::Online) => {}
                     Err(_) => life_open = false,
                 },
+                () = timer => {
+                    // Out of time is seen at the top of the loop; otherwise
+                    // the flush interval passed.
+                    if out_of_time_at.is_none_or(|at| clock.monotonic() < at) {
+                        self.writer.flush_active_time().await?;
+                    }
+                }
             }
         }
     }
@@ -756,7 +846,7 @@ impl Supervisor {
         if let Err(e) = self.config.validate() {
             return self.fail_runtime("supervisor", &e.to_string()).await;
         }
-        if let Err(dim) = self.config.budget.check_hard_limits(&self.writer.run.usage) {
+        if let Err(dim) = self.config.budget.check_hard_limits(&self.usage_now()) {
             return self.exhaust(dim).await;
         }
         if !self.ctx.host.lifecycle.is_online() {
@@ -819,6 +909,8 @@ impl Supervisor {
                 Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
                 Watched::Stop(reply) => return self.cancel(reply, None).await,
                 Watched::Interrupt(reason) => return self.interrupt(reason).await,
+                // Nothing of the round was committed: it simply ends with the run.
+                Watched::OutOfTime => return self.exhaust(BudgetDimension::Duration).await,
             }
         };
 
@@ -848,7 +940,11 @@ impl Supervisor {
             tool_calls: u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX),
         });
         if !response.tool_calls.is_empty() {
-            if let Err(dim) = self.config.budget.check_new_round(&tx.run.usage) {
+            if let Err(dim) = self
+                .config
+                .budget
+                .check_new_round(&self.writer.live_usage(tx.run.usage))
+            {
                 if text_blob.is_some() {
                     tx.run.output = text_blob;
                 } else {
@@ -923,7 +1019,11 @@ impl Supervisor {
             && self.transcript.tail_after(&added) == Tail::ModelNext
             && self.schemas.is_some()
             && self.config.validate().is_ok()
-            && self.config.budget.check_hard_limits(&tx.run.usage).is_ok()
+            && self
+                .config
+                .budget
+                .check_hard_limits(&self.writer.live_usage(tx.run.usage))
+                .is_ok()
             && self.ctx.host.lifecycle.is_online())
         .then(|| self.transcript.assistant_turns() as u64 + 1);
         let staged = self.transcript.stage(added, |b| tx.blob(b))?;
@@ -952,7 +1052,7 @@ impl Supervisor {
         if let Err(e) = self.config.validate() {
             return self.fail_runtime("supervisor", &e.to_string()).await;
         }
-        if let Err(dim) = self.config.budget.check_new_call(&self.writer.run.usage) {
+        if let Err(dim) = self.config.budget.check_new_call(&self.usage_now()) {
             return self.exhaust(dim).await;
         }
         let builtin = matches!(call.name.as_str(), ASK_USER | UPDATE_PLAN);
@@ -1143,6 +1243,10 @@ impl Supervisor {
                 self.interrupt(reason).await?;
                 Ok(None)
             }
+            Watched::OutOfTime => {
+                self.exhaust(BudgetDimension::Duration).await?;
+                Ok(None)
+            }
         }
     }
 
@@ -1225,6 +1329,11 @@ impl Supervisor {
         existing: Option<JournalRecord>,
         call: &AssistantToolCall,
     ) -> Result<(), RunError> {
+        // Nothing is dispatched with no time left (an approval or a resume
+        // can lead here without a new call's budget check).
+        if let Err(dim) = self.config.budget.check_hard_limits(&self.usage_now()) {
+            return self.exhaust(dim).await;
+        }
         let fresh = existing.is_none();
         let mut tx = self.writer.begin();
         let mut record = match existing {
@@ -1297,18 +1406,12 @@ impl Supervisor {
                 self.tools_lost(record, &actor, &e.to_string()).await
             }
             Watched::Stop(reply) => {
-                let grace = self.ctx.options.stop_grace;
-                match timeout(&*self.ctx.host.clock, grace, fut).await {
-                    Ok(Ok(result)) => {
-                        self.settle(record, call, result).await?;
-                        if self.writer.run.status.is_final() {
-                            reply.send(Ok(()));
-                            return Ok(());
-                        }
-                        self.cancel(reply, None).await
-                    }
-                    _ => self.cancel(reply, Some(record)).await,
-                }
+                self.end_in_flight(Ending::Stop(reply), record, call, fut)
+                    .await
+            }
+            Watched::OutOfTime => {
+                let ending = Ending::Budget(BudgetDimension::Duration);
+                self.end_in_flight(ending, record, call, fut).await
             }
             Watched::Interrupt(reason) => {
                 let grace = self.ctx.options.stop_grace;
@@ -1321,6 +1424,32 @@ impl Supervisor {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// End the run while a call is in flight (a stop, or the duration budget
+    /// run out): the call gets `RuntimeOptions::stop_grace` to finish and its
+    /// outcome is recorded; past the grace it is settled as unfinished
+    /// (`failed` when safe to repeat, else `effect_unknown`: never replayed,
+    /// S2.3).
+    async fn end_in_flight(
+        &mut self,
+        ending: Ending,
+        record: JournalRecord,
+        call: &AssistantToolCall,
+        fut: BoxFuture<'static, Result<ToolResult, ActorError>>,
+    ) -> Result<(), RunError> {
+        let grace = self.ctx.options.stop_grace;
+        match timeout(&*self.ctx.host.clock, grace, fut).await {
+            Ok(Ok(result)) => {
+                self.settle(record, call, result).await?;
+                if self.writer.run.status.is_final() {
+                    ending.answer(Ok(()));
+                    return Ok(());
+                }
+                self.end_early(ending, None).await
+            }
+            _ => self.end_early(ending, Some(record)).await,
         }
     }
 
@@ -1728,15 +1857,10 @@ impl Supervisor {
         Ok(())
     }
 
+    /// End the run `failed` / `budget_exhausted` naming `dimension` (S4.4).
     async fn exhaust(&mut self, dimension: BudgetDimension) -> Result<(), RunError> {
         tracing::info!(%dimension, "budget exhausted");
-        let mut tx = self.writer.begin();
-        self.set_output_so_far(&mut tx).await?;
-        tx.status(
-            RunStatus::Failed,
-            Some(StopReason::BudgetExhausted { dimension }),
-        )?;
-        self.writer.commit(tx).await
+        self.end_early(Ending::Budget(dimension), None).await
     }
 
     async fn fail_runtime(&mut self, actor: &str, message: &str) -> Result<(), RunError> {
@@ -1767,6 +1891,17 @@ impl Supervisor {
         reply: Answer,
         in_flight: Option<JournalRecord>,
     ) -> Result<(), RunError> {
+        self.end_early(Ending::Stop(reply), in_flight).await
+    }
+
+    /// End the run as `ending` says. Records still `running` (the call in
+    /// flight, or one left by an interruption) are settled as unfinished,
+    /// pending requests are withdrawn, and the output so far stays readable.
+    async fn end_early(
+        &mut self,
+        ending: Ending,
+        in_flight: Option<JournalRecord>,
+    ) -> Result<(), RunError> {
         let run = self.id();
         let storage = self.ctx.host.storage.clone();
         let pending = pending_of(&*storage, &run).await?;
@@ -1783,15 +1918,16 @@ impl Supervisor {
             running.push(record);
         }
         for mut record in running {
-            self.settle_unfinished(&mut tx, &mut record, "cancelled")?;
+            self.settle_unfinished(&mut tx, &mut record, ending.unfinished_code())?;
         }
         for p in &pending {
             tx.delete(Table::Pending, pending_key(p));
         }
         self.set_output_so_far(&mut tx).await?;
-        tx.status(RunStatus::Cancelled, Some(StopReason::UserStopped))?;
+        let (status, reason) = ending.final_status();
+        tx.status(status, Some(reason))?;
         let result = self.writer.commit(tx).await;
-        reply.send(result.clone());
+        ending.answer(result.clone());
         result
     }
 }

@@ -4,7 +4,9 @@
 //! external write that counts), `slow_op` (read-only, takes clock time),
 //! `slow_ticket` (non-idempotent, takes clock time), `flaky_send` (on its
 //! first attempt its effect may have happened; later attempts succeed),
-//! `fail_op` (always fails), `destroy_note` (destructive).
+//! `fail_op` (always fails), `destroy_note` (destructive), `hang_op`
+//! (read-only, never answers: a script spinning natively, a read that never
+//! ends; it holds the actor, so a test using it needs no other call after).
 //! Executions go to a [`ToolLog`] that outlives killed tabs, like an external
 //! system would.
 
@@ -171,6 +173,13 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ),
         def(
             "fail_op",
+            &[EffectClass::ReadLocal],
+            Idempotency::Idempotent,
+            TargetRule::None,
+            obj(json!({}), &[]),
+        ),
+        def(
+            "hang_op",
             &[EffectClass::ReadLocal],
             Idempotency::Idempotent,
             TargetRule::None,
@@ -543,6 +552,10 @@ async fn dispatch(
                 provenance: provenance("flaky_send"),
                 effect_may_have_happened: true,
             })
+        }
+        "hang_op" => {
+            log.record(execution, false);
+            futures::future::pending::<ToolResult>().await
         }
         "destroy_note" => {
             log.record(execution, false);

@@ -171,8 +171,8 @@ pub fn lifecycle_scenario() {
         env.mem.executor().run_until_stalled();
         assert_eq!(
             env.mem.clock().pending_sleepers(),
-            1,
-            "the model round is under way"
+            2,
+            "the model round is under way (its answer, and the supervisor's active-time timer)"
         );
         env.mem.lifecycle().emit(event);
         if event == LifecycleEvent::Offline {
