@@ -95,8 +95,10 @@ fn sandboxes_of(parent: u32) -> BTreeSet<u32> {
         if parent_of(pid) != Some(parent) {
             continue;
         }
+        // `agentrt __script-sandbox` itself (not a shell about to exec it;
+        // a zombie has no command line).
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(SUBCOMMAND) {
+        if cmdline.split(|b| *b == 0).nth(1) == Some(SUBCOMMAND.as_bytes()) {
             found.insert(pid);
         }
     }
@@ -107,16 +109,25 @@ fn my_sandboxes() -> BTreeSet<u32> {
     sandboxes_of(std::process::id())
 }
 
+/// This process's sandboxes working in `workdir`: those of one runner
+/// (each runner has its own directory), not another test's leftovers.
+fn sandboxes_in(workdir: &Path) -> BTreeSet<u32> {
+    my_sandboxes()
+        .into_iter()
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() == Some(workdir))
+        .collect()
+}
+
 /// Gone from `/proc`: killed and reaped (a zombie would still be listed).
 fn gone(pid: u32) -> bool {
     !Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Wait (generously) until this process has exactly one sandbox; its pid.
-async fn the_one_sandbox() -> u32 {
+/// Wait (generously) until `sandbox` has exactly one process; its pid.
+async fn the_one_process_of(sandbox: &ScriptSandbox) -> u32 {
     let started = Instant::now();
     loop {
-        let live = my_sandboxes();
+        let live = sandboxes_in(sandbox.workdir());
         if live.len() == 1 {
             return *live.iter().next().expect("one");
         }
@@ -140,7 +151,7 @@ async fn runaway_builtins_end_at_the_limit_and_their_process_is_gone() {
     let sandbox = agentrt_sandbox(1);
     assert_eq!(run(&sandbox, "1 + 1", limits(1_000)).await, Ok(json!(2)));
     for code in [COPY_WITHIN, REVERSE] {
-        let pid = the_one_sandbox().await;
+        let pid = the_one_process_of(&sandbox).await;
         let started = Instant::now();
         let outcome = run(&sandbox, code, limits(1_000)).await;
         let took = started.elapsed();
@@ -160,13 +171,13 @@ async fn runaway_builtins_end_at_the_limit_and_their_process_is_gone() {
             gone(pid),
             "{code}: the sandbox {pid} must be killed and reaped"
         );
-        assert!(my_sandboxes().is_empty(), "nothing left spinning");
+        assert!(sandboxes_in(sandbox.workdir()).is_empty(), "nothing left spinning");
         // The next script gets a fresh process and succeeds.
         assert_eq!(
             run(&sandbox, "[1, 2, 3].reverse()", limits(1_000)).await,
             Ok(json!([3, 2, 1]))
         );
-        assert_ne!(the_one_sandbox().await, pid);
+        assert_ne!(the_one_process_of(&sandbox).await, pid);
     }
 }
 
@@ -185,7 +196,7 @@ async fn outcomes_come_back_through_the_sandbox_unchanged() {
         .expect("runs");
     assert_eq!(out.value, json!({"total": 6.5, "name": "SUM"}));
     assert_eq!(out.json_bytes, r#"{"total":6.5,"name":"SUM"}"#.len());
-    let pid = the_one_sandbox().await;
+    let pid = the_one_process_of(&sandbox).await;
 
     let thrown = run(&sandbox, "throw new TypeError('bad input')", UNTIMED).await;
     assert!(
@@ -248,7 +259,7 @@ async fn outcomes_come_back_through_the_sandbox_unchanged() {
     };
     assert!(message.len() < 8 * 1024, "{} bytes", message.len());
     // Every outcome above came from the one warm process.
-    assert_eq!(the_one_sandbox().await, pid);
+    assert_eq!(the_one_process_of(&sandbox).await, pid);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,7 +270,7 @@ async fn a_sandbox_killed_from_outside_is_a_typed_error_and_is_replaced() {
         let sandbox = sandbox.clone();
         tokio::spawn(async move { run(&sandbox, "while (true) {}", limits(60_000)).await })
     };
-    let pid = the_one_sandbox().await;
+    let pid = the_one_process_of(&sandbox).await;
     let killed = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
@@ -384,6 +395,16 @@ async fn the_sandbox_inherits_no_environment_no_descriptors_and_works_in_an_empt
     .await;
 }
 
+/// The number of threads of process `pid` (0 once it is gone).
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The descriptors open in process `pid`, sorted.
 fn descriptors(pid: u32) -> Vec<String> {
     let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -402,7 +423,18 @@ async fn spin_and_look(sandbox: Arc<ScriptSandbox>, look: impl FnOnce(u32, &Path
         let sandbox = sandbox.clone();
         tokio::spawn(async move { run(&sandbox, "while (true) {}", limits(3_000)).await })
     };
-    let pid = the_one_sandbox().await;
+    let pid = the_one_process_of(&sandbox).await;
+    // The sandbox starts its watchdog thread right after closing what it
+    // inherited: from two threads on, what it holds is what a script sees.
+    let started = Instant::now();
+    while threads(pid) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the sandbox {pid} starts: {}",
+            std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     look(pid, sandbox.workdir());
     assert_eq!(
         spinning.await.expect("joins"),
@@ -474,6 +506,8 @@ async fn in_the_apps_actor_runaways_end_timeout_and_free_their_slots() {
         ..AppOptions::default()
     };
     let app = App::on_host(native, options, provider).await.expect("app");
+    // Other tests' sandboxes, perhaps still ending.
+    let before = my_sandboxes();
     let session = SessionId::new("sandbox").expect("session");
     let _lease = app.open_session(&session).await.expect("lease");
     let started = Instant::now();
@@ -485,7 +519,7 @@ async fn in_the_apps_actor_runaways_end_timeout_and_free_their_slots() {
     // Watch this process's sandboxes while the run goes on.
     let mut seen = BTreeSet::new();
     let settled = loop {
-        seen.extend(my_sandboxes());
+        seen.extend(my_sandboxes().difference(&before));
         if let Ok(done) =
             tokio::time::timeout(Duration::from_millis(20), app.runtime().wait_settled(&run)).await
         {
@@ -500,7 +534,7 @@ async fn in_the_apps_actor_runaways_end_timeout_and_free_their_slots() {
     }
     assert_eq!(outcomes["input.n + 1"], json!(42), "the slot is free again");
     // Each runaway had its own process, killed and reaped while the app runs.
-    let live = my_sandboxes();
+    let live: BTreeSet<u32> = my_sandboxes().difference(&before).copied().collect();
     let ended: Vec<u32> = seen.difference(&live).copied().collect();
     assert!(ended.len() >= 3, "seen {seen:?}, live {live:?}");
     assert!(ended.iter().all(|pid| gone(*pid)), "{ended:?}");
