@@ -193,9 +193,8 @@ impl App {
 
         let mut js = JavascriptTool::native(host.executor.clone(), host.clock.clone());
         if let Some(command) = &options.script_sandbox {
-            let sandbox = ScriptSandbox::new(command.clone(), js.concurrency).map_err(|e| {
-                AppError::Tools(format!("cannot prepare the script sandbox: {e}"))
-            })?;
+            let sandbox = ScriptSandbox::new(command.clone(), js.concurrency)
+                .map_err(|e| AppError::Tools(format!("cannot prepare the script sandbox: {e}")))?;
             js = js.run_in(ScriptPlace::Runner(Arc::new(sandbox)));
         }
         let js = js.spawn(None).map_err(AppError::Tools)?;

@@ -67,7 +67,11 @@ fn shell_sandbox(script: &str) -> ScriptSandbox {
     ScriptSandbox::new(command, 1).expect("sandbox")
 }
 
-async fn run(sandbox: &ScriptSandbox, code: &str, limits: JsLimits) -> Result<Value, ScriptRunError> {
+async fn run(
+    sandbox: &ScriptSandbox,
+    code: &str,
+    limits: JsLimits,
+) -> Result<Value, ScriptRunError> {
     sandbox
         .run(code.to_owned(), Value::Null, limits)
         .await
@@ -89,7 +93,11 @@ fn sandboxes_of(parent: u32) -> BTreeSet<u32> {
         return found;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         if parent_of(pid) != Some(parent) {
@@ -114,7 +122,12 @@ fn my_sandboxes() -> BTreeSet<u32> {
 fn sandboxes_in(workdir: &Path) -> BTreeSet<u32> {
     my_sandboxes()
         .into_iter()
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() == Some(workdir))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .ok()
+                .as_deref()
+                == Some(workdir)
+        })
         .collect()
 }
 
@@ -157,7 +170,9 @@ async fn runaway_builtins_end_at_the_limit_and_their_process_is_gone() {
         let took = started.elapsed();
         assert_eq!(
             outcome,
-            Err(ScriptRunError::Script(JsError::TimeLimit { limit_ms: 1_000 })),
+            Err(ScriptRunError::Script(JsError::TimeLimit {
+                limit_ms: 1_000
+            })),
             "{code}"
         );
         assert_eq!(
@@ -171,7 +186,10 @@ async fn runaway_builtins_end_at_the_limit_and_their_process_is_gone() {
             gone(pid),
             "{code}: the sandbox {pid} must be killed and reaped"
         );
-        assert!(sandboxes_in(sandbox.workdir()).is_empty(), "nothing left spinning");
+        assert!(
+            sandboxes_in(sandbox.workdir()).is_empty(),
+            "nothing left spinning"
+        );
         // The next script gets a fresh process and succeeds.
         assert_eq!(
             run(&sandbox, "[1, 2, 3].reverse()", limits(1_000)).await,
@@ -211,11 +229,16 @@ async fn outcomes_come_back_through_the_sandbox_unchanged() {
     let heap = JsLimits::DEFAULT.heap_bytes;
     assert_eq!(
         run(&sandbox, "new ArrayBuffer(1024 * 1024 * 1024)", UNTIMED).await,
-        Err(ScriptRunError::Script(JsError::MemoryLimit { limit_bytes: heap }))
+        Err(ScriptRunError::Script(JsError::MemoryLimit {
+            limit_bytes: heap
+        }))
     );
     // The heap limit below and above: 8 MiB fits the default, not 4 MiB.
     let eight_mib = "new Uint8Array(8 * 1024 * 1024).length";
-    assert_eq!(run(&sandbox, eight_mib, UNTIMED).await, Ok(json!(8 * 1024 * 1024)));
+    assert_eq!(
+        run(&sandbox, eight_mib, UNTIMED).await,
+        Ok(json!(8 * 1024 * 1024))
+    );
     let small_heap = JsLimits {
         heap_bytes: 4 * 1024 * 1024,
         ..UNTIMED
@@ -228,8 +251,15 @@ async fn outcomes_come_back_through_the_sandbox_unchanged() {
     );
     let stack = JsLimits::DEFAULT.stack_bytes;
     assert_eq!(
-        run(&sandbox, "function f(n) { return f(n + 1) + 1 } f(0)", UNTIMED).await,
-        Err(ScriptRunError::Script(JsError::StackLimit { limit_bytes: stack }))
+        run(
+            &sandbox,
+            "function f(n) { return f(n + 1) + 1 } f(0)",
+            UNTIMED
+        )
+        .await,
+        Err(ScriptRunError::Script(JsError::StackLimit {
+            limit_bytes: stack
+        }))
     );
     let output = JsLimits {
         output_bytes: 1_000,
@@ -253,7 +283,12 @@ async fn outcomes_come_back_through_the_sandbox_unchanged() {
         Err(ScriptRunError::Script(JsError::TimeLimit { limit_ms: 200 }))
     );
     // A thrown message is clipped by the engine, so the reply stays bounded.
-    let long = run(&sandbox, "throw new Error('m'.repeat(10 * 1024 * 1024))", UNTIMED).await;
+    let long = run(
+        &sandbox,
+        "throw new Error('m'.repeat(10 * 1024 * 1024))",
+        UNTIMED,
+    )
+    .await;
     let Err(ScriptRunError::Script(JsError::Thrown { message, .. })) = long else {
         panic!("expected a thrown error, got {long:?}");
     };
@@ -322,12 +357,26 @@ async fn a_sandbox_that_answers_wrong_is_a_typed_error() {
         Err(ScriptRunError::Script(JsError::TimeLimit { limit_ms: 200 }))
     );
     assert!(started.elapsed() < NOT_MINUTES);
+    // A sandbox that ended itself at its own hard deadline (exit 124) is
+    // the time limit, as when it is killed.
+    let self_stopped = shell_sandbox("read line; exit 124");
+    assert_eq!(
+        run(&self_stopped, "1", limits(5_000)).await,
+        Err(ScriptRunError::Script(JsError::TimeLimit {
+            limit_ms: 5_000
+        }))
+    );
     // A program that does not exist.
     let missing = SandboxCommand {
         program: "/nonexistent/agentrt".into(),
         args: vec![SUBCOMMAND.into()],
     };
-    let outcome = run(&ScriptSandbox::new(missing, 1).expect("sandbox"), "1", limits(1_000)).await;
+    let outcome = run(
+        &ScriptSandbox::new(missing, 1).expect("sandbox"),
+        "1",
+        limits(1_000),
+    )
+    .await;
     assert!(
         matches!(&outcome, Err(ScriptRunError::Lost(m)) if m.contains("could not start")),
         "{outcome:?}"
@@ -438,9 +487,44 @@ async fn spin_and_look(sandbox: Arc<ScriptSandbox>, look: impl FnOnce(u32, &Path
     look(pid, sandbox.workdir());
     assert_eq!(
         spinning.await.expect("joins"),
-        Err(ScriptRunError::Script(JsError::TimeLimit { limit_ms: 3_000 }))
+        Err(ScriptRunError::Script(JsError::TimeLimit {
+            limit_ms: 3_000
+        }))
     );
     drop(Arc::into_inner(sandbox).expect("last handle"));
+}
+
+/// A sandbox whose host died mid-script (nobody kills it, nobody reads
+/// its reply) ends itself past the limit plus its own grace: no orphan
+/// spins on.
+#[test]
+fn an_orphaned_sandbox_ends_itself_after_its_deadline() {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .arg(SUBCOMMAND)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sandbox");
+    let request = json!({"code": COPY_WITHIN, "input": null, "limits": limits(500)});
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{request}").expect("request");
+    // The pipe stays open, as a host's would while it hangs or is stopped.
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < NOT_MINUTES,
+            "the orphan must end itself"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(124), "EXIT_SELF_STOPPED");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    drop(stdin);
 }
 
 // -------------------------------------------------------- the actor, end to end
@@ -494,7 +578,12 @@ fn scenario_of(codes: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_the_apps_actor_runaways_end_timeout_and_free_their_slots() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let codes = [COPY_WITHIN, REVERSE, "/* again */ Array.prototype.copyWithin.call({length: 2**53 - 1}, 0, 1)", "input.n + 1"];
+    let codes = [
+        COPY_WITHIN,
+        REVERSE,
+        "/* again */ Array.prototype.copyWithin.call({length: 2**53 - 1}, 0, 1)",
+        "input.n + 1",
+    ];
     let scenario = Scenario::from_json(&scenario_of(&codes)).expect("scenario");
     let data = tempfile::tempdir().expect("data");
     let native = agent_host_native::host::NativeHost::open_with(data.path(), Default::default())
