@@ -22,13 +22,14 @@ use agent_supervisor::{
     ScriptedProvider,
 };
 use agent_tools::builtin::document::{DocumentTool, WorkspaceDocuments};
-use agent_tools::builtin::javascript::JavascriptTool;
+use agent_tools::builtin::javascript::{JavascriptTool, ScriptPlace};
 use agent_tools::{Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools};
 use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspaceSpill};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::host::{HostError, NativeHost, NativeHostOptions};
+use crate::script_sandbox::{SandboxCommand, ScriptSandbox};
 
 /// Building the runtime failed.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +140,11 @@ pub struct AppOptions {
     pub config: Config,
     /// A URL policy replacing the public-web one (tests: loopback servers).
     pub url_policy: Option<UrlPolicy>,
+    /// Run `run_javascript` scripts in sandbox processes started with this
+    /// command, killed at their deadline (`agentrt` always does); `None`
+    /// runs them on blocking threads of this process, bounded only by the
+    /// engine's soft deadline (tests of other parts).
+    pub script_sandbox: Option<SandboxCommand>,
 }
 
 /// The native runtime, wired.
@@ -185,9 +191,13 @@ impl App {
         let workspaces = WorkspaceDirectory::new();
         let mut tools: Vec<ToolRegistration> = Vec::new();
 
-        let js = JavascriptTool::native(host.executor.clone(), host.clock.clone())
-            .spawn(None)
-            .map_err(AppError::Tools)?;
+        let mut js = JavascriptTool::native(host.executor.clone(), host.clock.clone());
+        if let Some(command) = &options.script_sandbox {
+            let sandbox = ScriptSandbox::new(command.clone(), js.concurrency)
+                .map_err(|e| AppError::Tools(format!("cannot prepare the script sandbox: {e}")))?;
+            js = js.run_in(ScriptPlace::Runner(Arc::new(sandbox)));
+        }
+        let js = js.spawn(None).map_err(AppError::Tools)?;
         tools.push(ToolRegistration::builtin(
             agent_tools::builtin::javascript::definition(),
             js,

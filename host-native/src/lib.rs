@@ -16,7 +16,9 @@
 //! - [`gateway`]: the local gateway served by `agentrt serve`;
 //! - [`page`]: the demo page's static routes beside the gateway;
 //! - `tabs` (feature `sim`): the tab-loss simulator for native test hosts;
-//! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests).
+//! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests);
+//! - [`script_sandbox`]: the killable process `run_javascript` scripts run
+//!   in (`agentrt __script-sandbox`).
 //!
 //! rusqlite (with its bundled SQLite) was chosen because it is the maintained
 //! SQLite binding with prepared-statement caching and `RETURNING` support;
@@ -31,6 +33,7 @@ pub mod page;
 pub mod pause;
 pub mod private;
 pub mod process;
+pub mod script_sandbox;
 pub mod sqlite;
 #[cfg(feature = "sim")]
 pub mod tabs;

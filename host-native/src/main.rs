@@ -17,7 +17,7 @@ use agent_host_native::app::{App, AppError, AppOptions, Launch, ProviderSpec, pr
 use agent_host_native::config::{Config, ConfigError, parse_approval, parse_preset};
 use agent_host_native::host::{HostError, NativeHost, TokioExecutor};
 use agent_host_native::sqlite::OpenError;
-use agent_host_native::{demo, pause};
+use agent_host_native::{demo, pause, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};
 use agent_kernel::journal::{CallState, JournalRecord};
@@ -255,6 +255,13 @@ fn code_for(run: &AgentRun) -> u8 {
 }
 
 fn main() -> ExitCode {
+    // The sandbox child of `run_javascript`: before anything else, so that it
+    // sets up no logging, runtime or panic hook of the command line.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(script_sandbox::SUBCOMMAND))
+    {
+        return script_sandbox::serve_stdio();
+    }
     // Never a stack trace: a panic prints one line and exits 4.
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -971,6 +978,10 @@ async fn open_app(cli: &Cli, config: Config, spec: &ProviderSpec) -> anyhow::Res
     let options = AppOptions {
         config,
         url_policy: None,
+        script_sandbox: Some(
+            script_sandbox::SandboxCommand::current_exe()
+                .context("cannot find the agentrt executable for the script sandbox")?,
+        ),
     };
     Ok(App::on_host(native, options, provider).await?)
 }

@@ -97,6 +97,50 @@ fn s5_7_script_errors_are_typed() {
     }
 }
 
+/// A script chooses its error's texts, so they are bounded like its result:
+/// at the limit kept whole, above it cut with `…` (a sandbox process hands
+/// them back over a pipe whose reply is bounded).
+#[test]
+fn error_texts_at_below_and_above_their_limit() {
+    use agent_tools::builtin::javascript::engine::ERROR_TEXT_BYTES;
+    let thrown = |len: usize| match run(&format!("throw new Error('m'.repeat({len}))")) {
+        Err(JsError::Thrown { message, .. }) => message,
+        other => panic!("expected Thrown, got {other:?}"),
+    };
+    assert_eq!(
+        thrown(ERROR_TEXT_BYTES - 1),
+        "m".repeat(ERROR_TEXT_BYTES - 1)
+    );
+    assert_eq!(thrown(ERROR_TEXT_BYTES), "m".repeat(ERROR_TEXT_BYTES));
+    assert_eq!(
+        thrown(ERROR_TEXT_BYTES + 1),
+        format!("{}…", "m".repeat(ERROR_TEXT_BYTES))
+    );
+    assert_eq!(
+        thrown(10 * 1024 * 1024),
+        format!("{}…", "m".repeat(ERROR_TEXT_BYTES))
+    );
+    // A thrown non-Error value and a stack are cut the same way.
+    match run(&format!("throw 'v'.repeat({})", ERROR_TEXT_BYTES + 1)) {
+        Err(JsError::Thrown { message, .. }) => {
+            assert_eq!(message, format!("{}…", "v".repeat(ERROR_TEXT_BYTES)));
+        }
+        other => panic!("expected Thrown, got {other:?}"),
+    }
+    let deep = format!(
+        "function f(n) {{ if (n === 0) throw new Error('deep'); return f(n - 1) }} \
+         const e = (() => {{ try {{ f(150) }} catch (e) {{ return e }} }})(); \
+         e.stack = 's'.repeat({}); throw e",
+        ERROR_TEXT_BYTES * 2
+    );
+    match run(&deep) {
+        Err(JsError::Thrown { stack, .. }) => {
+            assert_eq!(stack, Some(format!("{}…", "s".repeat(ERROR_TEXT_BYTES))));
+        }
+        other => panic!("expected Thrown, got {other:?}"),
+    }
+}
+
 // ------------------------------------------------------- host surface
 
 #[test]

@@ -145,8 +145,10 @@ pub enum JsLimitError {
 }
 
 /// Why a script produced no result. Each exceeded limit is its own variant
-/// and its message names the limit.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// and its message names the limit. Serialisable, so that a sandbox process
+/// can hand it back to the host unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum JsError {
     /// The source text is longer than allowed.
     #[error("the script is {len} bytes, over the limit of {limit} bytes; send a shorter script")]
@@ -211,6 +213,12 @@ impl JsError {
         }
     }
 }
+
+/// The longest text taken from a script's error (its name, message or
+/// stack, or a thrown non-Error value), in bytes; longer text is cut and
+/// ends with `…`. A script decides these strings, so they are bounded like
+/// its result is.
+pub const ERROR_TEXT_BYTES: usize = 4 * 1024;
 
 /// How many promise jobs run between two samples of the heap's size.
 const HEAP_SAMPLE_JOBS: u64 = 1024;
@@ -524,7 +532,7 @@ impl Run<'_> {
                 let message: Option<String> = obj.get("message").ok();
                 let stack: Option<String> = obj.get("stack").ok();
                 match (name, message) {
-                    (Some(n), Some(m)) => (n, m, stack),
+                    (Some(n), Some(m)) => (clip(n), clip(m), stack.map(clip)),
                     _ => (
                         "non-Error value".to_owned(),
                         self.display(&value).unwrap_or_else(|| "an object".into()),
@@ -560,17 +568,22 @@ impl Run<'_> {
 
     fn display(&self, value: &Value<'_>) -> Option<String> {
         let s: rquickjs::Coerced<String> = value.get().ok()?;
-        let mut s = s.0;
-        if s.len() > 1_000 {
-            let mut cut = 1_000;
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            s.truncate(cut);
-            s.push('…');
-        }
-        Some(s)
+        Some(clip(s.0))
     }
+}
+
+/// `text` cut to at most [`ERROR_TEXT_BYTES`] (on a character boundary)
+/// plus `…` when it was longer.
+fn clip(mut text: String) -> String {
+    if text.len() > ERROR_TEXT_BYTES {
+        let mut cut = ERROR_TEXT_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
 }
 
 impl fmt::Display for JsOutput {

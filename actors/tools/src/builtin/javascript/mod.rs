@@ -1,10 +1,22 @@
-//! `run_javascript` (S5.7): its tool definition and the actor that runs
-//! scripts on the host's blocking path; the engine itself is in [`engine`].
+//! `run_javascript` (S5.7): its tool definition, the actor that verifies
+//! each call and runs its script, and [`ScriptPlace`], where scripts run;
+//! the engine itself (one engine for every place) is in [`engine`].
 //!
-//! Natively the actor hands each script to `agent_kernel::actor::run_blocking`,
-//! so a spinning script occupies a blocking thread, never the async executor.
-//! In the browser the host runs this actor inside a dedicated Worker, whose
-//! `terminate()` is the hard stop behind the interrupt handler's soft deadline.
+//! The engine's interrupt handler is a soft deadline: QuickJS does not check
+//! it inside some built-ins' generic loops (`Array.prototype.copyWithin` or
+//! `reverse` on `{length: 2**53 - 1}` run for minutes). So a script also
+//! needs a hard stop that ends its work whatever it is doing:
+//!
+//! - natively, the host supplies a [`ScriptRunner`] ([`ScriptPlace::Runner`]):
+//!   `agentrt` runs each script in a sandbox process that is killed at the
+//!   deadline plus a grace (`agent-host-native`'s `script_sandbox`), and the
+//!   call fails `js_time_limit`;
+//! - in the browser the host's own actor runs scripts in a dedicated Worker
+//!   whose `terminate()` is the hard stop;
+//! - [`ScriptPlace::InProcess`] (unit tests, embedders without a runner)
+//!   hands each script to `agent_kernel::actor::run_blocking`: a spinning
+//!   script occupies a blocking thread, never the async executor, but only
+//!   the soft deadline bounds it.
 
 pub mod engine;
 
@@ -16,6 +28,7 @@ use agent_capabilities::{Idempotency, Origin, Sensitivity, Target, Trust};
 use agent_kernel::actor::{ParentLink, run_blocking};
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::protocol::{TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult};
+use agent_kernel::{MaybeSend, MaybeSync};
 use serde_json::{Value, json};
 
 pub use engine::{JsError, JsLimitError, JsLimits, JsOutput, run_script};
@@ -116,6 +129,66 @@ pub fn definition() -> ToolDefinition {
     }
 }
 
+/// Why a [`ScriptRunner`] has no result for a script.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptRunError {
+    /// The engine's own typed outcome, or [`JsError::TimeLimit`] when the
+    /// runner ended the script at its hard deadline.
+    #[error(transparent)]
+    Script(#[from] JsError),
+    /// The place the script ran in was lost (a sandbox process that could not
+    /// start, died, or answered something unreadable). Nothing of the script
+    /// outlives this; the script itself may be retried.
+    #[error("{0}")]
+    Lost(String),
+}
+
+impl ScriptRunError {
+    /// The failure code of the result envelope: the engine's code, or
+    /// `js_worker_lost` (retryable) for a lost place.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ScriptRunError::Script(e) => e.code(),
+            ScriptRunError::Lost(_) => "js_worker_lost",
+        }
+    }
+}
+
+/// Something outside this process's threads that runs one script with the
+/// engine ([`run_script`]) and can end it whatever it is doing: past
+/// `limits.time` plus its grace it answers [`JsError::TimeLimit`] and the
+/// script's work has stopped.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait ScriptRunner: MaybeSend + MaybeSync {
+    /// Run `code` with `input` under `limits`.
+    async fn run(
+        &self,
+        code: String,
+        input: Value,
+        limits: JsLimits,
+    ) -> Result<JsOutput, ScriptRunError>;
+}
+
+/// Where the actor runs scripts.
+#[derive(Clone)]
+pub enum ScriptPlace {
+    /// On the executor's blocking path in this process, timed by the tool's
+    /// [`MonotonicNow`]: only the engine's soft deadline bounds a script.
+    InProcess,
+    /// In a runner the host supplies, which can end a script at its deadline.
+    Runner(Arc<dyn ScriptRunner>),
+}
+
+impl std::fmt::Debug for ScriptPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ScriptPlace::InProcess => "InProcess",
+            ScriptPlace::Runner(_) => "Runner",
+        })
+    }
+}
+
 /// Everything the `run_javascript` actor needs from its host.
 #[derive(Clone)]
 pub struct JavascriptTool {
@@ -127,15 +200,20 @@ pub struct JavascriptTool {
     pub now: MonotonicNow,
     /// The limits every script runs under (a profile may have lowered them).
     pub limits: JsLimits,
-    /// Scripts run at the same time at most (each on its own blocking thread).
+    /// Scripts run at the same time at most (each on its own blocking
+    /// thread or in its own place of the runner).
     pub concurrency: usize,
+    /// Where scripts run.
+    pub place: ScriptPlace,
 }
 
 impl JavascriptTool {
     /// Default concurrency: two scripts at once, each bounded in time and memory.
     pub const DEFAULT_CONCURRENCY: usize = 2;
 
-    /// A tool with the default limits and concurrency, timed by the host clock.
+    /// A tool with the default limits and concurrency, timed by the host
+    /// clock, running scripts in this process ([`ScriptPlace::InProcess`]);
+    /// a host with a killable runner sets it with [`JavascriptTool::run_in`].
     #[cfg(not(target_arch = "wasm32"))]
     pub fn native(executor: Arc<dyn Executor>, clock: Arc<dyn Clock>) -> JavascriptTool {
         JavascriptTool {
@@ -144,7 +222,14 @@ impl JavascriptTool {
             clock,
             limits: JsLimits::DEFAULT,
             concurrency: Self::DEFAULT_CONCURRENCY,
+            place: ScriptPlace::InProcess,
         }
+    }
+
+    /// This tool with its scripts run in `place`.
+    pub fn run_in(mut self, place: ScriptPlace) -> JavascriptTool {
+        self.place = place;
+        self
     }
 
     /// Start the actor; its address receives `ToolMsg::Invoke`.
@@ -192,14 +277,9 @@ impl JsActor {
         {
             return self.definition.refused(refused);
         }
-        let limits = self.tool.limits;
-        let now = self.tool.now.clone();
-        let outcome = run_blocking(&*self.tool.executor, move || {
-            run_script(&code, &input, &limits, move || now())
-        })
-        .await;
+        let outcome = self.run(code, input).await;
         match outcome {
-            Ok(Ok(output)) => {
+            Ok(output) => {
                 let mut detail = BTreeMap::new();
                 detail.insert(
                     "elapsed_ms".to_owned(),
@@ -214,16 +294,37 @@ impl JsActor {
                     Vec::new(),
                 )
             }
-            Ok(Err(error)) => {
-                tracing::debug!(code = error.code(), "script refused or failed");
-                self.definition
-                    .failure(error.code(), error.to_string(), false)
+            Err(error) => {
+                let code = error.code();
+                tracing::debug!(code, "script refused, failed or lost");
+                match error {
+                    ScriptRunError::Script(error) => {
+                        self.definition.failure(code, error.to_string(), false)
+                    }
+                    ScriptRunError::Lost(lost) => self.definition.failure(
+                        code,
+                        format!("{lost}; the script may be retried"),
+                        true,
+                    ),
+                }
             }
-            Err(lost) => self.definition.failure(
-                "js_worker_lost",
-                format!("{lost}; the script may be retried"),
-                true,
-            ),
+        }
+    }
+
+    /// Run the script where the tool says.
+    async fn run(&self, code: String, input: Value) -> Result<JsOutput, ScriptRunError> {
+        let limits = self.tool.limits;
+        match &self.tool.place {
+            ScriptPlace::Runner(runner) => runner.run(code, input, limits).await,
+            ScriptPlace::InProcess => {
+                let now = self.tool.now.clone();
+                run_blocking(&*self.tool.executor, move || {
+                    run_script(&code, &input, &limits, move || now())
+                })
+                .await
+                .map_err(|lost| ScriptRunError::Lost(lost.to_string()))?
+                .map_err(ScriptRunError::Script)
+            }
         }
     }
 }
