@@ -135,14 +135,23 @@ impl Collector {
 
     /// Whether a `run` event reported `run` with `status`.
     fn saw_run_status(&self, run: &str, status: &str) -> bool {
-        self.events
-            .borrow()
-            .iter()
-            .any(|e| e["type"] == json!("run") && e["run"]["id"] == json!(run) && e["run"]["status"] == json!(status))
+        self.events.borrow().iter().any(|e| {
+            e["type"] == json!("run")
+                && e["run"]["id"] == json!(run)
+                && e["run"]["status"] == json!(status)
+        })
     }
 
     fn saw_type(&self, kind: &str) -> bool {
-        self.events.borrow().iter().any(|e| e["type"] == json!(kind))
+        self.of_type(kind) > 0
+    }
+
+    fn of_type(&self, kind: &str) -> usize {
+        self.events
+            .borrow()
+            .iter()
+            .filter(|e| e["type"] == json!(kind))
+            .count()
     }
 }
 
@@ -226,11 +235,20 @@ async fn a_subscription_whose_handle_is_collected_delivers_every_event_of_a_200_
         }
         platform::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(view["run"]["status"], json!("completed"), "the stored run: {}", view["run"]);
+    assert_eq!(
+        view["run"]["status"],
+        json!("completed"),
+        "the stored run: {}",
+        view["run"]
+    );
     assert_eq!(view["run"]["usage"]["tool_rounds"], json!(ROUNDS));
     let gc_calls_during_run = gc_calls.get();
+    let stored_count = view["activities"].as_array().map_or(0, Vec::len);
+    // Delivery may trail the stored run: wait for all of it.
     let delivered = eventually(Duration::from_secs(60), || {
-        received.saw_run_status(&run, "completed") && handle_collected.get()
+        received.of_type("activity") >= stored_count
+            && received.saw_run_status(&run, "completed")
+            && handle_collected.get()
     })
     .await;
     pumping.set(false);
@@ -244,7 +262,7 @@ async fn a_subscription_whose_handle_is_collected_delivers_every_event_of_a_200_
         handle_collected.get(),
         "the dropped Subscription handle was never collected: this test proves nothing"
     );
-    let events = received.events.borrow();
+    let events = received.events.borrow().clone();
     let activities: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == json!("activity"))
@@ -253,15 +271,23 @@ async fn a_subscription_whose_handle_is_collected_delivers_every_event_of_a_200_
             &e["activity"]
         })
         .collect();
-    let stored: Vec<&Value> = view["activities"].as_array().expect("activities").iter().collect();
+    let stored: Vec<&Value> = view["activities"]
+        .as_array()
+        .expect("activities")
+        .iter()
+        .collect();
     assert!(
         delivered,
-        "the final run event never arrived: {} of {} activities delivered, {} events in all",
+        "not every event arrived: {} of {} activities delivered, {} events in all",
         activities.len(),
         stored.len(),
         events.len()
     );
-    assert_eq!(activities.len(), stored.len(), "every activity was delivered");
+    assert_eq!(
+        activities.len(),
+        stored.len(),
+        "every activity was delivered"
+    );
     assert_eq!(activities, stored, "as stored, in order");
     let last_run_event = events
         .iter()
@@ -300,12 +326,22 @@ async fn closed_subscriptions_deliver_nothing_and_leave_no_entry() {
          return subs.length;",
     );
     let opened = subscribe_and_close
-        .call4(&JsValue::UNDEFINED, &rt, &"s-close".into(), closed.function(), &100.into())
+        .call4(
+            &JsValue::UNDEFINED,
+            &rt,
+            &"s-close".into(),
+            closed.function(),
+            &100.into(),
+        )
         .expect("subscribe and close");
     assert_eq!(opened.as_f64(), Some(100.0));
     let witness = Collector::new();
-    let witness_handle = call(&rt, "subscribe", &["s-close".into(), witness.function().clone()])
-        .expect("subscribe");
+    let witness_handle = call(
+        &rt,
+        "subscribe",
+        &["s-close".into(), witness.function().clone()],
+    )
+    .expect("subscribe");
     assert!(
         eventually(Duration::from_secs(10), || live_subscriptions(&rt) == 1.0).await,
         "closed subscriptions are forgotten: {} live",
@@ -318,10 +354,17 @@ async fn closed_subscriptions_deliver_nothing_and_leave_no_entry() {
         .as_string()
         .expect("run id");
     assert!(
-        eventually(Duration::from_secs(60), || witness.saw_run_status(&run, "completed")).await,
+        eventually(Duration::from_secs(60), || witness
+            .saw_run_status(&run, "completed"))
+        .await,
         "the open subscription receives the run"
     );
-    assert_eq!(closed.count(), 0, "closed subscriptions received {:?}", closed.events.borrow());
+    assert_eq!(
+        closed.count(),
+        0,
+        "closed subscriptions received {:?}",
+        closed.events.borrow()
+    );
 
     call(&witness_handle, "close", &[]).expect("close");
     let seen = witness.count();
@@ -372,17 +415,28 @@ async fn closing_the_runtime_ends_every_subscription() {
         "rt, session, callback",
         "for (let i = 0; i < 5; i++) rt.subscribe(session, callback);",
     )
-    .call3(&JsValue::UNDEFINED, &first, &"s-rt-close".into(), after_close.function())
+    .call3(
+        &JsValue::UNDEFINED,
+        &first,
+        &"s-rt-close".into(),
+        after_close.function(),
+    )
     .expect("subscribe");
     assert_eq!(live_subscriptions(&first), 5.0);
     call(&first, "close", &[]).expect("close");
     assert!(
-        eventually(Duration::from_secs(10), || live_subscriptions(&first) == 0.0).await,
+        eventually(Duration::from_secs(10), || live_subscriptions(&first)
+            == 0.0)
+        .await,
         "{} live after the runtime closed",
         live_subscriptions(&first)
     );
-    let refused = call(&first, "subscribe", &["s-rt-close".into(), after_close.function().clone()])
-        .expect_err("a closed runtime takes no subscription");
+    let refused = call(
+        &first,
+        "subscribe",
+        &["s-rt-close".into(), after_close.function().clone()],
+    )
+    .expect_err("a closed runtime takes no subscription");
     assert_eq!(
         js_sys::Reflect::get(&refused, &"code".into())
             .ok()
@@ -394,8 +448,12 @@ async fn closing_the_runtime_ends_every_subscription() {
     // The other tab runs the session: its notices (BroadcastChannel) reach
     // every live subscription of the session, in any runtime of the page.
     let witness = Collector::new();
-    let _witness_handle = call(&second, "subscribe", &["s-rt-close".into(), witness.function().clone()])
-        .expect("subscribe");
+    let _witness_handle = call(
+        &second,
+        "subscribe",
+        &["s-rt-close".into(), witness.function().clone()],
+    )
+    .expect("subscribe");
     let run = call_async(&second, "startRun", &["s-rt-close".into(), "go".into()])
         .await
         .expect("startRun")
