@@ -958,9 +958,7 @@ impl AgentRuntime {
         callback: js_sys::Function,
     ) -> Result<Subscription, JsValue> {
         let session = session_id(&session)?;
-        if self.inner.closed.get() {
-            return Err(js_error(ErrorCode::Unavailable, "this runtime was closed"));
-        }
+        // The registry refuses once the runtime's close() closed it.
         let (id, stop) = self
             .inner
             .subscriptions

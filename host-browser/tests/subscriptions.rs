@@ -289,6 +289,12 @@ async fn a_subscription_whose_handle_is_collected_delivers_every_event_of_a_200_
         "every activity was delivered"
     );
     assert_eq!(activities, stored, "as stored, in order");
+    console_log!(
+        "{ROUNDS} rounds: gc() called {gc_calls_during_run} times during the run, handle collected, \
+         {} activities and {} events delivered",
+        activities.len(),
+        events.len()
+    );
     let last_run_event = events
         .iter()
         .rev()
