@@ -50,6 +50,7 @@ use crate::js_tool::spawn_js_tool;
 use crate::locks::{LockBackend, Notice, SessionLease, SessionLeases};
 use crate::page::PageEvents;
 use crate::platform::{self, BrowserClock, BrowserEntropy, BrowserExecutor};
+use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
 use crate::worker::ScriptWorker;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -382,6 +383,8 @@ struct Inner {
     _tools: ToolsHandle,
     _page: PageEvents,
     closed: Cell<bool>,
+    /// The live subscriptions: the runtime owns them, not their JS handles.
+    subscriptions: SubscriptionRegistry,
 }
 
 /// The agent runtime of one page (tab).
@@ -390,18 +393,24 @@ pub struct AgentRuntime {
     inner: Rc<Inner>,
 }
 
-/// A live event subscription; `close()` ends it.
+/// A handle on a live event subscription. The runtime, not this handle,
+/// keeps the subscription: it delivers every event of its session until
+/// `close()` is called or the runtime closes, whether or not the page keeps
+/// the handle (like `addEventListener`). Dropping the handle, its garbage
+/// collection or `free()` do not end it; keep the handle to call `close()`.
 #[wasm_bindgen]
 pub struct Subscription {
-    stop: RefCell<Option<futures::channel::oneshot::Sender<()>>>,
+    id: SubscriptionId,
+    runtime: std::rc::Weak<Inner>,
 }
 
 #[wasm_bindgen]
 impl Subscription {
-    /// Stop delivering events.
+    /// Stop delivering events: the callback is not called again once this
+    /// returns. Closing twice does nothing.
     pub fn close(&self) {
-        if let Some(tx) = self.stop.borrow_mut().take() {
-            let _ = tx.send(());
+        if let Some(inner) = self.runtime.upgrade() {
+            inner.subscriptions.close(self.id);
         }
     }
 }
@@ -623,6 +632,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         _tools: tools,
         _page: page,
         closed: Cell::new(false),
+        subscriptions: SubscriptionRegistry::new(),
     });
     recover(&inner).await?;
     keep_renewed(Rc::downgrade(&inner), ttl);
@@ -937,6 +947,10 @@ impl AgentRuntime {
 
     /// Call `callback` with every event of `session` from now on: run
     /// snapshots, activities, streamed text, and other tabs' busy/free notices.
+    /// The subscription lives until `close()` is called on the returned
+    /// handle or the runtime closes, whether or not the page keeps the handle
+    /// (like `addEventListener`). Rejected with `unavailable` once the runtime
+    /// is closed.
     pub fn subscribe(
         &self,
         session: String,
@@ -944,69 +958,42 @@ impl AgentRuntime {
         callback: js_sys::Function,
     ) -> Result<Subscription, JsValue> {
         let session = session_id(&session)?;
-        let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
-        let inner = Rc::downgrade(&self.inner);
+        // The registry refuses once the runtime's close() closed it.
+        let (id, stop) = self
+            .inner
+            .subscriptions
+            .open()
+            .map_err(|e| js_error(ErrorCode::Unavailable, e))?;
+        let runtime = Rc::downgrade(&self.inner);
         let events = self.inner.runtime.subscribe();
         let notices = self.inner.leases.notices();
+        let forwarding = runtime.clone();
         wasm_bindgen_futures::spawn_local(async move {
-            let mut stop = stop_rx.fuse();
-            loop {
-                let next = futures::select! {
-                    _ = stop => break,
-                    e = events.recv().fuse() => Next::Event(e.ok()),
-                    n = notices.next().fuse() => Next::Notice(n),
-                };
-                let Some(inner) = inner.upgrade() else { break };
-                let payloads: Vec<Value> = match next {
-                    Next::Event(None) | Next::Notice(None) => break,
-                    Next::Event(Some(event)) => {
-                        let run = event.run().clone();
-                        match inner.session_of(&run).await {
-                            Ok(s) if s == session => {}
-                            _ => continue,
-                        }
-                        match event {
-                            RunEvent::TextDelta { run, text } => {
-                                vec![json!({"type": "text", "runId": run.as_str(), "text": text})]
-                            }
-                            RunEvent::Activity(activity) => {
-                                let mut out = vec![json!({
-                                    "type": "activity",
-                                    "runId": run.as_str(),
-                                    "activity": activity,
-                                })];
-                                if let Ok(record) = inner.runtime.run(&run).await {
-                                    out.push(json!({"type": "run", "run": record}));
-                                }
-                                out
-                            }
-                        }
-                    }
-                    Next::Notice(Some(notice)) => {
-                        if notice.session() != session.as_str() {
-                            continue;
-                        }
-                        let (kind, owner) = match &notice {
-                            Notice::Busy { owner, .. } => ("busy", owner),
-                            Notice::Free { owner, .. } => ("free", owner),
-                            Notice::Changed { owner, .. } => ("changed", owner),
-                        };
-                        vec![
-                            json!({"type": "session", "kind": kind, "session": notice.session(), "owner": owner}),
-                        ]
-                    }
-                };
-                for payload in payloads {
-                    if let Ok(value) = to_js(&payload) {
-                        // A throwing callback is the embedder's problem; keep delivering.
-                        let _ = callback.call1(&JsValue::UNDEFINED, &value);
-                    }
-                }
+            forward_events(
+                forwarding.clone(),
+                id,
+                session,
+                callback,
+                stop,
+                events,
+                notices,
+            )
+            .await;
+            // Ended by close, by the runtime's close, or with the runtime:
+            // forget the subscription.
+            if let Some(inner) = forwarding.upgrade() {
+                inner.subscriptions.ended(id);
             }
         });
-        Ok(Subscription {
-            stop: RefCell::new(Some(stop_tx)),
-        })
+        Ok(Subscription { id, runtime })
+    }
+
+    /// Subscriptions opened on this runtime and not yet ended by `close()`
+    /// (or the runtime's `close()`); for embedders checking they close what
+    /// they open.
+    #[wasm_bindgen(getter, js_name = liveSubscriptions)]
+    pub fn live_subscriptions(&self) -> usize {
+        self.inner.subscriptions.live()
     }
 
     /// Approve a pending approval request (S6).
@@ -1259,9 +1246,11 @@ impl AgentRuntime {
             .unwrap_or(false)
     }
 
-    /// Stop using this runtime: release session locks; later calls fail with `unavailable`.
+    /// Stop using this runtime: end every subscription, release session
+    /// locks; later calls fail with `unavailable`.
     pub fn close(&self) {
         self.inner.closed.set(true);
+        self.inner.subscriptions.close_all();
         let sessions: Vec<SessionId> = self.inner.holds.borrow().keys().cloned().collect();
         for session in sessions {
             self.inner.release(&session);
@@ -1273,6 +1262,80 @@ impl AgentRuntime {
 enum Next {
     Event(Option<RunEvent>),
     Notice(Option<Notice>),
+}
+
+/// The task of subscription `id`: forward `session`'s run events and other
+/// tabs' notices to `callback` until `stop` fires (the subscription's or the
+/// runtime's `close()`, or the runtime is dropped) or the runtime is gone.
+async fn forward_events(
+    runtime: std::rc::Weak<Inner>,
+    id: SubscriptionId,
+    session: SessionId,
+    callback: js_sys::Function,
+    stop: crate::subscriptions::StopSignal,
+    events: async_channel::Receiver<RunEvent>,
+    notices: crate::locks::NoticeStream,
+) {
+    let mut stop = stop.fuse();
+    loop {
+        let next = futures::select! {
+            _ = stop => break,
+            e = events.recv().fuse() => Next::Event(e.ok()),
+            n = notices.next().fuse() => Next::Notice(n),
+        };
+        let Some(inner) = runtime.upgrade() else {
+            break;
+        };
+        let payloads: Vec<Value> = match next {
+            Next::Event(None) | Next::Notice(None) => break,
+            Next::Event(Some(event)) => {
+                let run = event.run().clone();
+                match inner.session_of(&run).await {
+                    Ok(s) if s == session => {}
+                    _ => continue,
+                }
+                match event {
+                    RunEvent::TextDelta { run, text } => {
+                        vec![json!({"type": "text", "runId": run.as_str(), "text": text})]
+                    }
+                    RunEvent::Activity(activity) => {
+                        let mut out = vec![json!({
+                            "type": "activity",
+                            "runId": run.as_str(),
+                            "activity": activity,
+                        })];
+                        if let Ok(record) = inner.runtime.run(&run).await {
+                            out.push(json!({"type": "run", "run": record}));
+                        }
+                        out
+                    }
+                }
+            }
+            Next::Notice(Some(notice)) => {
+                if notice.session() != session.as_str() {
+                    continue;
+                }
+                let (kind, owner) = match &notice {
+                    Notice::Busy { owner, .. } => ("busy", owner),
+                    Notice::Free { owner, .. } => ("free", owner),
+                    Notice::Changed { owner, .. } => ("changed", owner),
+                };
+                vec![
+                    json!({"type": "session", "kind": kind, "session": notice.session(), "owner": owner}),
+                ]
+            }
+        };
+        for payload in payloads {
+            if !inner.subscriptions.is_open(id) {
+                // Closed while this event was prepared: deliver nothing more.
+                return;
+            }
+            if let Ok(value) = to_js(&payload) {
+                // A throwing callback is the embedder's problem; keep delivering.
+                let _ = callback.call1(&JsValue::UNDEFINED, &value);
+            }
+        }
+    }
 }
 
 fn content_view<T: Serialize>(entry: &T, bytes: Vec<u8>) -> Result<JsValue, JsValue> {

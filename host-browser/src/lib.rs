@@ -8,6 +8,8 @@
 //! - [`page`]: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
 //! - [`worker`]: the dedicated Worker that runs `run_javascript` (S5.7);
 //! - [`platform`]: clock, entropy and executor from the browser;
+//! - [`subscriptions`]: the runtime's registry of live event subscriptions
+//!   (they live until closed, not until their JS handle is collected);
 //!
 //! Everything that touches the browser compiles only for `wasm32`; natively
 //! this crate holds just the pure parts, so that `cargo test` covers them.
@@ -17,6 +19,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 pub mod lease_rules;
+pub mod subscriptions;
 
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]
 pub mod api;
