@@ -4,8 +4,9 @@
 //!
 //! `cargo run --release -p agent-readable --example measure -- DEPTH STACK_KIB [SHAPE]`
 //! SHAPE is `divs` (nested divs around a paragraph, the default), `flat`
-//! (DEPTH paragraphs side by side) or `mixed` (nested lists, tables and
-//! formatting).
+//! (N paragraphs side by side), `tinyflat` (N `<p>x</p>`), `deepwide` (N
+//! short paragraphs inside 500 nested divs) or `mixed` (nested lists,
+//! tables and formatting).
 
 use std::time::Instant;
 
@@ -20,6 +21,15 @@ fn main() {
         "flat" => (0..depth)
             .map(|i| format!("<p>Paragraph {i} of a flat page, with words enough to score.</p>"))
             .collect::<String>(),
+        "deepwide" => {
+            // 500 nested divs around DEPTH short paragraphs (each at depth ~503).
+            let mut h = "<div>".repeat(500);
+            for i in 0..depth {
+                h.push_str(&format!("<p>p{i} words here.</p>"));
+            }
+            h
+        }
+        "tinyflat" => "<p>x</p>".repeat(depth),
         "mixed" => {
             let mut h = String::new();
             for i in 0..depth / 4 {
@@ -29,7 +39,9 @@ fn main() {
         }
         _ => {
             let mut h = "<div>".repeat(depth);
-            h.push_str("<p>The innermost paragraph, long enough to be read as the article text.</p>");
+            h.push_str(
+                "<p>The innermost paragraph, long enough to be read as the article text.</p>",
+            );
             h.push_str(&"</div>".repeat(depth));
             h
         }
@@ -38,6 +50,7 @@ fn main() {
         max_input_bytes: usize::MAX,
         max_depth: usize::MAX,
         max_elements: usize::MAX,
+        max_depth_sum: usize::MAX,
     };
     let bytes = html.len();
     let worker = std::thread::Builder::new()

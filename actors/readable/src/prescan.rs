@@ -43,7 +43,8 @@
 //!   and never closes them (`</body>` and `</html>` leave them open, as the
 //!   parser puts later content back into the body).
 //!
-//! The estimate is checked as it grows, so the scan stops at the first
+//! The estimate also sums every element's depth (as it is created), the
+//! measure of work for pages both deep and large. It is checked as it grows, so the scan stops at the first
 //! element over a limit; its work is linear in the input plus the element
 //! limit (re-created formatting elements are counted, and counting stops at
 //! the limit). The tree the parser then builds is measured exactly
@@ -52,10 +53,6 @@
 
 use crate::{HtmlLimits, HtmlRefusal};
 
-/// Elements every document has, with or without their tags (`html`,
-/// `head`, `body`).
-const ROOT_ELEMENTS: usize = 3;
-
 /// What the pre-scan estimated for a document within the limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Estimate {
@@ -63,6 +60,8 @@ pub struct Estimate {
     pub depth: usize,
     /// The most elements the parser could create.
     pub elements: usize,
+    /// The largest sum of all elements' depths.
+    pub depth_sum: usize,
 }
 
 fn is_void(name: &str) -> bool {
@@ -286,6 +285,7 @@ struct Scan<'l> {
     in_foreign_subtree: usize,
     elements: usize,
     deepest: usize,
+    depth_sum: usize,
 }
 
 impl Scan<'_> {
@@ -306,12 +306,18 @@ impl Scan<'_> {
         self.check_depth(self.open.len() + 1)
     }
 
-    fn check_depth(&mut self, open: usize) -> Result<(), HtmlRefusal> {
-        let depth = open;
+    /// Record an element created at `depth`.
+    fn check_depth(&mut self, depth: usize) -> Result<(), HtmlRefusal> {
         self.deepest = self.deepest.max(depth);
         if depth > self.limits.max_depth {
             return Err(HtmlRefusal::TooDeep {
                 limit: self.limits.max_depth,
+            });
+        }
+        self.depth_sum = self.depth_sum.saturating_add(depth);
+        if self.depth_sum > self.limits.max_depth_sum {
+            return Err(HtmlRefusal::TooMuchNesting {
+                limit: self.limits.max_depth_sum,
             });
         }
         Ok(())
@@ -383,9 +389,8 @@ impl Scan<'_> {
                 self.pop();
             }
         }
-        let foreign = name == "svg"
-            || name == "math"
-            || (in_foreign_content && !breaks_out_of_foreign(name));
+        let foreign =
+            name == "svg" || name == "math" || (in_foreign_content && !breaks_out_of_foreign(name));
         if !foreign {
             self.implied_closes(name);
             self.implied_opens(name)?;
@@ -533,13 +538,8 @@ impl Scan<'_> {
 
 /// The tokens the scan reacts to.
 enum Token<'a> {
-    Start {
-        name: &'a [u8],
-        self_closing: bool,
-    },
-    End {
-        name: &'a [u8],
-    },
+    Start { name: &'a [u8], self_closing: bool },
+    End { name: &'a [u8] },
 }
 
 fn is_space(b: u8) -> bool {
@@ -722,9 +722,12 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
         in_foreign_subtree: 0,
         elements: 0,
         deepest: 0,
+        depth_sum: 0,
     };
-    for _ in 0..ROOT_ELEMENTS {
+    // html (depth 1), head and body (depth 2).
+    for depth in [1, 2, 2] {
         scan.count_element()?;
+        scan.check_depth(depth)?;
     }
     for root in ["html", "body"] {
         scan.open.push(Open {
@@ -732,7 +735,6 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
             foreign: false,
         });
     }
-    scan.deepest = scan.open.len();
     let mut name_buf = String::new();
     let mut i = 0;
     let mut text_since_tag = false;
@@ -825,5 +827,6 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
     Ok(Estimate {
         depth: scan.deepest,
         elements: scan.elements,
+        depth_sum: scan.depth_sum,
     })
 }

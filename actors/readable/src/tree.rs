@@ -1,5 +1,5 @@
-//! The exact shape of a parsed document: its element depth and element
-//! count, measured by an iterative walk (no recursion, whatever the depth)
+//! The exact shape of a parsed document: its element depth, element count
+//! and the sum of all elements' depths, measured by an iterative walk (no recursion, whatever the depth)
 //! over the tree the parser built, and refused over the limits before
 //! readability (which recurses over the tree) sees it.
 //!
@@ -18,6 +18,8 @@ pub struct Shape {
     pub depth: usize,
     /// Element nodes in the document.
     pub elements: usize,
+    /// The sum of every element's depth.
+    pub depth_sum: usize,
 }
 
 /// Walk `document` in document order without recursion: down to the first
@@ -28,6 +30,7 @@ pub fn measure(document: &Document, limits: &HtmlLimits) -> Result<Shape, HtmlRe
     let mut shape = Shape {
         depth: 0,
         elements: 0,
+        depth_sum: 0,
     };
     // Element depth of `node` (the root document node is 0).
     let mut depth = 0usize;
@@ -47,6 +50,12 @@ pub fn measure(document: &Document, limits: &HtmlLimits) -> Result<Shape, HtmlRe
             if here > limits.max_depth {
                 return Err(HtmlRefusal::TooDeep {
                     limit: limits.max_depth,
+                });
+            }
+            shape.depth_sum = shape.depth_sum.saturating_add(here);
+            if shape.depth_sum > limits.max_depth_sum {
+                return Err(HtmlRefusal::TooMuchNesting {
+                    limit: limits.max_depth_sum,
                 });
             }
         }

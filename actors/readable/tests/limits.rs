@@ -47,6 +47,7 @@ fn parsed_shape(html: &str) -> agent_readable::Shape {
         max_input_bytes: usize::MAX,
         max_depth: usize::MAX,
         max_elements: usize::MAX,
+        max_depth_sum: usize::MAX,
     };
     measure(&dom_query::Document::from(html), &unlimited).expect("no limits")
 }
@@ -107,6 +108,38 @@ both! {
         assert_eq!(
             measure(&dom_query::Document::from(html.as_str()), &over),
             Err(HtmlRefusal::TooManyElements { limit: k + 2 })
+        );
+    }
+
+    fn depth_sum_at_below_and_above_the_limit() {
+        // html 1, head 2, body 2, and k paragraphs at depth 3.
+        let k = 1_000;
+        let html = "<p>x</p>".repeat(k);
+        let sum = 5 + 3 * k;
+        assert_eq!(parsed_shape(&html).depth_sum, sum);
+        assert_eq!(prescan(&html, &HtmlLimits::DEFAULT).map(|e| e.depth_sum), Ok(sum));
+        for (limit, ok) in [(sum + 1, true), (sum, true), (sum - 1, false)] {
+            let limits = HtmlLimits { max_depth_sum: limit, ..HtmlLimits::DEFAULT };
+            let result = readable_text(&html, None, TextStyle::Formatted, &limits);
+            if ok {
+                assert!(result.is_ok(), "limit {limit}: {result:?}");
+            } else {
+                assert_eq!(
+                    result,
+                    Err(ReadableError::Refused(HtmlRefusal::TooMuchNesting { limit }))
+                );
+                assert_eq!(
+                    measure(&dom_query::Document::from(html.as_str()), &limits),
+                    Err(HtmlRefusal::TooMuchNesting { limit })
+                );
+            }
+        }
+        // Deep and large at once, within depth and count: refused by the sum.
+        let mut wide = "<div>".repeat(500);
+        wide.push_str(&"<p>x</p>".repeat(10_000));
+        assert_eq!(
+            prescan(&wide, &HtmlLimits::DEFAULT),
+            Err(HtmlRefusal::TooMuchNesting { limit: HtmlLimits::DEFAULT.max_depth_sum })
         );
     }
 
@@ -216,10 +249,13 @@ both! {
                 max_input_bytes: usize::MAX,
                 max_depth: usize::MAX,
                 max_elements: usize::MAX,
+                max_depth_sum: usize::MAX,
             })
             .expect("no limits");
             assert!(
-                estimate.depth >= real.depth && estimate.elements >= real.elements,
+                estimate.depth >= real.depth
+                    && estimate.elements >= real.elements
+                    && estimate.depth_sum >= real.depth_sum,
                 "estimate {estimate:?} below the real {real:?} for {:?}",
                 &html[..html.len().min(60)]
             );
