@@ -18,8 +18,16 @@
 //!   count more. `plaintext` ends all markup.
 //! - A start tag of a non-void element pushes it; void elements (and
 //!   self-closing elements inside SVG or MathML, where `/>` is honoured)
-//!   count as elements but do not nest. `<td>` or `<tr>` directly in a
-//!   `<table>` pushes the `tbody`/`tr` the parser inserts.
+//!   count as elements but do not nest. `<td>`, `<tr>` or `<col>` also
+//!   counts the `tbody`/`tr`/`colgroup` the parser may insert, unless the
+//!   current element is that one. Once an end tag inside SVG/MathML
+//!   was ignored, the parser may already have left it: until the scan
+//!   leaves it too, `/>` and the HTML tags that end SVG/MathML close
+//!   nothing, and new elements count as HTML ones.
+//! - A table-structure start tag (`<tr>`, `<td>`, `<tbody>`, ...) may clear
+//!   the parser's stack back to the table, closing formatting elements it
+//!   later re-creates: the scan keeps them open and also counts them as
+//!   re-created.
 //! - An end tag closes only what the parser provably closes: the nearest
 //!   open element of its name, if every element above it is one whose end
 //!   tag the parser implies (`p`, `li`, `dd`, `dt`, `option`, `optgroup`,
@@ -152,6 +160,12 @@ fn is_plain_inline(name: &str) -> bool {
     )
 }
 
+/// The elements among those with implied end tags that the parser counts
+/// as "special" (an unknown end tag does not pass them).
+fn is_special(name: &str) -> bool {
+    matches!(name, "p" | "li" | "dd" | "dt")
+}
+
 fn is_table_part(name: &str) -> bool {
     matches!(
         name,
@@ -159,7 +173,8 @@ fn is_table_part(name: &str) -> bool {
     )
 }
 
-/// Start tags that close an open `p` ("close a p element" in the parser).
+/// Start tags that close an open `p` ("close a p element" in the parser;
+/// not `table`, which does so only in no-quirks mode).
 fn closes_p(name: &str) -> bool {
     matches!(
         name,
@@ -197,7 +212,6 @@ fn closes_p(name: &str) -> bool {
             | "pre"
             | "listing"
             | "form"
-            | "table"
             | "hr"
             | "xmp"
             | "li"
@@ -283,6 +297,10 @@ struct Scan<'l> {
     to_reconstruct: Vec<String>,
     /// Open elements that are `svg` or `math` (or inside one).
     in_foreign_subtree: usize,
+    /// An end tag was ignored inside SVG/MathML: the parser may have left
+    /// that content already, so `/>` and breakout tags are no longer
+    /// trusted to close anything until the scan leaves it too.
+    foreign_uncertain: bool,
     elements: usize,
     deepest: usize,
     depth_sum: usize,
@@ -340,6 +358,9 @@ impl Scan<'_> {
         let top = self.open.pop()?;
         if self.in_foreign_subtree > 0 {
             self.in_foreign_subtree -= 1;
+            if self.in_foreign_subtree == 0 {
+                self.foreign_uncertain = false;
+            }
         }
         Some(top)
     }
@@ -374,11 +395,13 @@ impl Scan<'_> {
             .open
             .last()
             .is_some_and(|t| t.foreign && !is_integration_point(&t.name));
+        // Closes only where the scan is sure to be where the parser is.
+        let trusted_foreign = in_foreign_content && !self.foreign_uncertain;
         if !in_foreign_content && matches!(name, "html" | "body") {
             // Already open: the parser only adds attributes.
             return Ok(());
         }
-        if in_foreign_content && breaks_out_of_foreign(name) {
+        if trusted_foreign && breaks_out_of_foreign(name) {
             // The parser pops SVG/MathML elements up to an HTML element or
             // an integration point.
             while self
@@ -390,12 +413,18 @@ impl Scan<'_> {
             }
         }
         let foreign =
-            name == "svg" || name == "math" || (in_foreign_content && !breaks_out_of_foreign(name));
+            name == "svg" || name == "math" || (trusted_foreign && !breaks_out_of_foreign(name));
         if !foreign {
+            if matches!(
+                name,
+                "tr" | "td" | "th" | "tbody" | "thead" | "tfoot" | "caption" | "colgroup" | "col"
+            ) {
+                self.may_clear_to_table();
+            }
             self.implied_closes(name);
             self.implied_opens(name)?;
         }
-        if is_void(name) || (foreign && self_closing) {
+        if is_void(name) || (foreign && self_closing && !self.foreign_uncertain) {
             self.reconstruct()?;
             return self.leaf();
         }
@@ -441,6 +470,34 @@ impl Scan<'_> {
         true
     }
 
+    /// The parser may pop the formatting elements above the nearest table
+    /// part ("clear the stack back to a table context") and re-create them
+    /// later; they stay open here and are also queued for re-creation.
+    fn may_clear_to_table(&mut self) {
+        let mut above = Vec::new();
+        for open in self.open.iter().rev() {
+            if matches!(
+                open.name.as_str(),
+                "table"
+                    | "tbody"
+                    | "thead"
+                    | "tfoot"
+                    | "tr"
+                    | "td"
+                    | "th"
+                    | "caption"
+                    | "template"
+                    | "html"
+            ) {
+                break;
+            }
+            if !open.foreign && is_formatting(&open.name) {
+                above.push(open.name.clone());
+            }
+        }
+        self.to_reconstruct.extend(above.into_iter().rev());
+    }
+
     /// Closes the parser surely makes for this start tag.
     fn implied_closes(&mut self, name: &str) {
         let formatting_or_p = |o: &Open| !o.foreign && (is_formatting(&o.name) || o.name == "p");
@@ -478,19 +535,20 @@ impl Scan<'_> {
         }
     }
 
-    /// Elements the parser inserts for this start tag without a tag of their own.
+    /// Elements the parser may insert for this start tag without a tag of
+    /// their own: assumed unless the current element proves them present.
     fn implied_opens(&mut self, name: &str) -> Result<(), HtmlRefusal> {
         match name {
             "td" | "th" => {
-                if self.top_is(&["table"]) {
+                if !self.top_is(&["tr", "tbody", "thead", "tfoot"]) {
                     self.push("tbody", false)?;
                 }
-                if self.top_is(&["tbody", "thead", "tfoot"]) {
+                if !self.top_is(&["tr"]) {
                     self.push("tr", false)?;
                 }
             }
-            "tr" if self.top_is(&["table"]) => self.push("tbody", false)?,
-            "col" if self.top_is(&["table"]) => self.push("colgroup", false)?,
+            "tr" if !self.top_is(&["tbody", "thead", "tfoot"]) => self.push("tbody", false)?,
+            "col" if !self.top_is(&["colgroup"]) => self.push("colgroup", false)?,
             _ => {}
         }
         Ok(())
@@ -508,6 +566,13 @@ impl Scan<'_> {
             "table" | "tbody" | "thead" | "tfoot" | "tr" | "td" | "th" | "caption" | "colgroup"
         );
         let formatting_end = is_formatting(name);
+        // End tags the parser handles "in scope" (generating implied end
+        // tags on the way); any other end tag stops at a special element.
+        let scoped_end = closes_p(name)
+            || matches!(
+                name,
+                "p" | "button" | "form" | "applet" | "marquee" | "object" | "template"
+            );
         // What the parser surely pops on its way to the element: elements
         // whose end it implies (not for a formatting end tag, whose
         // adoption agency keeps special elements such as `p` open), other
@@ -519,10 +584,22 @@ impl Scan<'_> {
             }
             is_formatting(&o.name)
                 || is_plain_inline(&o.name)
-                || (!formatting_end && has_implied_end(&o.name))
+                || (!formatting_end
+                    && has_implied_end(&o.name)
+                    && (scoped_end || !is_special(&o.name)))
                 || (table_end && is_table_part(&o.name))
         };
-        if !self.close_through(&[name], passable) {
+        const HEADINGS: &[&str] = &["h1", "h2", "h3", "h4", "h5", "h6"];
+        let targets: &[&str] = if HEADINGS.contains(&name) {
+            // Any heading end tag closes the open heading.
+            HEADINGS
+        } else {
+            &[name]
+        };
+        if !self.close_through(targets, passable) {
+            if self.in_foreign_subtree > 0 {
+                self.foreign_uncertain = true;
+            }
             // Ignored, or `</p>`/`</br>` creating an element (a leaf).
             return self.leaf();
         }
@@ -720,6 +797,7 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
         open: Vec::new(),
         to_reconstruct: Vec::new(),
         in_foreign_subtree: 0,
+        foreign_uncertain: false,
         elements: 0,
         deepest: 0,
         depth_sum: 0,
