@@ -217,7 +217,7 @@ pub enum FetchError {
     )]
     Unsupported { content_type: String },
     #[error(
-        "the page is too complex to read safely ({refusal}); it was not parsed, and reading it again gives the same answer"
+        "the page is too complex to read safely ({refusal}); its text was not extracted, and reading it again gives the same answer"
     )]
     PageTooComplex { refusal: HtmlRefusal },
     #[error("the native gateway failed: {detail}")]

@@ -35,7 +35,7 @@ pub fn measure(document: &Document, limits: &HtmlLimits) -> Result<Shape, HtmlRe
     // Element depth of `node` (the root document node is 0).
     let mut depth = 0usize;
     let mut node: Option<NodeRef<'_>> = root.first_child();
-    let mut parent_depths: Vec<bool> = Vec::new();
+    let mut ancestors_are_elements: Vec<bool> = Vec::new();
     while let Some(current) = node {
         let is_element = current.is_element();
         if is_element {
@@ -60,7 +60,7 @@ pub fn measure(document: &Document, limits: &HtmlLimits) -> Result<Shape, HtmlRe
             }
         }
         if let Some(child) = current.first_child() {
-            parent_depths.push(is_element);
+            ancestors_are_elements.push(is_element);
             if is_element {
                 depth += 1;
             }
@@ -75,7 +75,7 @@ pub fn measure(document: &Document, limits: &HtmlLimits) -> Result<Shape, HtmlRe
                 break;
             }
             // Back to the parent; stop at the root.
-            match parent_depths.pop() {
+            match ancestors_are_elements.pop() {
                 Some(was_element) => {
                     if was_element {
                         depth -= 1;

@@ -196,7 +196,7 @@ pub enum ExtractError {
     Encrypted,
     /// HTML over one of its limits (bytes, nesting depth, elements): it
     /// was not handed to the readability extractor.
-    #[error("{refusal}; the page is too complex to extract safely, and it was not parsed")]
+    #[error("{refusal}; the page is too complex to extract safely, so its text was not extracted")]
     TooComplex { refusal: HtmlRefusal },
     /// A valid document without extractable text.
     #[error("the {format} document has no extractable text: {detail}")]
