@@ -69,6 +69,7 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-supervisor",
     "agent-tools",
     "agent-workspace",
+    "agent-readable",
     "agent-host-browser",
 ];
 

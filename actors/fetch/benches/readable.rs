@@ -1,5 +1,6 @@
-//! Readable-text extraction throughput (S8.2's HTML path: decode, dom_smoothie
-//! readability to Markdown, the 40,000-character cut) over a corpus of
+//! Readable-text extraction throughput (S8.2's HTML path: decode, the
+//! `agent-readable` pre-scan and tree check within the default HTML limits,
+//! dom_smoothie readability to Markdown, the 40,000-character cut) over a corpus of
 //! generated article pages of 50–300 KB each, with navigation, inline
 //! scripts and styles, comments, nested markup, sidebars and footers.
 //! Run: `cargo bench -p agent-fetch --bench readable`.
@@ -238,6 +239,7 @@ fn bench(c: &mut Criterion) {
             p,
             "https://news.example/a",
             40_000,
+            &agent_fetch::HtmlLimits::DEFAULT,
         )
         .expect("an article page is readable");
         assert!(out.text.len() > 1_000, "extraction found too little text");
@@ -258,6 +260,7 @@ fn bench(c: &mut Criterion) {
                     black_box(p),
                     "https://news.example/a",
                     40_000,
+                    &agent_fetch::HtmlLimits::DEFAULT,
                 );
                 black_box(out.map(|o| o.text.len()).unwrap_or(0));
             }

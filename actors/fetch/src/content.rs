@@ -1,8 +1,9 @@
 //! From response bytes to readable text (S8.2, S8.5): media-type triage
 //! (binary is a typed error), charset decoding with encoding_rs, readable
-//! Markdown from HTML with dom_smoothie (no page JavaScript runs), the
-//! character limit, and challenge-page detection.
+//! Markdown from HTML (through `agent-readable`, which bounds it; no page
+//! JavaScript runs), the character limit, and challenge-page detection.
 
+use agent_readable::{HtmlLimits, ReadableError, TextStyle};
 use encoding_rs::{Encoding, UTF_8, WINDOWS_1252};
 use reqwest::header::HeaderMap;
 
@@ -132,33 +133,21 @@ pub fn decode(body: &[u8], content_type: Option<&str>, kind: ContentKind) -> Str
     text.into_owned()
 }
 
-/// Readable Markdown and the title of an HTML document, with dom_smoothie.
-/// No script runs: the document is only parsed. When the readability
-/// heuristics find no article, the whole body's text is used instead.
-pub fn readable_html(html: &str, url: Option<&str>) -> (Option<String>, String) {
-    use dom_smoothie::{Config, ParsePolicy, Readability, TextMode};
-    let config = || Config {
-        text_mode: TextMode::Markdown,
-        ..Config::default()
-    };
-    let reader = Readability::new(html, url, Some(config()))
-        .or_else(|_| Readability::new(html, None, Some(config())));
-    let Ok(mut reader) = reader else {
-        return (None, String::new());
-    };
-    let article = reader
-        .parse()
-        .or_else(|_| reader.parse_with_policy(ParsePolicy::Raw));
-    match article {
-        Ok(article) => {
-            let title = Some(article.title.trim().to_owned()).filter(|t| !t.is_empty());
-            (title, article.text_content.trim().to_owned())
-        }
-        Err(_) => {
-            let title =
-                Some(reader.get_article_title().trim().to_owned()).filter(|t| !t.is_empty());
-            (title, String::new())
-        }
+/// Readable Markdown and the title of an HTML document, through
+/// [`agent_readable`] (which owns the limits: input bytes, nesting depth
+/// and elements, checked before any parser runs). No script runs: the
+/// document is only parsed. When the readability heuristics find no
+/// article, the text is empty; a page over a limit is
+/// [`FetchError::PageTooComplex`], never a crash and never empty text.
+pub fn readable_html(
+    html: &str,
+    url: Option<&str>,
+    limits: &HtmlLimits,
+) -> Result<(Option<String>, String), FetchError> {
+    match agent_readable::readable_text(html, url, TextStyle::Markdown, limits) {
+        Ok(page) => Ok((page.title, page.text)),
+        Err(ReadableError::NoArticle { title }) => Ok((title, String::new())),
+        Err(ReadableError::Refused(refusal)) => Err(FetchError::PageTooComplex { refusal }),
     }
 }
 
@@ -173,17 +162,19 @@ pub fn truncate_chars(mut text: String, max: usize) -> (String, bool) {
     }
 }
 
-/// Turn a response body into readable text within `max_chars`.
+/// Turn a response body into readable text within `max_chars`; HTML
+/// within `html` limits.
 pub fn extract(
     content_type: Option<&str>,
     body: &[u8],
     url: &str,
     max_chars: usize,
+    html: &HtmlLimits,
 ) -> Result<Extracted, FetchError> {
     let (kind, mime) = classify(content_type, body)?;
     let text = decode(body, content_type, kind);
     let (title, text) = match kind {
-        ContentKind::Html => readable_html(&text, Some(url)),
+        ContentKind::Html => readable_html(&text, Some(url), html)?,
         ContentKind::Text | ContentKind::Markdown | ContentKind::Json => (None, text),
     };
     let (text, text_truncated) = truncate_chars(text, max_chars);
@@ -299,14 +290,49 @@ mod tests {
 
     #[test]
     fn short_pages_keep_their_text() {
+        let limits = HtmlLimits::DEFAULT;
         let (title, text) = readable_html(
             "<html><head><title>T</title></head><body><p>Hello world</p></body></html>",
             Some("https://example.com/"),
-        );
+            &limits,
+        )
+        .unwrap();
         assert_eq!(title.as_deref(), Some("T"));
         assert!(text.contains("Hello world"), "{text:?}");
-        let (_, text) = readable_html("<div>just <b>text</b></div>", None);
+        let (_, text) = readable_html("<div>just <b>text</b></div>", None, &limits).unwrap();
         assert!(text.contains("just"), "{text:?}");
+    }
+
+    #[test]
+    fn pages_over_a_limit_are_typed_errors() {
+        let limits = HtmlLimits::DEFAULT;
+        let deep = "<div>".repeat(limits.max_depth * 10);
+        let refused = extract(
+            Some("text/html"),
+            deep.as_bytes(),
+            "https://e.com/",
+            100,
+            &limits,
+        );
+        assert_eq!(
+            refused.map(|e| e.text),
+            Err(FetchError::PageTooComplex {
+                refusal: agent_readable::HtmlRefusal::TooDeep {
+                    limit: limits.max_depth
+                }
+            })
+        );
+        // The same markup as plain text is not parsed, so not refused.
+        assert!(
+            extract(
+                Some("text/plain"),
+                deep.as_bytes(),
+                "https://e.com/",
+                100,
+                &limits
+            )
+            .is_ok()
+        );
     }
 
     #[test]

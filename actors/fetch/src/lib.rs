@@ -19,7 +19,10 @@
 //! time comes from the host [`agent_kernel::host::Clock`], so deadlines are
 //! tested on a manual clock.
 //!
-//! Readable text comes from [`dom_smoothie`], a maintained Rust port of
+//! Readable text comes from `agent-readable` (the owner of the HTML limits:
+//! input bytes, nesting depth and elements, checked before any parser runs;
+//! a page over one is [`FetchError::PageTooComplex`]) and, through it, from
+//! `dom_smoothie`, a maintained Rust port of
 //! Mozilla's readability.js (the algorithm behind Firefox Reader View). It
 //! only parses HTML — no page JavaScript runs — builds for wasm32, and can
 //! emit Markdown directly, so the model gets headings, lists and links
@@ -63,6 +66,7 @@ pub mod reader;
 pub mod testing;
 pub mod tool;
 
+pub use agent_readable::{ExtractionSlots, HtmlLimits, HtmlRefusal};
 pub use backend::{FetchBackend, GATEWAY_FETCH_PATH, GatewayClient, GatewayReply, GatewayRequest};
 pub use cancel::{CancelHandle, CancelToken};
 pub use model::{

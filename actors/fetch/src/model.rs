@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use agent_readable::{HtmlLimits, HtmlRefusal};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::PolicyViolation;
@@ -28,12 +29,17 @@ pub struct Limits {
     pub retries_after_429: u32,
     /// The longest `Retry-After` waited for; a longer one is a refusal at once.
     pub max_retry_after: Duration,
+    /// Bounds on the HTML handed to readable-text extraction (input bytes,
+    /// nesting depth, elements), checked before any parser runs; a page
+    /// over one is [`FetchError::PageTooComplex`].
+    #[serde(default)]
+    pub html: HtmlLimits,
 }
 
 impl Limits {
     /// SPEC's numbers: 15 s per request, 30 s in total, 2 MiB, 40,000
     /// characters, 5 redirect hops; one retry after a 429 that asks for at
-    /// most 2 s.
+    /// most 2 s; HTML within [`HtmlLimits::DEFAULT`].
     pub const fn spec() -> Self {
         Limits {
             request_timeout: Duration::from_secs(15),
@@ -43,6 +49,7 @@ impl Limits {
             max_redirects: 5,
             retries_after_429: 1,
             max_retry_after: Duration::from_secs(2),
+            html: HtmlLimits::DEFAULT,
         }
     }
 }
@@ -209,6 +216,10 @@ pub enum FetchError {
         "content type {content_type:?} is binary; only HTML, text, Markdown and JSON can be read"
     )]
     Unsupported { content_type: String },
+    #[error(
+        "the page is too complex to read safely ({refusal}); its text was not extracted, and reading it again gives the same answer"
+    )]
+    PageTooComplex { refusal: HtmlRefusal },
     #[error("the native gateway failed: {detail}")]
     Gateway { status: Option<u16>, detail: String },
     #[error("internal failure of the reader: {detail}; try again")]
@@ -234,6 +245,7 @@ impl FetchError {
             FetchError::JinaMalformed { .. } => "jina_malformed",
             FetchError::HttpStatus { .. } => "http_status",
             FetchError::Unsupported { .. } => "unsupported_content",
+            FetchError::PageTooComplex { .. } => "page_too_complex",
             FetchError::Gateway { .. } => "gateway",
             FetchError::Internal { .. } => "internal",
         }

@@ -13,6 +13,8 @@ use futures::FutureExt;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::redirect::Policy;
 
+use agent_readable::{ExtractionSlots, on_extraction_stack};
+
 use crate::cancel::CancelToken;
 use crate::content;
 use crate::jina::{self, JinaVerdict};
@@ -70,6 +72,8 @@ pub struct DirectReader {
     clock: Arc<dyn Clock>,
     /// Where readable-text extraction runs; inline when `None`.
     blocking: Option<Arc<dyn Executor>>,
+    /// How many extractions run at once (shared with `extract_document`).
+    extraction: ExtractionSlots,
 }
 
 fn network(e: reqwest::Error) -> FetchError {
@@ -135,11 +139,20 @@ impl DirectReader {
             limits,
             clock,
             blocking: None,
+            extraction: ExtractionSlots::shared().clone(),
         }
     }
 
+    /// Run extractions in `slots` instead of the process-wide pool.
+    pub fn with_extraction_slots(mut self, slots: ExtractionSlots) -> Self {
+        self.extraction = slots;
+        self
+    }
+
     /// Run readable-text extraction (CPU work: about 60 ms per MiB of HTML)
-    /// on `executor`'s blocking threads instead of the async task.
+    /// from `executor`'s blocking threads instead of the async task; either
+    /// way the extraction itself runs on a thread of its own with a known
+    /// stack ([`agent_readable::on_extraction_stack`]).
     pub fn with_blocking(mut self, executor: Arc<dyn Executor>) -> Self {
         self.blocking = Some(executor);
         self
@@ -314,25 +327,32 @@ impl DirectReader {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let max_chars = self.limits.max_text_chars;
-        let extracted = match &self.blocking {
-            None => content::extract(
-                content_type.as_deref(),
-                &raw.body,
-                &raw.final_url,
-                max_chars,
-            )?,
-            Some(executor) => {
-                let body = raw.body.clone();
-                let url = raw.final_url.clone();
-                run_blocking(executor.as_ref(), move || {
-                    content::extract(content_type.as_deref(), &body, &url, max_chars)
-                })
-                .await
-                .map_err(|e| FetchError::Internal {
-                    detail: format!("text extraction did not finish: {e}"),
-                })??
-            }
+        let html = self.limits.html;
+        // One of the shared slots, held until the extraction really ends;
+        // the work runs on a thread with a known stack, and the HTML limits
+        // bound how long it can take (README, "Limits of fetch_url and
+        // extract_document").
+        let lost = |detail: String| FetchError::Internal { detail };
+        let slot = self
+            .extraction
+            .acquire()
+            .await
+            .map_err(|e| lost(e.to_string()))?;
+        let body = raw.body.clone();
+        let url = raw.final_url.clone();
+        let job = move || {
+            let _slot = slot;
+            on_extraction_stack(|| {
+                content::extract(content_type.as_deref(), &body, &url, max_chars, &html)
+            })
         };
+        let extracted = match &self.blocking {
+            None => job(),
+            Some(executor) => run_blocking(executor.as_ref(), job)
+                .await
+                .map_err(|e| lost(format!("text extraction did not finish: {e}")))?,
+        }
+        .map_err(|e| lost(e.to_string()))??;
         Ok(Page {
             requested_url: requested,
             final_url: raw.final_url,
@@ -395,6 +415,12 @@ impl WebReader {
     /// [`DirectReader::with_blocking`]); hosts should, tests need not.
     pub fn with_blocking(mut self, executor: Arc<dyn Executor>) -> Self {
         self.direct = self.direct.with_blocking(executor);
+        self
+    }
+
+    /// Run extractions in `slots` instead of the process-wide pool.
+    pub fn with_extraction_slots(mut self, slots: ExtractionSlots) -> Self {
+        self.direct = self.direct.with_extraction_slots(slots);
         self
     }
 

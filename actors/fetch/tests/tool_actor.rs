@@ -14,7 +14,8 @@ use agent_capabilities::{
     TargetScope, Trust, Uses, sha256_hex,
 };
 use agent_fetch::{
-    FETCH_URL, FetchActor, FetchCanceller, SUMMARY_CHARS, ScriptedResolver, fetch_url_definition,
+    ExtractionSlots, FETCH_URL, FetchActor, FetchCanceller, HtmlLimits, SUMMARY_CHARS,
+    ScriptedResolver, fetch_url_definition,
 };
 use agent_kernel::host::{Executor, ManualClock, Storage};
 use agent_kernel::memory::MemoryStorage;
@@ -47,6 +48,7 @@ struct Setup {
     authority: Authority,
     site: Hits,
     origin: String,
+    slots: ExtractionSlots,
 }
 
 const RUN: &str = "run-1";
@@ -76,13 +78,27 @@ async fn setup() -> Setup {
                 )
             }),
         )
-        .route("/slow", get(std::future::pending::<String>));
+        .route("/slow", get(std::future::pending::<String>))
+        .route(
+            "/nested/{n}",
+            get(
+                |axum::extract::Path(n): axum::extract::Path<usize>| async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/html")],
+                        format!("<html><body>{}", "<div>".repeat(n)),
+                    )
+                },
+            ),
+        );
     let server = serve(app).await;
     let resolver = ScriptedResolver::new().answer("site.example", [LOCALHOST]);
     let clock = ManualClock::new(1_700_000_000_000);
-    // Extraction on blocking threads, as the hosts run it.
+    // Extraction on blocking threads, as the hosts run it, in slots of
+    // this test's own (so that they can be counted).
+    let slots = ExtractionSlots::new(2);
     let reader = reader(test_policy(resolver, &[server]), None, &clock)
-        .with_blocking(Arc::new(TokioExecutor));
+        .with_blocking(Arc::new(TokioExecutor))
+        .with_extraction_slots(slots.clone());
     let storage = Arc::new(MemoryStorage::new());
     let (addr, canceller) =
         FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
@@ -94,6 +110,7 @@ async fn setup() -> Setup {
         authority: Authority::new(RUN, [7u8; 32]),
         site,
         origin: format!("http://site.example:{}", server.port()),
+        slots,
     }
 }
 
@@ -326,4 +343,44 @@ async fn s8_4_cancelling_a_run_stops_its_reads() {
     s.canceller.cancel_run(&RunId::new(RUN).unwrap());
     let result = pending.await.unwrap().unwrap();
     assert_eq!(error_code(&result), "cancelled");
+}
+
+/// Issue 12, item 1: HTML nested 10x, 100x and 1,000x deeper than the depth
+/// limit, from a real server on loopback, is the typed `page_too_complex`
+/// failure; the answer comes from finished work (every extraction slot is
+/// free again, on a manual clock that never fires a deadline), and the
+/// actor still reads an ordinary page afterwards.
+#[tokio::test]
+async fn hostile_nesting_is_a_typed_failure_and_the_work_is_done() {
+    let s = setup().await;
+    let depth = HtmlLimits::DEFAULT.max_depth;
+    for factor in [10, 100, 1_000] {
+        let url = format!("{}/nested/{}", s.origin, depth * factor);
+        let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
+        let result = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            s.invoke(s.invocation(&format!("deep-{factor}"), &url, &s.origin, cap)),
+        )
+        .await
+        .expect("answered");
+        assert_eq!(error_code(&result), "page_too_complex", "{factor}x");
+        let ToolResult::Error(e) = &result else {
+            unreachable!()
+        };
+        assert!(
+            e.message.contains(&format!("more than {depth} deep")),
+            "{}",
+            e.message
+        );
+        assert!(!e.retryable);
+        assert_eq!(
+            s.slots.free(),
+            s.slots.count(),
+            "{factor}x: work still running"
+        );
+    }
+    let url = format!("{}/page", s.origin);
+    let cap = s.grant(FETCH_URL, &s.origin, Uses::Once);
+    let result = s.invoke(s.invocation("after", &url, &s.origin, cap)).await;
+    assert!(matches!(result, ToolResult::Success(_)), "{result:?}");
 }

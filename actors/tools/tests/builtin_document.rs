@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_capabilities::{Target, TargetScope, Trust, Uses};
-use agent_kernel::host::Storage;
+use agent_kernel::host::{Clock, Storage};
 use agent_kernel::ids::SessionId;
 use agent_kernel::memory::{MEMORY_HOST_START_WALL_MS, MemoryHost, MemoryStorage};
 use agent_kernel::protocol::{ToolMsg, ToolResult};
 use agent_tools::builtin::document::{
     self, DocumentFormat, DocumentHint, DocumentOrigin, DocumentSource, DocumentSourceError,
-    DocumentTool, ExtractError, ExtractLimits, SourceDocument, extract,
+    DocumentTool, ExtractError, ExtractLimits, ExtractionSlots, HtmlLimits, HtmlRefusal,
+    SourceDocument, extract,
 };
 use builtin_support::*;
 use serde_json::json;
@@ -435,14 +436,19 @@ fn documents_without_text_and_unsupported_types_are_refused() {
     }
     // An HTML page past the element limit.
     let limits = ExtractLimits {
-        max_html_elements: 50,
+        html: HtmlLimits {
+            max_elements: 50,
+            ..HtmlLimits::DEFAULT
+        },
         ..ExtractLimits::DEFAULT
     };
     let many = format!("<html><body>{}</body></html>", "<p>x</p>".repeat(100));
-    assert!(matches!(
+    assert_eq!(
         extract(many.as_bytes(), &hint("m.html"), &limits),
-        Err(ExtractError::TooComplex { limit: 50, .. })
-    ));
+        Err(ExtractError::TooComplex {
+            refusal: HtmlRefusal::TooManyElements { limit: 50 }
+        })
+    );
 }
 
 // ------------------------------------------------------------- actor
@@ -655,4 +661,175 @@ fn pdf_page_content_bound_below_and_above() {
         }
         other => panic!("expected the page bound to refuse, got {other:?}"),
     }
+}
+
+// ------------------------------------------------ hostile HTML, deadline
+
+/// A `DocumentTool` over `files` (all external) on the memory host, and a
+/// way to call it on one path.
+struct DocSetup {
+    mem: MemoryHost,
+    addr: agent_kernel::protocol::ToolAddr,
+    authority: agent_capabilities::Authority,
+}
+
+fn doc_setup(files: Vec<(&str, Vec<u8>)>, configure: impl FnOnce(&mut DocumentTool)) -> DocSetup {
+    let mem = MemoryHost::fifo(11);
+    let host = mem.host();
+    let exec = mem.executor().clone();
+    let mut index = BTreeMap::new();
+    for (path, bytes) in files {
+        let blob = exec
+            .block_on(
+                host.storage
+                    .put_blob(&agent_capabilities::sha256_hex(&bytes), bytes),
+            )
+            .expect("ran")
+            .expect("stored");
+        index.insert(
+            path.to_owned(),
+            (
+                blob.hash,
+                Some("text/html".to_owned()),
+                DocumentOrigin::External,
+            ),
+        );
+    }
+    let source = Arc::new(BlobDocuments {
+        storage: mem.storage().clone(),
+        index,
+        reads: AtomicUsize::new(0),
+    });
+    let mut tool = DocumentTool::new(host.executor.clone(), host.clock.clone(), source);
+    configure(&mut tool);
+    let addr = tool.spawn(None).expect("spawn");
+    DocSetup {
+        mem,
+        addr,
+        authority: authority(),
+    }
+}
+
+impl DocSetup {
+    /// Call `extract_document` on `path`; the clock jumps to the next
+    /// deadline whenever everything waits.
+    fn call(&self, id: &str, path: &str) -> ToolResult {
+        let def = document::definition();
+        let cap = self.authority.mint(grant(
+            &def,
+            TargetScope::Workspace {
+                prefix: String::new(),
+            },
+            Uses::ForRun,
+            MEMORY_HOST_START_WALL_MS + 3_600_000,
+        ));
+        let inv = invocation(
+            draft(
+                &def,
+                id,
+                json!({ "path": path }),
+                Target::WorkspacePath { path: path.into() },
+            ),
+            cap,
+            &self.authority,
+        );
+        self.mem
+            .block_on_advancing(self.addr.ask(|reply| ToolMsg::Invoke {
+                invocation: inv,
+                reply,
+            }))
+            .expect("ran")
+            .expect("answered")
+    }
+}
+
+/// Issue 12, item 1: HTML nested 10x, 100x and 1,000x deeper than the depth
+/// limit is the typed `document_too_complex` failure naming the limit; the
+/// extraction is finished when the answer comes (its slot is free again),
+/// and an ordinary page is read afterwards.
+#[test]
+fn hostile_nesting_is_a_typed_failure_and_the_work_is_done() {
+    let depth = HtmlLimits::DEFAULT.max_depth;
+    let mut files: Vec<(&str, Vec<u8>)> = vec![(
+        "fine.html",
+        b"<html><head><title>Fine</title></head><body><p>An ordinary page with a paragraph of words.</p></body></html>"
+            .to_vec(),
+    )];
+    let names = ["deep10.html", "deep100.html", "deep1000.html"];
+    for (name, factor) in names.iter().zip([10, 100, 1_000]) {
+        files.push((
+            name,
+            format!("<html><body>{}", "<div>".repeat(depth * factor)).into_bytes(),
+        ));
+    }
+    let slots = ExtractionSlots::new(2);
+    let s = doc_setup(files, |tool| tool.slots = slots.clone());
+    for (i, name) in names.iter().enumerate() {
+        let result = s.call(&format!("deep-{i}"), name);
+        let ToolResult::Error(e) = &result else {
+            panic!("{name}: {result:?}")
+        };
+        assert_eq!(e.code, "document_too_complex", "{name}");
+        assert!(
+            e.message.contains(&format!("more than {depth} deep")),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.trust, Trust::ExternalUntrusted);
+        assert_eq!(
+            slots.free(),
+            slots.count(),
+            "{name}: extraction still running"
+        );
+    }
+    let result = s.call("fine", "fine.html");
+    let ToolResult::Success(ok) = &result else {
+        panic!("{result:?}")
+    };
+    assert!(
+        ok.content["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ordinary page")
+    );
+}
+
+/// The deadline of `extract_document` and its bounded slots: with the only
+/// slot taken, a call waits, and fails `document_timeout` exactly at its
+/// deadline (the manual clock moved by the deadline, no less); once the
+/// slot is free the same call succeeds.
+#[test]
+fn a_call_waiting_past_its_deadline_times_out_and_slots_bound_extractions() {
+    let slots = ExtractionSlots::new(1);
+    let deadline = std::time::Duration::from_secs(5);
+    let page =
+        b"<html><body><p>A page that waits for a free extraction slot.</p></body></html>".to_vec();
+    let s = doc_setup(vec![("wait.html", page)], |tool| {
+        tool.slots = slots.clone();
+        tool.deadline = deadline;
+    });
+    let held = s
+        .mem
+        .block_on(slots.acquire())
+        .expect("ran")
+        .expect("a slot");
+    assert_eq!(slots.free(), 0);
+    let start = s.mem.clock().monotonic();
+    let result = s.call("waits", "wait.html");
+    let ToolResult::Error(e) = &result else {
+        panic!("{result:?}")
+    };
+    assert_eq!(e.code, "document_timeout");
+    assert!(e.retryable);
+    assert_eq!(s.mem.clock().monotonic() - start, deadline);
+    drop(held);
+    assert_eq!(slots.free(), 1);
+    let result = s.call("free", "wait.html");
+    assert!(matches!(result, ToolResult::Success(_)), "{result:?}");
+    assert_eq!(slots.free(), 1);
+}
+
+#[test]
+fn html_limits_are_the_shared_ones() {
+    assert_eq!(ExtractLimits::DEFAULT.html, HtmlLimits::DEFAULT);
 }

@@ -1,11 +1,13 @@
 //! Text extraction from document bytes: plain text, Markdown, HTML (readable
-//! text via `dom_smoothie`), JSON, CSV (`csv`) and PDF (`lopdf`, pure Rust
-//! and wasm32-clean), with a bounded output that reports truncation.
+//! text via `agent-readable`, which owns the HTML limits), JSON, CSV (`csv`)
+//! and PDF (`lopdf`, pure Rust and wasm32-clean), with a bounded output that
+//! reports truncation.
 //!
 //! Pure and synchronous: the tool actor calls it on the host's blocking path.
 
 use std::fmt;
 
+use agent_readable::{HtmlLimits, HtmlRefusal, ReadableError, TextStyle};
 use serde::{Deserialize, Serialize};
 
 /// The formats `extract_document` reads.
@@ -99,7 +101,9 @@ fn extension(name: &str) -> Option<String> {
 ///
 /// Defaults ([`ExtractLimits::DEFAULT`]): 20 MiB of input, 40,000 characters
 /// of output (the same bound as a web read, S8.2), the first 1,000 PDF
-/// pages, 16 MiB of decompressed content per PDF page, 200,000 HTML elements.
+/// pages, 16 MiB of decompressed content per PDF page, and HTML within
+/// [`HtmlLimits::DEFAULT`] (8 MiB, depth 512, 200,000 elements; the same
+/// limits as `fetch_url`, owned by `agent-readable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtractLimits {
     /// Largest document accepted, in bytes.
@@ -110,8 +114,9 @@ pub struct ExtractLimits {
     pub max_pdf_pages: usize,
     /// Decompressed content of one PDF page, in bytes (bounds zip bombs).
     pub max_pdf_page_bytes: usize,
-    /// HTML element nodes parsed at most.
-    pub max_html_elements: usize,
+    /// Bounds on HTML (input bytes, nesting depth, elements), checked
+    /// before any parser runs.
+    pub html: HtmlLimits,
 }
 
 impl ExtractLimits {
@@ -121,7 +126,7 @@ impl ExtractLimits {
         max_chars: 40_000,
         max_pdf_pages: 1_000,
         max_pdf_page_bytes: 16 * 1024 * 1024,
-        max_html_elements: 200_000,
+        html: HtmlLimits::DEFAULT,
     };
 }
 
@@ -189,9 +194,10 @@ pub enum ExtractError {
     /// An encrypted PDF.
     #[error("the PDF is encrypted; ask for an unencrypted copy")]
     Encrypted,
-    /// More HTML elements than the limit.
-    #[error("the HTML has {elements} elements, over the limit of {limit}; extract a smaller page")]
-    TooComplex { elements: usize, limit: usize },
+    /// HTML over one of its limits (bytes, nesting depth, elements): it
+    /// was not handed to the readability extractor.
+    #[error("{refusal}; the page is too complex to extract safely, so its text was not extracted")]
+    TooComplex { refusal: HtmlRefusal },
     /// A valid document without extractable text.
     #[error("the {format} document has no extractable text: {detail}")]
     NoText {
@@ -514,50 +520,27 @@ fn html_declared_charset(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding>
 }
 
 fn extract_html(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, ExtractError> {
-    use dom_smoothie::{Config, ParsePolicy, Readability, ReadabilityError, TextMode};
     let format = DocumentFormat::Html;
     let html = decode_text(bytes, format, html_declared_charset(bytes))?;
-    let config = || Config {
-        max_elements_to_parse: limits.max_html_elements,
-        text_mode: TextMode::Formatted,
-        ..Config::default()
-    };
-    let parse = |policy: Option<ParsePolicy>| {
-        let mut reader = Readability::new(html.as_str(), None, Some(config()))
-            .map_err(|e| malformed(format, e.to_string()))?;
-        let parsed = match policy {
-            None => reader.parse(),
-            Some(policy) => reader.parse_with_policy(policy),
-        };
-        match parsed {
-            Ok(article) => Ok(Some(article)),
-            Err(ReadabilityError::GrabFailed) => Ok(None),
-            Err(ReadabilityError::TooManyElements(elements, limit)) => {
-                Err(ExtractError::TooComplex { elements, limit })
-            }
-            Err(e) => Err(malformed(format, e.to_string())),
+    let page = match agent_readable::readable_text(&html, None, TextStyle::Formatted, &limits.html)
+    {
+        Ok(page) => page,
+        Err(ReadableError::Refused(refusal)) => return Err(ExtractError::TooComplex { refusal }),
+        Err(ReadableError::NoArticle { .. }) => {
+            return Err(ExtractError::NoText {
+                format,
+                detail: "no readable content was found in the page".into(),
+            });
         }
     };
-    // Readability first; a short page that it cannot score gets the raw policy.
-    let article = match parse(None)? {
-        Some(article) => Some(article),
-        None => parse(Some(ParsePolicy::Raw))?,
-    };
-    let Some(article) = article else {
-        return Err(ExtractError::NoText {
-            format,
-            detail: "no readable content was found in the page".into(),
-        });
-    };
-    let text = article.text_content.trim().to_owned();
-    if text.is_empty() {
+    if page.text.is_empty() {
         return Err(ExtractError::NoText {
             format,
             detail: "the page's readable content is empty".into(),
         });
     }
-    let mut out = bounded(format, text, limits.max_chars);
-    out.title = Some(article.title.trim().to_owned()).filter(|t| !t.is_empty());
+    let mut out = bounded(format, page.text, limits.max_chars);
+    out.title = page.title;
     Ok(out)
 }
 

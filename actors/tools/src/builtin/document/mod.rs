@@ -6,12 +6,13 @@ pub mod extract;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_capabilities::{
     EffectClass, Idempotency, Origin, Sensitivity, Target, Trust, sha256_hex,
 };
 use agent_kernel::actor::{ParentLink, run_blocking};
-use agent_kernel::host::{Clock, Executor};
+use agent_kernel::host::{Clock, Executor, timeout};
 use agent_kernel::ids::SessionId;
 use agent_kernel::protocol::{
     Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult,
@@ -19,6 +20,8 @@ use agent_kernel::protocol::{
 use agent_kernel::{MaybeSend, MaybeSync};
 use serde_json::{Value, json};
 
+use agent_readable::on_extraction_stack;
+pub use agent_readable::{ExtractionLost, ExtractionSlots, HtmlLimits, HtmlRefusal};
 pub use extract::{
     DocumentFormat, DocumentHint, ExtractError, ExtractLimits, Extracted, detect_format, extract,
 };
@@ -154,13 +157,24 @@ pub struct DocumentTool {
     pub source: Arc<dyn DocumentSource>,
     /// Bounds of every extraction; `max_chars` in the arguments may only lower them.
     pub limits: ExtractLimits,
-    /// Extractions run at the same time at most.
+    /// Invocations handled at the same time at most.
     pub concurrency: usize,
+    /// How many extractions run at once: by default the process-wide pool
+    /// that `fetch_url` shares ([`ExtractionSlots::shared`]).
+    pub slots: ExtractionSlots,
+    /// The longest an invocation waits for its extraction (slot included):
+    /// past it the call fails `document_timeout`. The extraction itself is
+    /// bounded by the limits (HTML: bytes, depth, elements, checked before
+    /// parsing; PDF: pages and bytes per page), so work left behind at the
+    /// deadline ends soon after, and its slot stays taken until it does.
+    pub deadline: Duration,
 }
 
 impl DocumentTool {
     /// Default concurrency.
     pub const DEFAULT_CONCURRENCY: usize = 2;
+    /// Default deadline: the total deadline of a web read (S8.3).
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
     /// A tool with the default limits and concurrency.
     pub fn new(
@@ -174,6 +188,8 @@ impl DocumentTool {
             source,
             limits: ExtractLimits::DEFAULT,
             concurrency: Self::DEFAULT_CONCURRENCY,
+            slots: ExtractionSlots::shared().clone(),
+            deadline: Self::DEFAULT_DEADLINE,
         }
     }
 
@@ -314,15 +330,42 @@ impl DocActor {
         let mime = document.mime.clone();
         let job_path = path.clone();
         let format = args.format;
-        let outcome = run_blocking(&*self.tool.executor, move || {
-            let hint = DocumentHint {
-                name: Some(&job_path),
-                mime: document.mime.as_deref(),
-                format,
+        let slots = self.tool.slots.clone();
+        let executor = self.tool.executor.clone();
+        let work = async move {
+            // The slot moves into the job: it is returned when the
+            // extraction ends, even if this call stopped waiting.
+            let slot = slots.acquire().await?;
+            let job = move || {
+                let _slot = slot;
+                on_extraction_stack(|| {
+                    let hint = DocumentHint {
+                        name: Some(&job_path),
+                        mime: document.mime.as_deref(),
+                        format,
+                    };
+                    extract(&document.bytes, &hint, &limits)
+                })
             };
-            extract(&document.bytes, &hint, &limits)
-        })
-        .await;
+            run_blocking(&*executor, job)
+                .await
+                .map_err(|e| ExtractionLost {
+                    detail: e.to_string(),
+                })?
+        };
+        let outcome = match timeout(&*self.tool.clock, self.tool.deadline, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                return def.failure(
+                    "document_timeout",
+                    format!(
+                        "the extraction did not finish within its {} ms deadline; try again when fewer documents are being read",
+                        self.tool.deadline.as_millis()
+                    ),
+                    true,
+                );
+            }
+        };
         match outcome {
             Ok(Ok(extracted)) => {
                 let mut detail = BTreeMap::new();
