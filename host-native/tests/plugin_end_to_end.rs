@@ -6,7 +6,8 @@
 //!   in any byte of the data directory (database, WAL, blobs, transcript),
 //!   not in the trace-level log, not in the JSON events or the run card;
 //! - an idempotent write whose answer never came is retried only by the
-//!   person's decision, and the retry carries the same `Idempotency-Key`.
+//!   person's decision, and both attempts carry the same `Idempotency-Key`:
+//!   the one `agent_kernel::journal::idempotency_key` derives for the call.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -285,5 +286,15 @@ fn s5_3_an_idempotent_retry_chosen_by_the_person_carries_the_same_key() {
         seen[1].idempotency_key.as_deref(),
         Some(first.as_str()),
         "the retry carries the same Idempotency-Key"
+    );
+    // It is the kernel's one derivation for this run and call id, the
+    // identity the person's retry keeps (S2.3).
+    let expected = agent_kernel::journal::idempotency_key(
+        &agent_kernel::ids::RunId::new(run.as_str()).expect("run id"),
+        &agent_kernel::ids::CallId::new(call.as_str()).expect("call id"),
+    );
+    assert_eq!(
+        first, expected,
+        "the server got the kernel's key for {run}/{call}"
     );
 }

@@ -1,13 +1,44 @@
 //! The journal record of one tool call (SPEC S2), its state machine, the
-//! prepare-twice rule, and the replay decision applied on resume.
+//! prepare-twice rule, the replay decision applied on resume, and the call's
+//! idempotency key ([`idempotency_key`], the one place it is derived).
 
 use serde::{Deserialize, Serialize};
 
-use agent_capabilities::{EffectClass, EffectSet, Fingerprint, Idempotency, is_read_only};
+use agent_capabilities::{
+    EffectClass, EffectSet, Fingerprint, Idempotency, is_read_only, sha256_hex,
+};
 
 use crate::host::storage::{BlobRef, Record, Table};
 use crate::ids::{CallId, RunId};
 use crate::protocol::EffectReceipt;
+
+/// The idempotency key of one tool call: what an idempotent write sends its
+/// service (a plugin's `Idempotency-Key` header) so that attempts of the same
+/// call are recognised as one (S2.3: retries are limited to read-only or
+/// explicitly idempotent work and an uncertain side effect is never replayed
+/// automatically, so a retry of one is the person's choice; S5.3: every
+/// invocation carries its idempotency).
+///
+/// Derived from the run id and the call id only. Those two name the call
+/// (S2.1: the same call id in a run is the same call), so every attempt of
+/// it, a person-chosen retry of an `effect_unknown` write and a resume after
+/// a restart included, gets the same key; another call, or the same call id
+/// in another run, gets another. The attempt number, the clock and the
+/// arguments are not inputs (a retry changes the attempt; the arguments of a
+/// call id cannot change, S2.1).
+///
+/// The key is the first 128 bits of a SHA-256 over a domain tag and both ids,
+/// in hex: a fixed 32 characters safe in any header, that shows a third-party
+/// service neither the run id nor the model's call id. `/` separates the ids
+/// and is outside their alphabet, so no two (run, call) pairs share an input.
+pub fn idempotency_key(run: &RunId, call: &CallId) -> String {
+    let mut key = sha256_hex(format!("agent-kernel/idempotency-key/{run}/{call}").as_bytes());
+    key.truncate(IDEMPOTENCY_KEY_LEN);
+    key
+}
+
+/// Characters in an [`idempotency_key`]: 32 hex digits, 128 bits.
+pub const IDEMPOTENCY_KEY_LEN: usize = 32;
 
 /// `prepared` → `running` → `committed` | `failed` | `effect_unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -70,7 +101,8 @@ pub struct JournalRecord {
     pub idempotency: Idempotency,
     pub attempt: u32,
     pub state: CallState,
-    /// Derived from the call id; sent with idempotent external writes, the same on every retry.
+    /// [`idempotency_key`] of the run and call id, fixed when the record is
+    /// first written; sent with idempotent writes, the same on every retry.
     pub idempotency_key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<BlobRef>,
@@ -195,5 +227,77 @@ pub fn replay_decision(record: &JournalRecord, result_verifies: bool) -> ReplayD
         CallState::Failed => ReplayDecision::KeepFailed,
         CallState::Prepared => ReplayDecision::Dispatch,
         CallState::EffectUnknown => ReplayDecision::Blocked,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(s: &str) -> RunId {
+        RunId::new(s).unwrap()
+    }
+    fn call(s: &str) -> CallId {
+        CallId::new(s).unwrap()
+    }
+
+    #[test]
+    fn idempotency_key_is_the_same_for_every_attempt_of_a_call() {
+        // S2.3: a person-chosen retry is the same run and call id again.
+        let first = idempotency_key(&run("run-1"), &call("call-1"));
+        let retry = idempotency_key(&run("run-1"), &call("call-1"));
+        assert_eq!(first, retry);
+    }
+
+    #[test]
+    fn idempotency_key_differs_between_calls_and_runs() {
+        let key = idempotency_key(&run("run-1"), &call("call-1"));
+        assert_ne!(key, idempotency_key(&run("run-1"), &call("call-2")));
+        assert_ne!(key, idempotency_key(&run("run-2"), &call("call-1")));
+        // Ids may hold `:` and `.`; moving text across the run/call boundary
+        // is another call (a `{run}:{call}` key would collide here).
+        assert_ne!(
+            idempotency_key(&run("a:b"), &call("c")),
+            idempotency_key(&run("a"), &call("b:c"))
+        );
+        assert_ne!(
+            idempotency_key(&run("a"), &call("b")),
+            idempotency_key(&run("b"), &call("a"))
+        );
+    }
+
+    #[test]
+    fn idempotency_key_is_fixed_length_hex_and_shows_neither_id() {
+        let longest = "r".repeat(128);
+        for (r, c) in [
+            ("r", "c"),
+            ("run-7f3a9c21e5d04b1a", "call_Xy.9:z-_"),
+            (longest.as_str(), longest.as_str()),
+        ] {
+            let key = idempotency_key(&run(r), &call(c));
+            assert_eq!(key.len(), IDEMPOTENCY_KEY_LEN, "{key}");
+            assert!(
+                key.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                "{key}"
+            );
+        }
+        // Neither id reaches the service (ids with non-hex letters, so the
+        // check can fail only by the key holding them).
+        let (r, c) = ("run-7f3a9c21e5d04b1a", "call_Xy.9:z-_");
+        let key = idempotency_key(&run(r), &call(c));
+        assert!(!key.contains(r) && !key.contains(c), "{key}");
+        assert!(!key.contains("7f3a9c21e5d04b1a"), "{key}");
+    }
+
+    #[test]
+    fn idempotency_key_is_stable_across_builds() {
+        // A key already sent must match after an upgrade: this pins the
+        // derivation (computed outside Rust: the first 32 hex digits of
+        // SHA-256 of "agent-kernel/idempotency-key/run-1/call-1").
+        assert_eq!(
+            idempotency_key(&run("run-1"), &call("call-1")),
+            "bfd0454266e07101e77f7eaa44e3d73f"
+        );
     }
 }

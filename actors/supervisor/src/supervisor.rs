@@ -25,7 +25,9 @@ use agent_kernel::host::{
     BlobRef, Host, LeaseGuard, LifecycleEvent, StorageExt, Table, random_key, timeout,
 };
 use agent_kernel::ids::{CallId, RequestId, RunId};
-use agent_kernel::journal::{CallError, CallState, JournalRecord, ReplayDecision, replay_decision};
+use agent_kernel::journal::{
+    CallError, CallState, JournalRecord, ReplayDecision, idempotency_key, replay_decision,
+};
 use agent_kernel::maybe_send::{BoxFuture, boxed};
 use agent_kernel::protocol::{
     InvocationDraft, ModelToolSchema, PreparedCall, ToolCall, ToolInvocation, ToolResult,
@@ -1268,7 +1270,7 @@ impl Supervisor {
             idempotency: draft.idempotency,
             attempt: draft.attempt.max(1),
             state: CallState::Prepared,
-            idempotency_key: format!("{}:{}", self.writer.run.id, draft.call_id),
+            idempotency_key: idempotency_key(&self.writer.run.id, &draft.call_id),
             result: None,
             receipts: Vec::new(),
             error: None,
@@ -1352,6 +1354,8 @@ impl Supervisor {
         }
         let mut draft = p.draft.clone();
         draft.attempt = record.attempt;
+        // The journal's copy is what every attempt sends: fixed when the call
+        // was first recorded, so a retry after an upgrade keeps its key.
         draft.idempotency_key = record.idempotency_key.clone();
         let ttl = u64::try_from(self.ctx.options.capability_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut capability = self.authority.mint(Grant {
@@ -1824,7 +1828,7 @@ impl Supervisor {
             idempotency: agent_capabilities::Idempotency::Idempotent,
             attempt: 1,
             state: CallState::Prepared,
-            idempotency_key: format!("{}:{}", self.writer.run.id, call_id),
+            idempotency_key: idempotency_key(&self.writer.run.id, call_id),
             result: None,
             receipts: Vec::new(),
             error: None,

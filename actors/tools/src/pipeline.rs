@@ -18,11 +18,12 @@ use serde_json::{Value, json};
 
 use agent_capabilities::{
     ApprovalIdentity, EffectSet, Fingerprint, Idempotency, Origin, PolicyInput, Sensitivity, Trust,
-    decide, sha256_hex,
+    decide,
 };
 use agent_kernel::actor::{ActorError, Addr, Reply, mailbox};
 use agent_kernel::host::{Clock, Executor, Storage};
-use agent_kernel::ids::{CallId, RunId, SessionId};
+use agent_kernel::ids::{RunId, SessionId};
+use agent_kernel::journal::idempotency_key;
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
     InvocationDraft, ModelToolSchema, PreparedCall, Provenance, ResultSpill, RunToolConfig,
@@ -311,12 +312,6 @@ fn error_for(e: &ArgumentError, tool: &str) -> ToolResult {
         _ => codes::INVALID_ARGUMENTS,
     };
     ToolResult::error(code, e.to_string(), tool)
-}
-
-/// The idempotency key of a call: derived from the run and call id only, so
-/// every attempt of the call (a person-chosen retry included) carries it.
-pub fn idempotency_key(run: &RunId, call: &CallId) -> String {
-    sha256_hex(format!("agent-tools/idempotency/{run}/{call}").as_bytes())[..32].to_owned()
 }
 
 impl ToolsActor {
@@ -985,16 +980,5 @@ mod tests {
             assert!(def.fingerprint().is_ok());
             assert!(crate::registry::DISCOVERY_TOOL_NAMES.contains(&def.name.as_str()));
         }
-    }
-
-    #[test]
-    fn idempotency_key_depends_on_run_and_call_only() {
-        let r = RunId::new("r1").unwrap();
-        let c = CallId::new("c1").unwrap();
-        assert_eq!(idempotency_key(&r, &c), idempotency_key(&r, &c));
-        assert_ne!(
-            idempotency_key(&r, &c),
-            idempotency_key(&r, &CallId::new("c2").unwrap())
-        );
     }
 }

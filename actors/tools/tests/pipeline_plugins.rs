@@ -804,6 +804,15 @@ async fn idempotency_key_is_the_same_on_a_person_chosen_retry() {
     assert_eq!(seen.len(), 4);
     let key = |i: usize| seen[i].header("idempotency-key").map(str::to_owned);
     assert_eq!(key(0), Some(first.draft.idempotency_key.clone()));
+    // The one derivation: the kernel's, of this run and call id.
+    assert_eq!(
+        key(0),
+        Some(agent_kernel::journal::idempotency_key(
+            &RunId::new("run-idem").unwrap(),
+            &CallId::new("transfer-1").unwrap()
+        )),
+        "the server got the kernel's key for run-idem/transfer-1"
+    );
     assert_eq!(
         key(1),
         key(0),

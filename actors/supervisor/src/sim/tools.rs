@@ -23,7 +23,7 @@ use agent_capabilities::{
 use agent_kernel::actor::spawn_actor;
 use agent_kernel::host::{Clock, Executor, Storage, StorageExt};
 use agent_kernel::ids::{RunId, SessionId};
-use agent_kernel::journal::{CallState, JournalRecord};
+use agent_kernel::journal::{CallState, JournalRecord, idempotency_key};
 use agent_kernel::protocol::{
     EffectReceipt, InvocationDraft, ModelToolSchema, PreparedCall, Provenance, RunToolConfig,
     TargetRule, ToolCall, ToolDefinition, ToolFailure, ToolInvocation, ToolResult, ToolSuccess,
@@ -391,7 +391,7 @@ fn prepare(
     );
     Ok(PreparedCall {
         draft: InvocationDraft {
-            idempotency_key: format!("{run}:{}", call.call_id),
+            idempotency_key: idempotency_key(&run, &call.call_id),
             run,
             session,
             call_id: call.call_id,
