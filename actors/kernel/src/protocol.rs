@@ -105,7 +105,8 @@ pub struct InvocationDraft {
     pub target: Target,
     pub scope: TargetScope,
     pub attempt: u32,
-    /// Stable across retries of this call (derived from the call id).
+    /// [`crate::journal::idempotency_key`] of the run and call id: the same
+    /// on every attempt of this call.
     pub idempotency_key: String,
 }
 
