@@ -3,7 +3,10 @@
 //! handles `ToolMsg::Invoke` for all of them. The actor parses the
 //! arguments, derives the target itself, verifies the invocation's
 //! capability against its own definition before any effect, and answers
-//! with the `ToolResult` envelope carrying the effect receipts.
+//! with the `ToolResult` envelope carrying the effect receipts. The proof of
+//! that verification goes with the call: emptying the trash checks it for
+//! `destructive_local` again at the workspace
+//! ([`crate::store::authorise_empty_trash`]).
 //!
 //! | tool | effects | idempotency | target |
 //! | --- | --- | --- | --- |
