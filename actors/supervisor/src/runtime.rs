@@ -15,8 +15,8 @@ use agent_kernel::ids::{CallId, OwnerId, RequestId, RunId, SessionId};
 use agent_kernel::journal::{CallState, JournalRecord, ReplayDecision, replay_decision};
 use agent_kernel::protocol::ToolsAddr;
 use agent_kernel::run::{
-    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
-    RunStatus, StopReason, Usage,
+    Activity, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest, RunStatus,
+    StopReason, Usage,
 };
 
 use crate::config::{RunConfig, RuntimeOptions};
@@ -26,9 +26,7 @@ use crate::store::{
     EventBus, RunEvent, RunMeta, RunWriter, journal_of, latest_checkpoint, load_run, pending_of,
     put_blob, put_json_blob, run_prefix, verified_blob,
 };
-use crate::supervisor::{
-    Choice, Ctx, Msg, Sabotage, Supervisor, decision_pending, mark_effect_unknown, pending_key,
-};
+use crate::supervisor::{Choice, Ctx, Msg, Sabotage, Supervisor, pending_key};
 use crate::transcript::{Transcript, TranscriptLog};
 
 struct Inner {
@@ -511,7 +509,6 @@ impl Runtime {
             }
             let mut writer = self.writer(guard.fence(), record, bytes).await?;
             let mut tx = writer.begin();
-            let now = tx.now();
             for mut rec in journal_of(&*storage, &run.id).await? {
                 if rec.state != CallState::Running {
                     continue;
@@ -523,19 +520,7 @@ impl Runtime {
                 if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown
                     && !self.inner.ctx.sabotage.retry_unsafe_on_resume
                 {
-                    mark_effect_unknown(&mut rec, now)?;
-                    tx.put(&rec);
-                    tx.activity(ActivityKind::ToolCall {
-                        call_id: rec.call_id.clone(),
-                        tool: rec.tool.clone(),
-                        state: CallState::EffectUnknown,
-                    });
-                    let pending = decision_pending(&run.id, &rec, now)?;
-                    tx.activity(ActivityKind::DecisionRequested {
-                        request: pending.id.clone(),
-                        call_id: rec.call_id.clone(),
-                    });
-                    tx.put(&pending);
+                    writer.mark_effect_unknown(&mut tx, &mut rec).await?;
                 }
             }
             if let Some(cp) = latest_checkpoint(&*storage, &run.id).await? {

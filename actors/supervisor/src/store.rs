@@ -4,7 +4,10 @@
 //! numbered gap-free and time-stamped monotonically. Blobs are written before
 //! the batch that names them. The [`RunWriter`] also owns the accounting of
 //! active time (S4.1): each commit adds the time spent `running` since the
-//! previous one.
+//! previous one. It owns, too, the one transaction step "mark a call
+//! `effect_unknown` and ask the person to decide" (S2.3,
+//! [`RunWriter::mark_effect_unknown`]), which the supervisor's loop and
+//! recovery after a reload both use.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,11 +18,11 @@ use serde::de::DeserializeOwned;
 use agent_kernel::host::{
     Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, StorageExt, Table,
 };
-use agent_kernel::ids::RunId;
-use agent_kernel::journal::JournalRecord;
+use agent_kernel::ids::{CallId, RequestId, RunId};
+use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::run::{
-    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
-    RunStatus, StopReason, Usage, check_transition,
+    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingKind,
+    PendingRequest, RunStatus, StopReason, Usage, check_transition,
 };
 
 use crate::error::RunError;
@@ -170,6 +173,53 @@ pub async fn journal_of(
     run: &RunId,
 ) -> Result<Vec<JournalRecord>, StorageError> {
     storage.scan_records(&run_prefix(run)).await
+}
+
+/// The id of a request to the person about `call`: `<prefix>-<call>`, so
+/// that a replay names the same request.
+pub(crate) fn request_id(prefix: &str, call: &CallId) -> Result<RequestId, RunError> {
+    Ok(RequestId::new(format!("{prefix}-{call}"))?)
+}
+
+/// The id of the decision asked about a call whose effect is unknown.
+pub(crate) fn decision_request(call: &CallId) -> Result<RequestId, RunError> {
+    request_id("decide", call)
+}
+
+/// The pending-decision request for an `effect_unknown` record.
+fn decision_pending(
+    run: &RunId,
+    record: &JournalRecord,
+    now: u64,
+) -> Result<PendingRequest, RunError> {
+    Ok(PendingRequest {
+        run: run.clone(),
+        id: decision_request(&record.call_id)?,
+        kind: PendingKind::Decision {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+        },
+        created_at_ms: now,
+        presented: false,
+    })
+}
+
+/// Move a record to `effect_unknown` (from `running`, or from `committed`
+/// when its result no longer verifies and the work is unsafe to repeat). A
+/// record already there stays as it is.
+pub(crate) fn advance_to_effect_unknown(
+    record: &mut JournalRecord,
+    now: u64,
+) -> Result<(), RunError> {
+    if record.state == CallState::EffectUnknown {
+        return Ok(());
+    }
+    record
+        .advance(CallState::EffectUnknown, now)
+        .map_err(|e| RunError::Inconsistent {
+            run: record.run.clone(),
+            detail: e.to_string(),
+        })
 }
 
 /// Writes one run's records under a lease fence. The in-memory `run` is the
@@ -335,6 +385,46 @@ impl RunWriter {
         Ok(())
     }
 
+    /// The one transaction step of "the effect is unknown: ask the person"
+    /// (S2.3), added to `tx`: unless it is there already, `record` becomes
+    /// `effect_unknown` (the journal record, then its `tool_call` activity);
+    /// unless one is stored already, a decision is requested (the
+    /// `decision_requested` activity, then the pending request). Used by the
+    /// supervisor's loop and by recovery alike. The run's status stays the
+    /// caller's: the loop interrupts the run naming the call
+    /// (`effect_unknown`), recovery once for every call it settles
+    /// (`page_interrupted`); `tx` commits both in one fenced batch.
+    pub async fn mark_effect_unknown(
+        &self,
+        tx: &mut Tx,
+        record: &mut JournalRecord,
+    ) -> Result<(), RunError> {
+        let now = tx.now();
+        if record.state != CallState::EffectUnknown {
+            advance_to_effect_unknown(record, now)?;
+            tx.put(&*record);
+            tx.activity(ActivityKind::ToolCall {
+                call_id: record.call_id.clone(),
+                tool: record.tool.clone(),
+                state: CallState::EffectUnknown,
+            });
+        }
+        let pending = decision_pending(&self.run.id, record, now)?;
+        let stored = self
+            .storage
+            .get(Table::Pending, &pending.key())
+            .await?
+            .is_some();
+        if !stored {
+            tx.activity(ActivityKind::DecisionRequested {
+                request: pending.id.clone(),
+                call_id: record.call_id.clone(),
+            });
+            tx.put(&pending);
+        }
+        Ok(())
+    }
+
     /// Make `tx` durable in one fenced batch; on success it becomes the
     /// in-memory state and its activities are announced.
     pub async fn commit(&mut self, mut tx: Tx) -> Result<(), RunError> {
@@ -481,7 +571,7 @@ mod tests {
     use super::*;
     use agent_kernel::budget::{Budget, BudgetDimension};
     use agent_kernel::host::{BlobRef, ManualClock};
-    use agent_kernel::ids::{CallId, SessionId};
+    use agent_kernel::ids::SessionId;
     use agent_kernel::memory::MemoryStorage;
     use agent_kernel::run::{RunMode, Usage};
 
@@ -711,6 +801,163 @@ mod tests {
             drop(writer);
             let (stored, _) = load_run(&*storage, &id).await.unwrap();
             assert_eq!(stored.next_activity, 2);
+        })
+        .unwrap();
+    }
+
+    fn record_in(state: CallState) -> JournalRecord {
+        JournalRecord {
+            run: RunId::new("r").unwrap(),
+            call_id: CallId::new("t1-c0").unwrap(),
+            tool: "send_mail".into(),
+            fingerprint: agent_capabilities::Fingerprint::of(&"send_mail").unwrap(),
+            args: BlobRef::of(b"{}"),
+            effects: [agent_capabilities::EffectClass::WriteExternal].into(),
+            idempotency: agent_capabilities::Idempotency::NonIdempotent,
+            attempt: 1,
+            state,
+            idempotency_key: "k".into(),
+            result: None,
+            receipts: Vec::new(),
+            error: None,
+            updated_at_ms: 0,
+        }
+    }
+
+    /// S2.3: "the effect is unknown, ask the person" is one step, owned
+    /// here and used by the loop and by recovery. From `running` it adds,
+    /// in this order, the `effect_unknown` record, its `tool_call`
+    /// activity, the `decision_requested` activity and the pending
+    /// decision, all in the caller's one batch; on a record already marked
+    /// whose decision is stored it adds nothing; a record marked whose
+    /// decision is missing gets only the decision; a settled record is
+    /// refused as inconsistent.
+    #[test]
+    fn s2_3_mark_effect_unknown_is_one_step_and_never_doubles_a_decision() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(5));
+        let memory = Arc::new(MemoryStorage::new());
+        let storage: Arc<dyn Storage> = memory.clone();
+        exec.block_on(async {
+            let session = SessionId::new("s").unwrap();
+            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
+            let lease = storage
+                .try_acquire_lease(&session, &owner, 0, 60_000)
+                .await
+                .unwrap();
+            let fence = Fence {
+                session,
+                epoch: lease.epoch,
+            };
+            let id = RunId::new("r").unwrap();
+            let mut writer = RunWriter::create(
+                storage.clone(),
+                clock.clone(),
+                EventBus::default(),
+                fence,
+                run_with(RunStatus::Running),
+            );
+            let mut record = record_in(CallState::Running);
+            let mut tx = writer.begin();
+            tx.put(&record);
+            writer.commit(tx).await.unwrap();
+            let commits = memory.commit_count();
+
+            let mut tx = writer.begin();
+            writer
+                .mark_effect_unknown(&mut tx, &mut record)
+                .await
+                .unwrap();
+            let call_id = record.call_id.clone();
+            tx.status(
+                RunStatus::Interrupted,
+                Some(StopReason::EffectUnknown {
+                    call_id: call_id.clone(),
+                }),
+            )
+            .unwrap();
+            writer.commit(tx).await.unwrap();
+            assert_eq!(memory.commit_count(), commits + 1, "one batch");
+            assert_eq!(record.state, CallState::EffectUnknown);
+            assert_eq!(
+                journal_of(&*storage, &id).await.unwrap(),
+                vec![record.clone()]
+            );
+            let activities: Vec<Activity> = storage.scan_records(&run_prefix(&id)).await.unwrap();
+            let request = decision_request(&call_id).unwrap();
+            assert_eq!(
+                activities.into_iter().map(|a| a.kind).collect::<Vec<_>>(),
+                vec![
+                    ActivityKind::ToolCall {
+                        call_id: call_id.clone(),
+                        tool: "send_mail".into(),
+                        state: CallState::EffectUnknown,
+                    },
+                    ActivityKind::DecisionRequested {
+                        request: request.clone(),
+                        call_id: call_id.clone(),
+                    },
+                    ActivityKind::StatusChanged {
+                        from: RunStatus::Running,
+                        to: RunStatus::Interrupted,
+                        reason: Some(StopReason::EffectUnknown {
+                            call_id: call_id.clone(),
+                        }),
+                    },
+                ]
+            );
+            let pending = pending_of(&*storage, &id).await.unwrap();
+            assert_eq!(pending.len(), 1);
+            assert_eq!(pending[0].id, request);
+            assert_eq!(
+                pending[0].kind,
+                PendingKind::Decision {
+                    call_id: call_id.clone(),
+                    tool: "send_mail".into(),
+                }
+            );
+            assert!(!pending[0].presented);
+
+            // Again (a replay of the blocked call): nothing to add.
+            let mut tx = writer.begin();
+            let before = record.clone();
+            writer
+                .mark_effect_unknown(&mut tx, &mut record)
+                .await
+                .unwrap();
+            assert_eq!(record, before);
+            assert!(tx.activities.is_empty());
+            assert_eq!(tx.run.next_activity, writer.run.next_activity);
+
+            // Marked, but its decision is gone: only the decision is asked again.
+            let mut tx = writer.begin();
+            tx.delete(Table::Pending, pending[0].key());
+            writer.commit(tx).await.unwrap();
+            let mut tx = writer.begin();
+            writer
+                .mark_effect_unknown(&mut tx, &mut record)
+                .await
+                .unwrap();
+            assert_eq!(
+                tx.activities.iter().map(|a| &a.kind).collect::<Vec<_>>(),
+                vec![&ActivityKind::DecisionRequested {
+                    request: request.clone(),
+                    call_id: call_id.clone(),
+                }]
+            );
+            writer.commit(tx).await.unwrap();
+            assert_eq!(pending_of(&*storage, &id).await.unwrap().len(), 1);
+
+            // A settled call is never marked: a typed error, nothing added.
+            let mut failed = record_in(CallState::Failed);
+            let mut tx = writer.begin();
+            let err = writer
+                .mark_effect_unknown(&mut tx, &mut failed)
+                .await
+                .unwrap_err();
+            assert!(matches!(err, RunError::Inconsistent { .. }), "{err:?}");
+            assert_eq!(failed.state, CallState::Failed);
+            assert!(tx.activities.is_empty());
         })
         .unwrap();
     }

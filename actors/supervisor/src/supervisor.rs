@@ -42,8 +42,8 @@ use crate::config::{RunConfig, RuntimeOptions};
 use crate::error::RunError;
 use crate::provider::{ModelProvider, ModelRequest, collect_response};
 use crate::store::{
-    EventBus, RunEvent, RunWriter, Tx, json_blob, pending_of, put_blob, put_json_blob,
-    verified_blob,
+    EventBus, RunEvent, RunWriter, Tx, advance_to_effect_unknown, decision_request, json_blob,
+    pending_of, put_blob, put_json_blob, request_id, verified_blob,
 };
 use crate::transcript::{AssistantToolCall, Message, Tail, TranscriptLog};
 
@@ -160,45 +160,6 @@ pub(crate) fn approval_request(call: &CallId) -> Result<RequestId, RunError> {
 }
 pub(crate) fn input_request(call: &CallId) -> Result<RequestId, RunError> {
     request_id("input", call)
-}
-pub(crate) fn decision_request(call: &CallId) -> Result<RequestId, RunError> {
-    request_id("decide", call)
-}
-fn request_id(prefix: &str, call: &CallId) -> Result<RequestId, RunError> {
-    Ok(RequestId::new(format!("{prefix}-{call}"))?)
-}
-
-/// The pending-decision request for an `effect_unknown` record.
-pub(crate) fn decision_pending(
-    run: &RunId,
-    record: &JournalRecord,
-    now: u64,
-) -> Result<PendingRequest, RunError> {
-    Ok(PendingRequest {
-        run: run.clone(),
-        id: decision_request(&record.call_id)?,
-        kind: PendingKind::Decision {
-            call_id: record.call_id.clone(),
-            tool: record.tool.clone(),
-        },
-        created_at_ms: now,
-        presented: false,
-    })
-}
-
-/// Move a record to `effect_unknown` (from `running`, or from `committed`
-/// when its result no longer verifies and the work is unsafe to repeat). A
-/// record already there stays as it is.
-pub(crate) fn mark_effect_unknown(record: &mut JournalRecord, now: u64) -> Result<(), RunError> {
-    if record.state == CallState::EffectUnknown {
-        return Ok(());
-    }
-    record
-        .advance(CallState::EffectUnknown, now)
-        .map_err(|e| RunError::Inconsistent {
-            run: record.run.clone(),
-            detail: e.to_string(),
-        })
 }
 
 /// What a running run does next. Replay is a state of the machine, not a
@@ -1482,31 +1443,7 @@ impl Supervisor {
     /// `effect_unknown` durable, a pending decision, and the run interrupted.
     async fn block_on_unknown_from(&mut self, record: &mut JournalRecord) -> Result<(), RunError> {
         let mut tx = self.writer.begin();
-        let now = tx.now();
-        if record.state != CallState::EffectUnknown {
-            mark_effect_unknown(record, now)?;
-            tx.put(&*record);
-            tx.activity(ActivityKind::ToolCall {
-                call_id: record.call_id.clone(),
-                tool: record.tool.clone(),
-                state: CallState::EffectUnknown,
-            });
-        }
-        let pending = decision_pending(&self.writer.run.id, record, now)?;
-        let exists = self
-            .ctx
-            .host
-            .storage
-            .get(Table::Pending, &pending_key(&pending))
-            .await?
-            .is_some();
-        if !exists {
-            tx.activity(ActivityKind::DecisionRequested {
-                request: pending.id.clone(),
-                call_id: record.call_id.clone(),
-            });
-            tx.put(&pending);
-        }
+        self.writer.mark_effect_unknown(&mut tx, record).await?;
         tx.status(
             RunStatus::Interrupted,
             Some(StopReason::EffectUnknown {
@@ -1555,7 +1492,7 @@ impl Supervisor {
                 retryable: true,
             });
         } else {
-            mark_effect_unknown(record, now)?;
+            advance_to_effect_unknown(record, now)?;
         }
         tx.put(&*record);
         tx.activity(ActivityKind::ToolCall {

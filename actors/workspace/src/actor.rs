@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use agent_capabilities::Verified;
 use agent_kernel::SessionId;
 use agent_kernel::actor::{Addr, Inbox, ParentLink, Reply, spawn_actor};
 use agent_kernel::host::{Fence, Host};
@@ -78,6 +79,7 @@ enum WorkspaceMsg {
         reply: R<(FileEntry, Receipt)>,
     },
     EmptyTrash {
+        proof: Box<Verified>,
         reply: R<(Vec<TrashEntry>, Receipt)>,
     },
     Usage {
@@ -136,7 +138,9 @@ async fn run_workspace(
                     reply.send(ws.find_in_trash(&path).await)
                 }
                 WorkspaceMsg::Restore { id, reply } => reply.send(ws.restore(&id).await),
-                WorkspaceMsg::EmptyTrash { reply } => reply.send(ws.empty_trash().await),
+                WorkspaceMsg::EmptyTrash { proof, reply } => {
+                    reply.send(ws.empty_trash(&proof).await)
+                }
                 WorkspaceMsg::Usage { reply } => reply.send(ws.usage().await),
             }
         }
@@ -315,10 +319,17 @@ impl WorkspaceHandle {
         self.ask(|reply| WorkspaceMsg::Restore { id, reply }).await
     }
 
-    /// Empty the trash for good: a destructive effect, callers must hold an
-    /// approved `destructive_local` capability.
-    pub async fn empty_trash(&self) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
-        self.ask(|reply| WorkspaceMsg::EmptyTrash { reply }).await
+    /// Empty the trash for good: a destructive effect. `proof` is what
+    /// verifying the caller's capability returned; it must grant
+    /// `workspace_empty_trash` the `destructive_local` effect
+    /// ([`crate::store::authorise_empty_trash`]), else nothing is deleted.
+    pub async fn empty_trash(
+        &self,
+        proof: &Verified,
+    ) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
+        let proof = Box::new(proof.clone());
+        self.ask(|reply| WorkspaceMsg::EmptyTrash { proof, reply })
+            .await
     }
 
     pub async fn usage(&self) -> Result<Usage, WorkspaceError> {

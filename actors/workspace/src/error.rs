@@ -71,6 +71,13 @@ pub enum WorkspaceError {
     InvalidArgument { field: &'static str, reason: String },
     #[error("session {session} is not empty ({what}); copy into a new session")]
     TargetNotEmpty { session: String, what: String },
+    #[error(
+        "{operation} was refused: {reason}; nothing was deleted — it needs an approved capability with the destructive_local effect"
+    )]
+    NotAuthorised {
+        operation: &'static str,
+        reason: String,
+    },
     #[error("the workspace changed while this was being applied; try again")]
     Busy,
     #[error("workspace storage failed: {0}")]
@@ -99,6 +106,7 @@ impl WorkspaceError {
             WorkspaceError::ArtifactNotFound { .. } => "artifact_not_found",
             WorkspaceError::InvalidArgument { .. } => "invalid_arguments",
             WorkspaceError::TargetNotEmpty { .. } => "target_not_empty",
+            WorkspaceError::NotAuthorised { .. } => "capability_refused",
             WorkspaceError::Busy => "busy",
             WorkspaceError::Storage(StorageError::StaleEpoch { .. }) => "lease_lost",
             WorkspaceError::Storage(_) => "storage_error",

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use agent_capabilities::canonical::sha256_hex;
+use agent_capabilities::{EffectClass, Target, Verified};
 use agent_kernel::SessionId;
 use agent_kernel::host::{Batch, Clock, Fence, Op, Record, Storage, StorageError, Table};
 
@@ -750,10 +751,19 @@ impl Workspace {
         .await
     }
 
-    /// Remove every trash entry for good (a destructive effect: the caller
-    /// must hold an approved capability), then free the blobs nothing else
+    /// Remove every trash entry for good, then free the blobs nothing else
     /// references. Returns the removed entries' count in the receipt.
-    pub async fn empty_trash(&mut self) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
+    ///
+    /// A destructive effect (S6.1): `proof` is what verifying the caller's
+    /// capability returned, and it must grant `workspace_empty_trash` the
+    /// `destructive_local` effect over the whole workspace
+    /// ([`authorise_empty_trash`]); otherwise nothing is deleted and the
+    /// answer is [`WorkspaceError::NotAuthorised`].
+    pub async fn empty_trash(
+        &mut self,
+        proof: &Verified,
+    ) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
+        authorise_empty_trash(proof)?;
         let (removed, receipt) = self
             .mutate(None, |snap, mut batch, _next| {
                 let mut removed = Vec::new();
@@ -778,4 +788,47 @@ impl Workspace {
     pub async fn usage(&mut self) -> Result<Usage, WorkspaceError> {
         Ok(self.snapshot().await?.usage())
     }
+}
+
+/// The one rule for emptying the trash (S6.1): the verified capability
+/// grants the `workspace_empty_trash` tool the `destructive_local` effect,
+/// over a scope that covers the whole workspace. A capability minted for a
+/// lesser effect (`write_local`, say) verifies for that effect but is
+/// refused here.
+pub fn authorise_empty_trash(proof: &Verified) -> Result<(), WorkspaceError> {
+    let refuse = |reason: String| {
+        Err(WorkspaceError::NotAuthorised {
+            operation: "emptying the trash",
+            reason,
+        })
+    };
+    if proof.tool() != crate::tools::EMPTY_TRASH {
+        return refuse(format!(
+            "the capability is for tool {:?}, not {:?}",
+            proof.tool(),
+            crate::tools::EMPTY_TRASH
+        ));
+    }
+    if !proof.effects().contains(&EffectClass::DestructiveLocal) {
+        return refuse(format!(
+            "the capability grants {} but not {}",
+            proof
+                .effects()
+                .iter()
+                .map(|e| e.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            EffectClass::DestructiveLocal.as_str()
+        ));
+    }
+    let whole = Target::WorkspacePath {
+        path: String::new(),
+    };
+    if !proof.scope().covers(&whole) {
+        return refuse(format!(
+            "the capability's scope ({}) does not cover the whole workspace",
+            proof.scope().summary()
+        ));
+    }
+    Ok(())
 }

@@ -3,7 +3,10 @@
 //! handles `ToolMsg::Invoke` for all of them. The actor parses the
 //! arguments, derives the target itself, verifies the invocation's
 //! capability against its own definition before any effect, and answers
-//! with the `ToolResult` envelope carrying the effect receipts.
+//! with the `ToolResult` envelope carrying the effect receipts. The proof of
+//! that verification goes with the call: emptying the trash checks it for
+//! `destructive_local` again at the workspace
+//! ([`crate::store::authorise_empty_trash`]).
 //!
 //! | tool | effects | idempotency | target |
 //! | --- | --- | --- | --- |
@@ -25,7 +28,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use agent_capabilities::{
     EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Target,
-    TargetScope, Trust,
+    TargetScope, Trust, Verified,
 };
 use agent_kernel::actor::{Inbox, spawn_actor};
 use agent_kernel::host::{Clock, Host};
@@ -553,13 +556,20 @@ impl WorkspaceTools {
             effects: definition.effects.clone(),
             target: verified_target(call.target(), &draft.target),
         };
-        if let Err(e) =
-            invocation
+        let proof =
+            match invocation
                 .verifier
                 .verify(&invocation.capability, &request, self.clock.wall_ms())
-        {
-            return ToolResult::error("capability_refused", format!("nothing was done: {e}"), tool);
-        }
+            {
+                Ok(proof) => proof,
+                Err(e) => {
+                    return ToolResult::error(
+                        "capability_refused",
+                        format!("nothing was done: {e}"),
+                        tool,
+                    );
+                }
+            };
         let Some(actors) = self.directory.get(&draft.session) else {
             return ToolResult::error(
                 "workspace_not_open",
@@ -576,7 +586,7 @@ impl WorkspaceTools {
             call_id: draft.call_id.clone(),
         };
         let mutation = !agent_capabilities::is_read_only(&definition.effects);
-        match run_call(&actors, call, source).await {
+        match run_call(&actors, call, source, &proof).await {
             Ok(done) => ToolResult::Success(ToolSuccess {
                 content: done.content,
                 trust: done.trust,
@@ -601,10 +611,13 @@ fn provenance(tool: &str) -> Provenance {
     }
 }
 
+/// Carry out a parsed call; `proof` is the verified capability, which the
+/// destructive operations check again at the workspace.
 async fn run_call(
     actors: &SessionActors,
     call: Call,
     source: Source,
+    proof: &Verified,
 ) -> Result<Done, WorkspaceError> {
     let ws = &actors.workspace;
     match call {
@@ -820,7 +833,7 @@ async fn run_call(
             })
         }
         Call::EmptyTrash => {
-            let (removed, receipt) = ws.empty_trash().await?;
+            let (removed, receipt) = ws.empty_trash(proof).await?;
             Ok(Done::internal(
                 json!({"removed": removed.len(), "bytes": receipt.size}),
                 vec![receipt],

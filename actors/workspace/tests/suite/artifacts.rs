@@ -7,7 +7,7 @@ use agent_workspace::{
     Expect, PublishedFrom, Quota, Quotas, WorkspaceError, copy_session, delete_session,
 };
 
-use super::{Env, p, user};
+use super::{Env, destructive_proof, p, user};
 
 pub fn s7_4_artifact_immutable_after_edit_and_delete() {
     let env = Env::new("s1");
@@ -47,7 +47,7 @@ pub fn s7_4_artifact_immutable_after_edit_and_delete() {
     // Delete the file and empty the trash: the Artifact survives.
     env.run(w.delete(&p("report.md"), Expect::Any, user()))
         .unwrap();
-    env.run(w.empty_trash()).unwrap();
+    env.run(w.empty_trash(&destructive_proof(&env))).unwrap();
     assert_eq!(env.run(arts.get(&art.id)).unwrap().1, b"# v1");
     assert!(env.has_blob(&art.id));
     assert!(
@@ -169,7 +169,8 @@ pub fn s7_5_session_copy_and_delete_keep_references() {
     // In s2, drop the scratch file and its trash; publish something of its own.
     env.run(b.workspace.delete(&p("only-in-a.txt"), Expect::Any, user()))
         .unwrap();
-    env.run(b.workspace.empty_trash()).unwrap();
+    env.run(b.workspace.empty_trash(&destructive_proof(&env)))
+        .unwrap();
     assert_eq!(env.blob_count(), 3, "s1 still references both blobs");
     let own = env
         .run(

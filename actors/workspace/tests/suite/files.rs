@@ -1,13 +1,13 @@
 //! S7.2, S7.3: files, revisions, trash, quotas and fencing through the
 //! workspace actor on the memory host.
 
-use agent_capabilities::EffectClass;
+use agent_capabilities::{EffectClass, Target, TargetScope};
 use agent_kernel::host::{StorageError, Table};
 use agent_kernel::{OwnerId, SessionId};
 use agent_workspace::limits::DEFAULT_MAX_FILE_BYTES;
 use agent_workspace::{Expect, Operation, Quota, Quotas, Source, WorkspaceError, WorkspaceHandle};
 
-use super::{Env, p, user};
+use super::{Env, destructive_proof, p, user, verified_grant};
 
 fn small() -> Quotas {
     Quotas {
@@ -419,12 +419,91 @@ pub fn s7_3_trash_round_trip() {
     env.run(w.delete(&p("a/b.txt"), Expect::Any, user()))
         .unwrap();
     let blobs = env.blob_count();
-    let (removed, receipt) = env.run(w.empty_trash()).unwrap();
+    let (removed, receipt) = env.run(w.empty_trash(&destructive_proof(&env))).unwrap();
     assert_eq!(removed.len(), 1);
     assert_eq!(receipt.removed, Some(1));
     assert_eq!(receipt.effect(), EffectClass::DestructiveLocal);
     assert!(env.run(w.list_trash()).unwrap().is_empty());
     assert_eq!(env.blob_count(), blobs - 1);
+}
+
+/// S6.1: emptying the trash is destructive. A capability that verifies for
+/// a lesser effect (`write_local`), for another tool, or over part of the
+/// workspace only is refused with a typed error, and nothing is deleted:
+/// the trash records and their blobs are all still stored. The approved
+/// `destructive_local` capability empties it.
+pub fn s6_1_empty_trash_refuses_a_lesser_capability_and_deletes_nothing() {
+    let env = Env::new("s1");
+    let w = ws(&env);
+    env.run(w.create(&p("notes/a.txt"), b"first".to_vec(), "text/plain", user()))
+        .unwrap();
+    env.run(w.create(&p("b.txt"), b"second".to_vec(), "text/plain", user()))
+        .unwrap();
+    let (ta, _) = env
+        .run(w.delete(&p("notes/a.txt"), Expect::Any, user()))
+        .unwrap();
+    let (tb, _) = env.run(w.delete(&p("b.txt"), Expect::Any, user())).unwrap();
+    let whole = || TargetScope::Workspace {
+        prefix: String::new(),
+    };
+    let root = || Target::WorkspacePath {
+        path: String::new(),
+    };
+    let lesser = [
+        // A write_local-only grant for the right tool.
+        verified_grant(
+            &env,
+            "workspace_empty_trash",
+            &[EffectClass::WriteLocal],
+            whole(),
+            root(),
+        ),
+        // destructive_local, but for another tool.
+        verified_grant(
+            &env,
+            "workspace_delete",
+            &[EffectClass::DestructiveLocal],
+            whole(),
+            root(),
+        ),
+        // destructive_local over one folder only.
+        verified_grant(
+            &env,
+            "workspace_empty_trash",
+            &[EffectClass::DestructiveLocal],
+            TargetScope::Workspace {
+                prefix: "notes".into(),
+            },
+            Target::WorkspacePath {
+                path: "notes/a.txt".into(),
+            },
+        ),
+    ];
+    let blobs = env.blob_count();
+    let commits = env.mem.storage().commit_count();
+    for proof in &lesser {
+        let err = env.run(w.empty_trash(proof)).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::NotAuthorised { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), "capability_refused");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains("nothing was deleted"), "{err}");
+        // Nothing deleted: both trash records and both blobs remain.
+        assert_eq!(env.table_len(Table::Trash), 2);
+        assert_eq!(env.run(w.list_trash()).unwrap().len(), 2);
+        assert!(env.has_blob(&ta.entry.hash) && env.has_blob(&tb.entry.hash));
+        assert_eq!(env.blob_count(), blobs);
+        assert_eq!(env.mem.storage().commit_count(), commits, "no write at all");
+    }
+    // The approved destructive capability empties it, and frees the blobs.
+    let (removed, receipt) = env.run(w.empty_trash(&destructive_proof(&env))).unwrap();
+    assert_eq!(removed.len(), 2);
+    assert_eq!(receipt.effect(), EffectClass::DestructiveLocal);
+    assert_eq!(env.table_len(Table::Trash), 0);
+    assert!(!env.has_blob(&ta.entry.hash) && !env.has_blob(&tb.entry.hash));
+    assert_eq!(env.blob_count(), blobs - 2);
 }
 
 pub fn s7_3_restore_onto_taken_path_is_a_conflict() {
@@ -637,7 +716,7 @@ pub fn quota_total_bytes_at_below_and_above() {
     env.run(w.delete(&p("b"), Expect::Any, user())).unwrap();
     let (q, _, _) = quota_err(env.run(w.create(&p("c"), vec![1; 1], "x/y", user())));
     assert_eq!(q, Quota::TotalBytes);
-    env.run(w.empty_trash()).unwrap();
+    env.run(w.empty_trash(&destructive_proof(&env))).unwrap();
     env.run(w.create(&p("c"), vec![1; 10], "x/y", user()))
         .unwrap();
     let u = env.run(w.usage()).unwrap();

@@ -12,6 +12,10 @@ pub mod tools;
 use std::future::Future;
 use std::sync::Arc;
 
+use agent_capabilities::{
+    Authority, EffectClass, EffectRequest, EffectSet, Grant, Origin, Target, TargetScope, Uses,
+    Verified,
+};
 #[allow(unused_imports)]
 pub use agent_kernel::host::Clock;
 use agent_kernel::host::{Fence, Host, Storage, Table};
@@ -101,6 +105,60 @@ impl Env {
     }
 }
 
+/// What verifying a capability for `tool` that grants `effects` over
+/// `scope` returns: the proof `empty_trash` asks for (S6.1). The request
+/// asks for exactly the granted effects, so a lesser grant verifies.
+pub fn verified_grant(
+    env: &Env,
+    tool: &str,
+    effects: &[EffectClass],
+    scope: TargetScope,
+    target: Target,
+) -> Verified {
+    let definition = agent_workspace::all_tool_definitions()
+        .into_iter()
+        .find(|d| d.name == tool)
+        .unwrap_or_else(|| panic!("no tool {tool}"));
+    let fingerprint = definition.fingerprint().unwrap();
+    let effects: EffectSet = effects.iter().copied().collect();
+    let authority = Authority::new("run-1", [9; 32]);
+    let capability = authority.mint(Grant {
+        tool: tool.into(),
+        fingerprint: fingerprint.clone(),
+        origin: Origin::Builtin,
+        effects: effects.clone(),
+        scope,
+        uses: Uses::Once,
+        expires_at_ms: env.now_ms() + 60_000,
+    });
+    let request = EffectRequest {
+        run_id: "run-1".into(),
+        tool: tool.into(),
+        fingerprint,
+        effects,
+        target,
+    };
+    authority
+        .verify(&capability, &request, env.now_ms())
+        .expect("the grant verifies for what it grants")
+}
+
+/// The approved `destructive_local` capability of `workspace_empty_trash`
+/// over the whole workspace, verified.
+pub fn destructive_proof(env: &Env) -> Verified {
+    verified_grant(
+        env,
+        "workspace_empty_trash",
+        &[EffectClass::DestructiveLocal],
+        TargetScope::Workspace {
+            prefix: String::new(),
+        },
+        Target::WorkspacePath {
+            path: String::new(),
+        },
+    )
+}
+
 pub fn p(s: &str) -> WorkspacePath {
     WorkspacePath::parse(s).unwrap()
 }
@@ -125,6 +183,7 @@ macro_rules! suite_cases {
             files::s7_3_append_and_list,
             files::s7_1_case_conflicts_and_file_folder_conflicts,
             files::s7_3_trash_round_trip,
+            files::s6_1_empty_trash_refuses_a_lesser_capability_and_deletes_nothing,
             files::s7_3_restore_onto_taken_path_is_a_conflict,
             files::s7_3_revisions_never_repeat,
             files::s7_3_receipts_name_path_revisions_and_hash,

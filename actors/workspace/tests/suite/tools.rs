@@ -288,6 +288,10 @@ pub fn s6_1_empty_trash_asks_for_approval_and_writes_do_not() {
         uses: Uses::Once,
         expires_at_ms: h.env.now_ms() + 1_000,
     });
+    let trashed = h
+        .env
+        .run(h.dir.get(&h.env.session).unwrap().workspace.list_trash())
+        .unwrap();
     let (code, _) = err(h.send(h.invocation("workspace_empty_trash", "c3", json!({}), wrong)));
     assert_eq!(code, "capability_refused");
     assert_eq!(
@@ -297,6 +301,9 @@ pub fn s6_1_empty_trash_asks_for_approval_and_writes_do_not() {
             .len(),
         1
     );
+    // Nothing deleted: the trash record and its blob are still stored.
+    assert_eq!(h.env.table_len(agent_kernel::host::Table::Trash), 1);
+    assert!(h.env.has_blob(&trashed[0].entry.hash));
     // The one-time approved capability empties it, once.
     let approved = h.grant(
         "workspace_empty_trash",
