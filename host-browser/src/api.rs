@@ -1033,7 +1033,9 @@ impl AgentRuntime {
         })
     }
 
-    /// Answer an `ask_user` request with `text`.
+    /// Answer an `ask_user` request with `text`: one of its choices, or
+    /// text that satisfies its answer schema (read as JSON when it parses);
+    /// anything else is `invalid_answer` and the run keeps waiting.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn respond(&self, run: String, request: String, text: String) -> js_sys::Promise {
         self.answer(run, move |rt, run| {
