@@ -58,7 +58,7 @@ const TS_TYPES: &'static str = r#"
 /** Stable error codes: every rejected promise is an Error with one of these in `code`. */
 export type AgentErrorCode =
   | "invalid_config" | "invalid_argument" | "unavailable" | "session_busy" | "lease_lost"
-  | "not_found" | "wrong_status" | "no_such_request" | "wrong_request_kind"
+  | "not_found" | "wrong_status" | "no_such_request" | "wrong_request_kind" | "invalid_answer"
   | "no_such_decision" | "decision_pending" | "run_busy" | "invalid_transition"
   | "storage_error" | "inconsistent_state" | "runtime_error";
 
@@ -148,6 +148,7 @@ pub enum ErrorCode {
     WrongStatus,
     NoSuchRequest,
     WrongRequestKind,
+    InvalidAnswer,
     NoSuchDecision,
     DecisionPending,
     RunBusy,
@@ -169,6 +170,7 @@ impl ErrorCode {
             ErrorCode::WrongStatus => "wrong_status",
             ErrorCode::NoSuchRequest => "no_such_request",
             ErrorCode::WrongRequestKind => "wrong_request_kind",
+            ErrorCode::InvalidAnswer => "invalid_answer",
             ErrorCode::NoSuchDecision => "no_such_decision",
             ErrorCode::DecisionPending => "decision_pending",
             ErrorCode::RunBusy => "run_busy",
@@ -211,6 +213,7 @@ pub fn run_error_code(e: &RunError) -> ErrorCode {
         RunError::WrongStatus { .. } => ErrorCode::WrongStatus,
         RunError::NoSuchRequest { .. } => ErrorCode::NoSuchRequest,
         RunError::WrongRequestKind { .. } => ErrorCode::WrongRequestKind,
+        RunError::InvalidAnswer { .. } => ErrorCode::InvalidAnswer,
         RunError::NoSuchDecision { .. } => ErrorCode::NoSuchDecision,
         RunError::DecisionPending { .. } => ErrorCode::DecisionPending,
         RunError::Busy { .. } => ErrorCode::RunBusy,
@@ -818,7 +821,8 @@ struct RunView {
     plan: Option<Value>,
 }
 
-/// A pending request as JSON, with an `ask_user` question's text resolved.
+/// A pending request as JSON, with an `ask_user` question's text and answer
+/// schema resolved (its `choices` are in the request itself).
 async fn pending_view(
     runtime: &Runtime,
     p: &agent_kernel::run::PendingRequest,
@@ -827,15 +831,24 @@ async fn pending_view(
         run: p.run.clone(),
         detail: e.to_string(),
     })?;
-    if let agent_kernel::run::PendingKind::Input { question, .. } = &p.kind
-        && let Ok(bytes) = runtime.blob(&p.run, question).await
+    if let agent_kernel::run::PendingKind::Input {
+        question, schema, ..
+    } = &p.kind
         && let Some(kind) = value.get_mut("kind").and_then(Value::as_object_mut)
     {
-        let text = serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-        kind.insert("question_text".into(), Value::String(text));
+        if let Ok(bytes) = runtime.blob(&p.run, question).await {
+            let text = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+            kind.insert("question_text".into(), Value::String(text));
+        }
+        if let Some(schema) = schema
+            && let Ok(bytes) = runtime.blob(&p.run, schema).await
+            && let Ok(schema) = serde_json::from_slice::<Value>(&bytes)
+        {
+            kind.insert("answer_schema".into(), schema);
+        }
     }
     Ok(value)
 }
@@ -1020,7 +1033,9 @@ impl AgentRuntime {
         })
     }
 
-    /// Answer an `ask_user` request with `text`.
+    /// Answer an `ask_user` request with `text`: one of its choices, or
+    /// text that satisfies its answer schema (read as JSON when it parses);
+    /// anything else is `invalid_answer` and the run keeps waiting.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn respond(&self, run: String, request: String, text: String) -> js_sys::Promise {
         self.answer(run, move |rt, run| {

@@ -234,3 +234,79 @@ async fn s2_5_taking_over_a_session_recovers_the_run_left_running() {
     );
     assert_eq!(second.recovered_runs(), vec![run]);
 }
+
+/// `respond`, retried while the session's Web Lock from the settle just
+/// before is still being released (`session_busy` for a moment: the lock is
+/// let go asynchronously); any other outcome is returned.
+async fn respond(rt: &AgentRuntime, run: &str, request: &str, text: &str) -> Result<(), String> {
+    for _ in 0..100 {
+        match JsFuture::from(rt.respond(run.into(), request.into(), text.into())).await {
+            Ok(_) => return Ok(()),
+            Err(e) if code_of(&e) == "session_busy" => {
+                platform::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(code_of(&e)),
+        }
+    }
+    Err("session_busy".into())
+}
+
+/// `respond` checks the answer against the question's answer schema: a
+/// mismatch is `invalid_answer` and the run keeps waiting; `readRun` shows
+/// the resolved schema and a question's choices; a fitting answer continues.
+#[wasm_bindgen_test]
+async fn s5_1_respond_checks_the_answer_against_the_schema_and_choices() {
+    let mut config = scripted(json!([
+        { "text": "how many?", "tool_calls": [{ "name": "ask_user", "arguments": {
+            "question": "How many guests?",
+            "answer_schema": { "type": "integer", "minimum": 1 } } }] },
+        { "text": "where?", "tool_calls": [{ "name": "ask_user", "arguments": {
+            "question": "Which region?", "choices": ["EU", "US"] } }] },
+        { "text": "booked" }
+    ]));
+    config["storage"] = json!("memory");
+    let rt = create(config).await.expect("created");
+    let run = start(&rt, "s-ask", JsValue::UNDEFINED).await;
+
+    let view = wait_for(&rt, &run, "awaiting_input").await;
+    let kind = &view["pending"][0]["kind"];
+    assert_eq!(kind["question_text"], json!("How many guests?"), "{view}");
+    assert_eq!(
+        kind["answer_schema"],
+        json!({ "type": "integer", "minimum": 1 })
+    );
+    let request = view["pending"][0]["id"].as_str().expect("id").to_owned();
+    for bad in ["0", "many"] {
+        assert_eq!(
+            respond(&rt, &run, &request, bad).await,
+            Err("invalid_answer".into()),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        read(&rt, &run).await["run"]["status"],
+        json!("awaiting_input")
+    );
+    respond(&rt, &run, &request, "4")
+        .await
+        .expect("a fitting answer");
+
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        view = wait_for(&rt, &run, "awaiting_input").await;
+        if view["pending"][0]["id"] != json!(request) {
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    let kind = &view["pending"][0]["kind"];
+    assert_eq!(kind["choices"], json!(["EU", "US"]), "{view}");
+    let second = view["pending"][0]["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        respond(&rt, &run, &second, "Mars").await,
+        Err("invalid_answer".into())
+    );
+    respond(&rt, &run, &second, "EU").await.expect("a choice");
+    let view = wait_for(&rt, &run, "completed").await;
+    assert_eq!(view["output"], json!("booked"), "{view}");
+}

@@ -11,12 +11,12 @@ pub const PROMPT: &str = "Show me what the trusted agent runtime does, step by s
 pub const SCENARIO: &str = r##"{"turns": [
   {"text": "First a plan, then notes in the workspace.",
    "tool_calls": [
-     {"name": "update_plan", "arguments": {"plan": {"steps": [
+     {"name": "update_plan", "arguments": {"steps": [
         {"title": "Write notes", "status": "in_progress"},
         {"title": "Compute a total", "status": "pending"},
         {"title": "Try a private address", "status": "pending"},
         {"title": "Publish the report", "status": "pending"},
-        {"title": "Clean up", "status": "pending"}]}}},
+        {"title": "Clean up", "status": "pending"}]}},
      {"name": "workspace_write", "arguments": {"path": "notes/report.md",
         "content": "# Demo report\n\nThe runtime journals every tool call.\n"}},
      {"name": "workspace_write", "arguments": {"path": "notes/draft.md",

@@ -206,6 +206,7 @@ fn code_of(err: &anyhow::Error) -> u8 {
                 RunError::NotFound(_)
                 | RunError::NoSuchRequest { .. }
                 | RunError::WrongRequestKind { .. }
+                | RunError::InvalidAnswer { .. }
                 | RunError::NoSuchDecision { .. }
                 | RunError::WrongStatus { .. }
                 | RunError::Id(_)
@@ -939,6 +940,20 @@ fn pending_text(run: &RunId, p: &PendingRequest) -> String {
             ..
         } => format!(
             "approval {} for {tool} on {target_summary} ({reason})",
+            p.id
+        ),
+        PendingKind::Input {
+            choices: Some(choices),
+            ..
+        } => format!(
+            "question {} (one of: {}); answer with `agentrt respond {run} TEXT`",
+            p.id,
+            choices.join(", ")
+        ),
+        PendingKind::Input {
+            schema: Some(_), ..
+        } => format!(
+            "question {} (the answer must satisfy its JSON Schema); answer with `agentrt respond {run} JSON`",
             p.id
         ),
         PendingKind::Input { .. } => format!(

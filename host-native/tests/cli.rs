@@ -509,6 +509,52 @@ fn a_question_waits_with_exit_3_and_respond_completes_it() {
 }
 
 #[test]
+fn respond_refuses_an_answer_outside_the_choices_and_the_run_keeps_waiting() {
+    let dir = tempfile::tempdir().expect("dir");
+    let scenario = dir.path().join("pick.json");
+    std::fs::write(
+        &scenario,
+        r#"{"turns": [
+            {"text": "pick one", "tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?", "choices": ["red", "blue"]}}]},
+            {"text": "thanks"}]}"#,
+    )
+    .expect("write");
+    let data = dir.path().join("data");
+    let out = agentrt(
+        &data,
+        &[
+            "run",
+            "ask me",
+            "--scenario",
+            scenario.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(shown.contains("one of: red, blue"), "{shown}");
+    let runs = agentrt(&data, &["--json", "runs"]);
+    let v: serde_json::Value =
+        serde_json::from_str(text(&runs.stdout).lines().next().expect("a run")).expect("json");
+    let run = v["run"].as_str().expect("id").to_owned();
+    let refused = agentrt(&data, &["respond", &run, "green"]);
+    assert_eq!(code(&refused), 2, "a refused answer is a usage error");
+    assert_one_clear_line(&refused, "respond outside the choices");
+    assert!(
+        text(&refused.stderr).contains("one of the offered choices: red, blue"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let shown = agentrt(&data, &["--json", "show", &run]);
+    let card: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!(card["status"], "awaiting_input", "still waiting: {card}");
+    let answered = agentrt(&data, &["respond", &run, "blue"]);
+    assert_eq!(code(&answered), 0, "{}", text(&answered.stderr));
+    let shown = agentrt(&data, &["--json", "show", &run]);
+    let card: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!(card["status"], "completed", "{card}");
+}
+
+#[test]
 fn stop_cancels_a_waiting_run_with_exit_4() {
     let dir = tempfile::tempdir().expect("dir");
     let out = agentrt(dir.path(), &["demo"]);

@@ -446,6 +446,7 @@ pub async fn round_trip_typed_records(storage: Arc<dyn Storage>) {
                 call_id: call_id("call-2"),
                 question: BlobRef::of(b"what?"),
                 schema: None,
+                choices: Some(vec!["yes".into(), "no".into()]),
             },
             created_at_ms: T0,
             presented: true,

@@ -330,12 +330,16 @@ pub enum PendingKind {
         reason: String,
         identity: ApprovalIdentity,
     },
-    /// Answer an `ask_user` question (question text is in the blob).
+    /// Answer an `ask_user` question (question text is in the blob; the
+    /// answer must satisfy the JSON Schema in `schema`, or be one of
+    /// `choices`, when the question has one).
     Input {
         call_id: CallId,
         question: BlobRef,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<BlobRef>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        choices: Option<Vec<String>>,
     },
     /// Decide about a call whose effect is unknown: retry anyway, mark as done, or abandon.
     Decision { call_id: CallId, tool: String },

@@ -1,46 +1,30 @@
-//! The two tools the supervisor answers itself: `ask_user` (the run waits in
-//! `awaiting_input` until the person responds) and `update_plan` (the plan is
-//! a blob on the run record). Also how a result is shown to the model.
+//! The two tools the supervisor answers itself, and their one
+//! implementation: `ask_user` ([`ask_user`]: a question with optional
+//! choices or an answer JSON Schema; the run waits in `awaiting_input` until
+//! the person's answer satisfies it) and `update_plan` ([`plan`]: steps with
+//! statuses, kept as a blob on the run record). Their definitions here are
+//! the ones the model sees. Also how a result is shown to the model.
+
+pub mod ask_user;
+pub mod plan;
 
 use serde_json::{Value, json};
 
-use agent_capabilities::{EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Trust};
+use agent_capabilities::{Fingerprint, Trust};
 use agent_kernel::protocol::{
-    ModelToolSchema, Provenance, TargetRule, ToolDefinition, ToolResult, ToolSuccess,
+    ModelToolSchema, Provenance, ToolDefinition, ToolResult, ToolSuccess,
 };
 
-pub const ASK_USER: &str = "ask_user";
-pub const UPDATE_PLAN: &str = "update_plan";
+pub const ASK_USER: &str = ask_user::TOOL_NAME;
+pub const UPDATE_PLAN: &str = plan::TOOL_NAME;
 
-/// The definitions of the supervisor's own tools.
+/// The names of the supervisor's own tools (a host reserves them: no plugin
+/// may claim one).
+pub const TOOL_NAMES: [&str; 2] = [ASK_USER, UPDATE_PLAN];
+
+/// The definitions of the supervisor's own tools, in a stable order.
 pub fn definitions() -> Vec<ToolDefinition> {
-    let def = |name: &str, description: &str, parameters: Value| ToolDefinition {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        parameters,
-        origin: Origin::Builtin,
-        provider: None,
-        effects: EffectSet::new(),
-        idempotency: Idempotency::Idempotent,
-        sensitivity: Sensitivity::Private,
-        target: TargetRule::None,
-        annotations: None,
-    };
-    vec![
-        def(
-            ASK_USER,
-            "Ask the person a question and wait for the answer.",
-            json!({"type": "object",
-                   "properties": {"question": {"type": "string"},
-                                  "schema": {"type": "object", "description": "optional JSON Schema of the answer"}},
-                   "required": ["question"], "additionalProperties": false}),
-        ),
-        def(
-            UPDATE_PLAN,
-            "Replace the visible plan of this run.",
-            json!({"type": "object", "properties": {"plan": {}}, "required": ["plan"]}),
-        ),
-    ]
+    vec![ask_user::definition(), plan::definition()]
 }
 
 /// The fingerprint of one of the supervisor's own tools.

@@ -28,6 +28,14 @@ pub enum RunError {
         actual: &'static str,
         expected: &'static str,
     },
+    #[error(
+        "the answer to request {request} of run {run} was refused: {reason}; the run still waits for an answer"
+    )]
+    InvalidAnswer {
+        run: RunId,
+        request: RequestId,
+        reason: String,
+    },
     #[error("run {run} has no undecided call {call}")]
     NoSuchDecision { run: RunId, call: CallId },
     #[error(

@@ -27,7 +27,7 @@
 //!    round's request activity and checkpoint go in the outcome's batch: a
 //!    tool round makes two commits.
 //! 2. **Tool round**, one call at a time. A call without journal record is
-//!    *processed*: budget checked; `ask_user` / `update_plan` are answered by
+//!    *processed*: budget checked; `ask_user` / `update_plan` ([`builtin`]) are answered by
 //!    the supervisor itself; anything else goes to the tools actor
 //!    (`ToolsMsg::Prepare`) for validation and the policy decision. `Deny` →
 //!    the model gets a denial. `AskOnce` → a `prepared` record and a pending

@@ -37,6 +37,8 @@ use agent_kernel::run::{
     ActivityKind, CheckpointStage, Evidence, PendingKind, PendingRequest, RunStatus, StopReason,
 };
 
+use crate::builtin::ask_user::AskUserRequest;
+use crate::builtin::plan::Plan;
 use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
 use crate::config::{RunConfig, RuntimeOptions};
 use crate::error::RunError;
@@ -158,6 +160,19 @@ pub(crate) fn call_id(turn: usize, index: usize) -> Result<CallId, RunError> {
 pub(crate) fn approval_request(call: &CallId) -> Result<RequestId, RunError> {
     request_id("approve", call)
 }
+/// A tool call's arguments as JSON; text that is not JSON reads as `null`,
+/// which every tool refuses as not an object.
+fn arguments_value(call: &AssistantToolCall) -> Value {
+    serde_json::from_str(&call.arguments).unwrap_or(Value::Null)
+}
+
+/// What an `ask_user` pending request names, its blobs already stored.
+struct InputBlobs {
+    question: BlobRef,
+    schema: Option<BlobRef>,
+    choices: Option<Vec<String>>,
+}
+
 pub(crate) fn input_request(call: &CallId) -> Result<RequestId, RunError> {
     request_id("input", call)
 }
@@ -454,16 +469,39 @@ impl Supervisor {
                     Err(e) => reply.send(Err(e)),
                     Ok((pending, call_id)) => {
                         let (mut record, call) = self.record_and_call(&call_id).await?;
+                        // The answer must fit the question; a refused answer
+                        // changes nothing and the run keeps waiting.
+                        let answered = AskUserRequest::from_arguments(&arguments_value(&call))
+                            .map_err(|e| {
+                                self.inconsistent(format!("the pending question is invalid: {e}"))
+                            })
+                            .and_then(|question| {
+                                let answer = question.answer_from_text(&text).map_err(|e| {
+                                    RunError::InvalidAnswer {
+                                        run: run.clone(),
+                                        request: request.clone(),
+                                        reason: e.to_string(),
+                                    }
+                                })?;
+                                question.answer_result(&answer).map_err(|e| {
+                                    RunError::InvalidAnswer {
+                                        run: run.clone(),
+                                        request: request.clone(),
+                                        reason: e.to_string(),
+                                    }
+                                })
+                            });
+                        let result = match answered {
+                            Ok(result) => result,
+                            Err(e) => {
+                                reply.send(Err(e));
+                                return Ok(());
+                            }
+                        };
                         let now = self.writer.now();
                         record
                             .advance(CallState::Running, now)
                             .map_err(|e| self.inconsistent(e.to_string()))?;
-                        let result = builtin::success(
-                            ASK_USER,
-                            "user",
-                            Trust::User,
-                            json!({"answer": text}),
-                        );
                         self.outcome(Some(record), &call_id, &call, result, |tx| {
                             tx.delete(Table::Pending, pending_key(&pending));
                             tx.activity(ActivityKind::InputAnswered { request });
@@ -1593,34 +1631,19 @@ impl Supervisor {
     // ------------------------------------------------- the supervisor's tools
 
     async fn ask_user(&mut self, call_id: CallId, call: AssistantToolCall) -> Result<(), RunError> {
-        let question = serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned))
-            .filter(|q| !q.trim().is_empty());
-        let Some(question) = question else {
-            let result = ToolResult::error(
-                "invalid_arguments",
-                "ask_user needs {\"question\": \"<non-empty text>\"}",
-                ASK_USER,
-            );
-            return self
-                .outcome(None, &call_id, &call, result, |_| Ok(()))
-                .await;
+        let question = match AskUserRequest::from_arguments(&arguments_value(&call)) {
+            Ok(question) => question,
+            Err(e) => {
+                let result = ToolResult::error("invalid_arguments", e.to_string(), ASK_USER);
+                return self
+                    .outcome(None, &call_id, &call, result, |_| Ok(()))
+                    .await;
+            }
         };
         let record = self
             .builtin_record(&call_id, ASK_USER, &call.arguments)
             .await?;
-        let storage = self.ctx.host.storage.clone();
-        let question_blob = put_blob(&*storage, question.into_bytes()).await?;
-        // An optional JSON Schema for a structured answer, shown by the UI.
-        let schema = match serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .and_then(|v| v.get("schema").cloned())
-            .filter(Value::is_object)
-        {
-            Some(schema) => Some(put_json_blob(&*storage, &schema).await?),
-            None => None,
-        };
+        let pending = self.input_request_blobs(&question).await?;
         let mut tx = self.writer.begin();
         tx.run.usage.tool_calls += 1;
         tx.activity(ActivityKind::ToolCall {
@@ -1629,16 +1652,31 @@ impl Supervisor {
             state: CallState::Prepared,
         });
         tx.put(&record);
-        self.request_input(&mut tx, &call_id, question_blob, schema)?;
+        self.request_input(&mut tx, &call_id, pending)?;
         self.writer.commit(tx).await
+    }
+
+    /// The question's text and answer schema stored as blobs (durable before
+    /// the pending request that names them), with its choices.
+    async fn input_request_blobs(&self, question: &AskUserRequest) -> Result<InputBlobs, RunError> {
+        let storage = self.ctx.host.storage.clone();
+        let text = put_blob(&*storage, question.question.clone().into_bytes()).await?;
+        let schema = match &question.answer_schema {
+            Some(schema) => Some(put_json_blob(&*storage, schema).await?),
+            None => None,
+        };
+        Ok(InputBlobs {
+            question: text,
+            schema,
+            choices: question.choices.clone(),
+        })
     }
 
     fn request_input(
         &self,
         tx: &mut Tx,
         call_id: &CallId,
-        question: BlobRef,
-        schema: Option<BlobRef>,
+        blobs: InputBlobs,
     ) -> Result<(), RunError> {
         let request = input_request(call_id)?;
         tx.put(&PendingRequest {
@@ -1646,8 +1684,9 @@ impl Supervisor {
             id: request.clone(),
             kind: PendingKind::Input {
                 call_id: call_id.clone(),
-                question,
-                schema,
+                question: blobs.question,
+                schema: blobs.schema,
+                choices: blobs.choices,
             },
             created_at_ms: tx.now(),
             presented: false,
@@ -1656,7 +1695,8 @@ impl Supervisor {
         tx.status(RunStatus::AwaitingInput, None)
     }
 
-    /// A `prepared` ask_user record found while running: wait for the answer again.
+    /// A `prepared` ask_user record found while running: wait for the answer
+    /// again, asking the same question (choices and schema included).
     async fn ask_user_again(&mut self, record: JournalRecord) -> Result<(), RunError> {
         let request = input_request(&record.call_id)?;
         let run = self.id();
@@ -1666,21 +1706,27 @@ impl Supervisor {
             .storage
             .get_record(&format!("{run}/{request}"))
             .await?;
-        let mut tx = self.writer.begin();
-        match existing {
-            Some(_) => tx.status(RunStatus::AwaitingInput, None)?,
-            None => {
-                let call = self
-                    .pending_call(&record.call_id)?
-                    .ok_or_else(|| self.inconsistent("ask_user call is not pending".into()))?;
-                let question = serde_json::from_str::<Value>(&call.arguments)
-                    .ok()
-                    .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned))
-                    .unwrap_or_default();
-                let blob = put_blob(&*self.ctx.host.storage, question.into_bytes()).await?;
-                self.request_input(&mut tx, &record.call_id, blob, None)?;
-            }
+        if existing.is_some() {
+            let mut tx = self.writer.begin();
+            tx.status(RunStatus::AwaitingInput, None)?;
+            return self.writer.commit(tx).await;
         }
+        let call = self
+            .pending_call(&record.call_id)?
+            .ok_or_else(|| self.inconsistent("ask_user call is not pending".into()))?;
+        let question = match AskUserRequest::from_arguments(&arguments_value(&call)) {
+            Ok(question) => question,
+            Err(e) => {
+                let call_id = record.call_id.clone();
+                let result = ToolResult::error("invalid_arguments", e.to_string(), ASK_USER);
+                return self
+                    .outcome(Some(record), &call_id, &call, result, |_| Ok(()))
+                    .await;
+            }
+        };
+        let pending = self.input_request_blobs(&question).await?;
+        let mut tx = self.writer.begin();
+        self.request_input(&mut tx, &record.call_id, pending)?;
         self.writer.commit(tx).await
     }
 
@@ -1698,18 +1744,14 @@ impl Supervisor {
         call: AssistantToolCall,
         existing: Option<JournalRecord>,
     ) -> Result<(), RunError> {
-        let plan = serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .and_then(|v| v.get("plan").cloned());
-        let Some(plan) = plan else {
-            let result = ToolResult::error(
-                "invalid_arguments",
-                "update_plan needs {\"plan\": <the plan>}",
-                UPDATE_PLAN,
-            );
-            return self
-                .outcome(existing, &call_id, &call, result, |_| Ok(()))
-                .await;
+        let plan = match Plan::from_arguments(&arguments_value(&call)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let result = ToolResult::error("invalid_arguments", e.to_string(), UPDATE_PLAN);
+                return self
+                    .outcome(existing, &call_id, &call, result, |_| Ok(()))
+                    .await;
+            }
         };
         let fresh = existing.is_none();
         let mut record = match existing {

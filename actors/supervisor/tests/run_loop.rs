@@ -6,10 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use agent_capabilities::{ApprovalMode, EffectClass};
+use agent_capabilities::{ApprovalMode, EffectClass, Trust};
 use agent_kernel::budget::{Budget, BudgetDimension, BudgetPreset};
 use agent_kernel::host::{Clock, Storage, Table};
+use agent_kernel::ids::RequestId;
 use agent_kernel::journal::CallState;
+use agent_kernel::protocol::ToolResult;
 use agent_kernel::run::{ActivityKind, CheckpointStage, PendingKind, RunStatus, StopReason};
 use agent_supervisor::config::ConfigError;
 use agent_supervisor::sim::tools::SimToolsConfig;
@@ -133,7 +135,8 @@ fn s5_4_evidence_for_every_result_with_provenance() {
         {"name": "fail_op", "arguments": {}},
         {"name": "no_such_tool", "arguments": {}},
         {"name": "read_note", "arguments": "{not json"},
-        {"name": "update_plan", "arguments": {"plan": ["a", "b"]}}]},
+        {"name": "update_plan", "arguments": {"steps": [
+          {"title": "a", "status": "completed"}, {"title": "b", "status": "in_progress"}]}}]},
       {"text": "done"}]}"#,
     );
     let run = env.start("go", RunConfig::default());
@@ -159,7 +162,8 @@ fn s5_4_evidence_for_every_result_with_provenance() {
     assert_eq!(env.log.tickets(), 1);
     assert_eq!(
         env.block(env.runtime.plan(&run)).unwrap(),
-        Some(serde_json::json!(["a", "b"]))
+        Some(serde_json::json!({"steps": [
+            {"title": "a", "status": "completed"}, {"title": "b", "status": "in_progress"}]}))
     );
     assert_eq!(env.run(&run).usage.tool_calls, 7);
 }
@@ -488,7 +492,7 @@ fn s6_1_no_grant_is_ever_persisted() {
 fn ask_user_waits_for_respond_and_the_answer_reaches_the_model() {
     let env = common::env(
         r#"{"turns": [
-      {"text": "need input", "tool_calls": [{"name": "ask_user", "arguments": {"question": "which file?", "schema": {"type": "string"}}}]},
+      {"text": "need input", "tool_calls": [{"name": "ask_user", "arguments": {"question": "which file?", "answer_schema": {"type": "string"}}}]},
       {"text": "thanks"}]}"#,
     );
     let run = env.start("go", RunConfig::default());
@@ -532,6 +536,114 @@ fn ask_user_waits_for_respond_and_the_answer_reaches_the_model() {
             RunStatus::Completed
         ]
     );
+}
+
+#[test]
+fn respond_refuses_an_answer_that_does_not_fit_and_the_run_keeps_waiting() {
+    let env = common::env(
+        r#"{"turns": [
+      {"text": "pick", "tool_calls": [{"name": "ask_user", "arguments": {"question": "which region?", "choices": ["EU", "US"]}}]},
+      {"text": "count", "tool_calls": [{"name": "ask_user", "arguments": {"question": "how many guests?",
+         "answer_schema": {"type": "object", "properties": {"guests": {"type": "integer", "minimum": 1}},
+                           "required": ["guests"], "additionalProperties": false}}}]},
+      {"text": "thanks"}]}"#,
+    );
+    let run = env.start("go", RunConfig::default());
+    let answer_of = |call: usize| -> serde_json::Value {
+        let journal = env.block(env.runtime.journal(&run)).unwrap();
+        let blob = env
+            .block(
+                env.runtime
+                    .blob(&run, journal[call].result.as_ref().unwrap()),
+            )
+            .unwrap();
+        let result: ToolResult = serde_json::from_slice(&blob).unwrap();
+        let ToolResult::Success(s) = result else {
+            panic!("expected a success, got {result:?}")
+        };
+        assert_eq!(s.trust, Trust::User);
+        s.content
+    };
+    let refused = |request: &RequestId, text: &str| match env
+        .block(env.runtime.respond(&run, request, text))
+    {
+        Err(RunError::InvalidAnswer { reason, .. }) => reason,
+        other => panic!("{text:?} should be refused, got {other:?}"),
+    };
+    let still_waiting = |request: &RequestId| {
+        assert_eq!(env.run(&run).status, RunStatus::AwaitingInput);
+        let pending = env.block(env.runtime.pending(&run)).unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(&pending[0].id, request);
+    };
+
+    // Choices: the pending request offers them; anything else is refused.
+    assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
+    let pending = env.block(env.runtime.pending(&run)).unwrap();
+    let PendingKind::Input {
+        choices, schema, ..
+    } = &pending[0].kind
+    else {
+        panic!("expected an input request")
+    };
+    assert_eq!(
+        choices.as_deref(),
+        Some(&["EU".to_owned(), "US".to_owned()][..])
+    );
+    assert!(schema.is_none());
+    let first = pending[0].id.clone();
+    assert!(refused(&first, "Mars").contains("EU, US"));
+    still_waiting(&first);
+    env.block(env.runtime.respond(&run, &first, "US")).unwrap();
+    assert_eq!(answer_of(0), serde_json::json!({"answer": "US"}));
+
+    // A schema: typed JSON is checked against it.
+    assert_eq!(env.settle(&run).status, RunStatus::AwaitingInput);
+    let pending = env.block(env.runtime.pending(&run)).unwrap();
+    let second = pending[0].id.clone();
+    assert_ne!(first, second);
+    assert!(refused(&second, r#"{"guests": 0}"#).contains("/guests"));
+    refused(&second, "two people");
+    still_waiting(&second);
+    env.block(env.runtime.respond(&run, &second, r#"{"guests": 2}"#))
+        .unwrap();
+    assert_eq!(answer_of(1), serde_json::json!({"answer": {"guests": 2}}));
+    let record = env.settle(&run);
+    assert_eq!(record.status, RunStatus::Completed);
+    assert_eq!(record.usage.tool_calls, 2);
+}
+
+#[test]
+fn bad_ask_user_and_update_plan_arguments_reach_the_model_as_errors() {
+    let env = common::env(
+        r#"{"turns": [
+      {"text": "bad", "tool_calls": [
+        {"name": "ask_user", "arguments": {"question": "q", "choices": ["a", "a"]}},
+        {"name": "ask_user", "arguments": {"question": "q", "schema": {"type": "string"}}},
+        {"name": "update_plan", "arguments": {"plan": ["a", "b"]}},
+        {"name": "update_plan", "arguments": {"steps": [
+          {"title": "a", "status": "in_progress"}, {"title": "b", "status": "in_progress"}]}}]},
+      {"text": "done"}]}"#,
+    );
+    let run = env.start("go", RunConfig::default());
+    let record = env.settle(&run);
+    assert_eq!(
+        record.status,
+        RunStatus::Completed,
+        "nothing waits for the person"
+    );
+    assert!(env.block(env.runtime.pending(&run)).unwrap().is_empty());
+    assert_eq!(env.block(env.runtime.plan(&run)).unwrap(), None);
+    let evidence = env.block(env.runtime.evidence(&run)).unwrap();
+    assert_eq!(evidence.len(), 4);
+    for e in &evidence {
+        let blob = env.block(env.runtime.blob(&run, &e.result)).unwrap();
+        let result: ToolResult = serde_json::from_slice(&blob).unwrap();
+        let ToolResult::Error(err) = result else {
+            panic!("expected an error, got {result:?}")
+        };
+        assert_eq!(err.code, "invalid_arguments", "{}", err.message);
+    }
 }
 
 // -------------------------------------------------------------------- stop

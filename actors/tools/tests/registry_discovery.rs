@@ -1371,3 +1371,28 @@ fn every_builtin_tool_name_is_reserved() {
         );
     }
 }
+
+#[test]
+fn every_builtin_exports_a_fingerprinted_builtin_definition_with_a_valid_schema() {
+    let defs = agent_tools::builtin::definitions();
+    let names: BTreeSet<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        names,
+        agent_tools::builtin::BUILTIN_TOOL_NAMES
+            .into_iter()
+            .collect()
+    );
+    for def in &defs {
+        assert_eq!(def.origin, Origin::Builtin, "{}", def.name);
+        assert!(def.provider.is_none());
+        assert!(def.fingerprint().is_ok());
+        jsonschema::validator_for(&def.parameters).unwrap_or_else(|e| panic!("{}: {e}", def.name));
+    }
+    // Stable: the same definitions give the same fingerprints.
+    let again: Vec<_> = agent_tools::builtin::definitions()
+        .iter()
+        .map(|d| d.fingerprint().expect("fp"))
+        .collect();
+    let first: Vec<_> = defs.iter().map(|d| d.fingerprint().expect("fp")).collect();
+    assert_eq!(first, again);
+}

@@ -1,45 +1,32 @@
-//! Built-in tools: `run_javascript`, `extract_document`, Skills, `ask_user`, `update_plan`.
+//! Built-in tools: `run_javascript`, `extract_document`, Skills. (`ask_user`
+//! and `update_plan` change only the run itself, so the supervisor owns and
+//! carries them out: `agent_supervisor::builtin`.)
 //!
 //! Each tool exports its [`ToolDefinition`] (origin `builtin`, effects
 //! declared); the host registers them. The two that run code on the host
 //! (`run_javascript`, `extract_document`) also export an actor that answers
 //! `ToolMsg::Invoke` and verifies the invocation's capability with its
-//! verifier before doing anything. `ask_user` and `update_plan` change only
-//! the run itself, so the supervisor carries out their effect; this module
-//! gives it their definitions and the validation of their arguments and
-//! answers. Skills are not tools: a [`skill::Skill`] narrows the tools a run
+//! verifier before doing anything. Skills are not tools: a [`skill::Skill`] narrows the tools a run
 //! may use, as a caveat on its capabilities.
 //!
 //! Crates chosen: `rquickjs` (QuickJS; small, embeddable, builds for wasm32,
 //! with interrupt, memory and stack limits), `dom_smoothie` (a Readability
 //! port for HTML), `lopdf` (pure-Rust PDF parsing with bounded decompression;
 //! builds for wasm32), `csv` (RFC 4180 parsing), `encoding_rs` (strict
-//! decoding), `jsonschema` (answer schemas, without remote references).
+//! decoding).
 
-pub mod ask_user;
 pub mod document;
 mod invoke;
 pub mod javascript;
-pub mod plan;
 pub mod secrets;
 pub mod skill;
 
 use agent_kernel::protocol::ToolDefinition;
 
 /// The names of every built-in tool (reserved: no plugin may claim one).
-pub const BUILTIN_TOOL_NAMES: [&str; 4] = [
-    ask_user::TOOL_NAME,
-    plan::TOOL_NAME,
-    javascript::TOOL_NAME,
-    document::TOOL_NAME,
-];
+pub const BUILTIN_TOOL_NAMES: [&str; 2] = [javascript::TOOL_NAME, document::TOOL_NAME];
 
 /// The definitions of every built-in tool of this crate, in a stable order.
 pub fn definitions() -> Vec<ToolDefinition> {
-    vec![
-        ask_user::definition(),
-        plan::definition(),
-        javascript::definition(),
-        document::definition(),
-    ]
+    vec![javascript::definition(), document::definition()]
 }

@@ -1,6 +1,7 @@
 //! `update_plan`: the run's plan as a list of steps with statuses. The
-//! supervisor keeps the latest plan on the run record; this module owns the
-//! definition, the `Plan` type it stores, and the validation of the arguments.
+//! supervisor keeps the latest plan on the run record (a blob, read back by
+//! `Runtime::plan`); this module owns the definition, the `Plan` type it
+//! stores, and the validation of the arguments.
 
 use std::collections::BTreeSet;
 

@@ -1,24 +1,29 @@
-//! `ask_user` and `update_plan` (S5.1): their definitions, the validation
-//! of their arguments, of answers against the optional JSON Schema, and the
-//! plan kept on the run record; plus the built-in definition set as a whole.
-#![cfg(not(target_arch = "wasm32"))] // native tests (tokio); the browser runs builtin_wasm.rs
+//! `ask_user` and `update_plan` (S5.1), the supervisor's own tools: their
+//! definitions (the ones the model sees), the validation of their arguments,
+//! of answers against the choices or the optional JSON Schema, how typed
+//! text becomes an answer, and the plan kept on the run record. The run
+//! loop's side (waiting, `respond` refusing a bad answer) is in run_loop.rs.
+#![cfg(not(target_arch = "wasm32"))] // pure checks; run natively only
 
 use std::collections::BTreeSet;
 
 use agent_capabilities::{Origin, Trust};
 use agent_kernel::protocol::{TargetRule, ToolResult};
-use agent_tools::builtin::ask_user::{
-    self, AnswerError, AskUserError, AskUserRequest, MAX_CHOICES, MAX_QUESTION_CHARS,
+use agent_supervisor::builtin::ask_user::{
+    self, AnswerError, AskUserError, AskUserRequest, MAX_ANSWER_BYTES, MAX_CHOICE_CHARS,
+    MAX_CHOICES, MAX_QUESTION_CHARS, MAX_SCHEMA_BYTES,
 };
-use agent_tools::builtin::plan::{self, MAX_STEP_CHARS, MAX_STEPS, Plan, PlanError, StepStatus};
-use agent_tools::builtin::{BUILTIN_TOOL_NAMES, definitions};
+use agent_supervisor::builtin::plan::{
+    self, MAX_EXPLANATION_CHARS, MAX_STEP_CHARS, MAX_STEPS, Plan, PlanError, StepStatus,
+};
+use agent_supervisor::builtin::{TOOL_NAMES, definitions};
 use serde_json::json;
 
 #[test]
-fn every_builtin_exports_a_fingerprinted_builtin_definition_with_a_valid_schema() {
+fn every_supervisor_tool_exports_a_fingerprinted_builtin_definition_with_a_valid_schema() {
     let defs = definitions();
     let names: BTreeSet<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, BUILTIN_TOOL_NAMES.into_iter().collect());
+    assert_eq!(names, TOOL_NAMES.into_iter().collect());
     for def in &defs {
         assert_eq!(def.origin, Origin::Builtin, "{}", def.name);
         assert!(def.provider.is_none());
@@ -224,4 +229,141 @@ fn update_plan_refuses_bad_plans() {
         bad(json!({"steps": [step(&"t".repeat(MAX_STEP_CHARS + 1), "pending")]})),
         PlanError::TooLong { .. }
     ));
+}
+
+#[test]
+fn ask_user_limits_on_choices_schema_and_answer_hold_at_below_and_above() {
+    let bad = |args: serde_json::Value| AskUserRequest::from_arguments(&args).expect_err("refused");
+    // A choice's length.
+    for len in [MAX_CHOICE_CHARS - 1, MAX_CHOICE_CHARS] {
+        let q =
+            AskUserRequest::from_arguments(&json!({"question": "q", "choices": ["c".repeat(len)]}))
+                .expect("within the limit");
+        assert_eq!(q.choices.expect("choices")[0].chars().count(), len);
+    }
+    assert_eq!(
+        bad(json!({"question": "q", "choices": ["c".repeat(MAX_CHOICE_CHARS + 1)]})),
+        AskUserError::TooLong {
+            field: "choices[0]".into(),
+            len: MAX_CHOICE_CHARS + 1,
+            limit: MAX_CHOICE_CHARS
+        }
+    );
+    // The schema's size in bytes of JSON: `{"description":"…"}` is 18 bytes
+    // around its text.
+    let schema_of = |bytes: usize| json!({"description": "d".repeat(bytes - 18)});
+    for bytes in [MAX_SCHEMA_BYTES - 1, MAX_SCHEMA_BYTES] {
+        assert_eq!(
+            serde_json::to_string(&schema_of(bytes)).unwrap().len(),
+            bytes
+        );
+        assert!(
+            AskUserRequest::from_arguments(
+                &json!({"question": "q", "answer_schema": schema_of(bytes)})
+            )
+            .is_ok(),
+            "{bytes}"
+        );
+    }
+    assert_eq!(
+        bad(json!({"question": "q", "answer_schema": schema_of(MAX_SCHEMA_BYTES + 1)})),
+        AskUserError::TooLong {
+            field: "answer_schema".into(),
+            len: MAX_SCHEMA_BYTES + 1,
+            limit: MAX_SCHEMA_BYTES
+        }
+    );
+    // The answer's size in bytes of JSON (a string adds its two quotes).
+    let q = AskUserRequest::from_arguments(&json!({"question": "q"})).expect("valid");
+    assert!(
+        q.validate_answer(&json!("a".repeat(MAX_ANSWER_BYTES - 3)))
+            .is_ok()
+    );
+    assert!(
+        q.validate_answer(&json!("a".repeat(MAX_ANSWER_BYTES - 2)))
+            .is_ok()
+    );
+    assert_eq!(
+        q.validate_answer(&json!("a".repeat(MAX_ANSWER_BYTES - 1))),
+        Err(AnswerError::TooLarge {
+            len: MAX_ANSWER_BYTES + 1,
+            limit: MAX_ANSWER_BYTES
+        })
+    );
+    // Typed text over the limit is refused before it is read as JSON.
+    assert_eq!(
+        q.answer_from_text(&"a".repeat(MAX_ANSWER_BYTES + 1)),
+        Err(AnswerError::TooLarge {
+            len: MAX_ANSWER_BYTES + 1,
+            limit: MAX_ANSWER_BYTES
+        })
+    );
+}
+
+#[test]
+fn typed_text_becomes_the_answer_json_when_the_schema_wants_it() {
+    // Free text and choices: the text itself.
+    let free = AskUserRequest::from_arguments(&json!({"question": "Why?"})).expect("valid");
+    assert_eq!(free.answer_from_text("42"), Ok(json!("42")));
+    assert_eq!(free.answer_from_text(" "), Err(AnswerError::NotText));
+    let pick =
+        AskUserRequest::from_arguments(&json!({"question": "Which?", "choices": ["EU", "US"]}))
+            .expect("valid");
+    assert_eq!(pick.answer_from_text("US"), Ok(json!("US")));
+    assert_eq!(
+        pick.answer_from_text("Mars"),
+        Err(AnswerError::NotAChoice {
+            choices: vec!["EU".into(), "US".into()]
+        })
+    );
+    // A schema: JSON when it satisfies it, else the text as a string.
+    let count = AskUserRequest::from_arguments(
+        &json!({"question": "How many?", "answer_schema": {"type": "integer", "minimum": 1}}),
+    )
+    .expect("valid");
+    assert_eq!(count.answer_from_text("4"), Ok(json!(4)));
+    assert!(matches!(
+        count.answer_from_text("0"),
+        Err(AnswerError::SchemaMismatch { .. })
+    ));
+    assert!(matches!(
+        count.answer_from_text("four"),
+        Err(AnswerError::SchemaMismatch { .. })
+    ));
+    let name = AskUserRequest::from_arguments(
+        &json!({"question": "Which file?", "answer_schema": {"type": "string"}}),
+    )
+    .expect("valid");
+    assert_eq!(name.answer_from_text("b.txt"), Ok(json!("b.txt")));
+    assert_eq!(name.answer_from_text("42"), Ok(json!("42")));
+    let booking = AskUserRequest::from_arguments(&json!({"question": "When?", "answer_schema": {
+        "type": "object", "properties": {"guests": {"type": "integer"}}, "required": ["guests"]}}))
+    .expect("valid");
+    assert_eq!(
+        booking.answer_from_text(r#"{"guests": 2}"#),
+        Ok(json!({"guests": 2}))
+    );
+    match booking.answer_from_text(r#"{"guests": "two"}"#) {
+        Err(AnswerError::SchemaMismatch { errors }) => {
+            assert!(errors.iter().any(|e| e.contains("/guests")), "{errors:?}");
+        }
+        other => panic!("expected SchemaMismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn update_plan_explanation_limit_holds_at_below_and_above() {
+    let with = |len: usize| json!({"steps": [{"title": "a", "status": "pending"}], "explanation": "e".repeat(len)});
+    for len in [MAX_EXPLANATION_CHARS - 1, MAX_EXPLANATION_CHARS] {
+        let plan = Plan::from_arguments(&with(len)).expect("within the limit");
+        assert_eq!(plan.explanation.map(|e| e.chars().count()), Some(len));
+    }
+    assert_eq!(
+        Plan::from_arguments(&with(MAX_EXPLANATION_CHARS + 1)),
+        Err(PlanError::TooLong {
+            field: "explanation".into(),
+            len: MAX_EXPLANATION_CHARS + 1,
+            limit: MAX_EXPLANATION_CHARS
+        })
+    );
 }

@@ -1,12 +1,13 @@
 //! `ask_user`: a structured question for the person, with optional choices
 //! and an optional JSON Schema for the answer. The supervisor carries out
-//! its effect (the run waits in `awaiting_input`); this module owns the
-//! definition and the validation of its arguments and of the answer.
+//! its effect (the run waits in `awaiting_input` until `respond`); this
+//! module owns the definition, the validation of its arguments and of the
+//! answer, and how the person's typed text becomes the answer.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use agent_capabilities::{Idempotency, Origin, Sensitivity, Trust};
-use agent_kernel::protocol::{Provenance, TargetRule, ToolDefinition, ToolResult, ToolSuccess};
+use agent_kernel::protocol::{TargetRule, ToolDefinition, ToolResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -247,20 +248,42 @@ impl AskUserRequest {
         }
     }
 
+    /// The person's typed text as the answer. With an answer schema the
+    /// text counts as JSON when it parses and satisfies the schema, else as
+    /// a JSON string (so `4` answers `{"type": "integer"}` and `blue`
+    /// answers `{"type": "string"}`); without one it is the text itself,
+    /// checked against the choices. Text over [`MAX_ANSWER_BYTES`] is
+    /// refused before it is parsed.
+    pub fn answer_from_text(&self, text: &str) -> Result<Value, AnswerError> {
+        if text.len() > MAX_ANSWER_BYTES {
+            return Err(AnswerError::TooLarge {
+                len: text.len(),
+                limit: MAX_ANSWER_BYTES,
+            });
+        }
+        let as_text = Value::String(text.to_owned());
+        if self.answer_schema.is_some()
+            && let Ok(parsed) = serde_json::from_str::<Value>(text)
+        {
+            return match self.validate_answer(&parsed) {
+                Ok(()) => Ok(parsed),
+                Err(as_json) => self
+                    .validate_answer(&as_text)
+                    .map(|()| as_text)
+                    .map_err(|_| as_json),
+            };
+        }
+        self.validate_answer(&as_text).map(|()| as_text)
+    }
+
     /// The tool result for a valid answer: the person's words, `user` trust.
     pub fn answer_result(&self, answer: &Value) -> Result<ToolResult, AnswerError> {
         self.validate_answer(answer)?;
-        Ok(ToolResult::Success(ToolSuccess {
-            content: json!({ "answer": answer }),
-            trust: Trust::User,
-            provenance: Provenance {
-                origin: Origin::Builtin.to_string(),
-                tool: TOOL_NAME.to_owned(),
-                detail: BTreeMap::new(),
-                ..Provenance::default()
-            },
-            references: Vec::new(),
-            receipts: Vec::new(),
-        }))
+        Ok(super::success(
+            TOOL_NAME,
+            "user",
+            Trust::User,
+            json!({ "answer": answer }),
+        ))
     }
 }
