@@ -150,8 +150,14 @@ fn every_refusal_rule_of_the_gate_is_a_refusal_of_the_whole_workspace_scope() {
         "end.",
         "end ",
     ] {
-        assert!(WorkspacePath::parse(raw).is_err(), "{raw:?} should be refused");
-        assert!(!scope("").covers(&target(raw)), "{raw:?} should not be covered");
+        assert!(
+            WorkspacePath::parse(raw).is_err(),
+            "{raw:?} should be refused"
+        );
+        assert!(
+            !scope("").covers(&target(raw)),
+            "{raw:?} should not be covered"
+        );
     }
     let too_long = "a".repeat(agent_capabilities::path::MAX_SEGMENT_BYTES + 1);
     assert!(!scope("").covers(&target(&too_long)));
