@@ -3,6 +3,8 @@
 //! No async and no I/O. Time and randomness are passed in by the caller.
 //!
 //! - [`vocab`]: effect classes, origins, trust and sensitivity labels.
+//! - [`path`]: the workspace path policy ([`WorkspacePath`], SPEC S7.1), the
+//!   one rule both workspace scopes and the workspace itself use.
 //! - [`scope`]: target scopes and the targets they cover.
 //! - [`canonical`]: RFC 8785 canonical JSON and SHA-256 fingerprints.
 //! - [`token`]: capability tokens (mint, attenuate, verify, consume).
@@ -42,12 +44,14 @@
 //! ```
 
 pub mod canonical;
+pub mod path;
 pub mod policy;
 pub mod scope;
 pub mod token;
 pub mod vocab;
 
 pub use canonical::{CanonicalError, Fingerprint, canonical_bytes, canonical_json, sha256_hex};
+pub use path::{PathError, PathErrorKind, WorkspacePath};
 pub use policy::{ApprovalIdentity, ApprovalMode, Decision, PolicyInput, decide};
 pub use scope::{Target, TargetScope};
 pub use token::{

@@ -1,9 +1,17 @@
 //! Target scopes: what a capability may touch, with an explicit subset
 //! relation (`covers` a target; `is_within` another scope).
+//!
+//! Workspace prefixes and workspace targets are read with the workspace's own
+//! path policy, [`WorkspacePath::parse`] (NFC included): a scope covers a path
+//! exactly when the workspace would accept it and the normalised path lies
+//! within the normalised prefix, so a scope check and the path gate never
+//! disagree about which file a spelling names.
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
+
+use crate::path::WorkspacePath;
 
 /// The set of targets a capability may touch. Narrowing is intersection.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -11,7 +19,8 @@ use serde::{Deserialize, Serialize};
 pub enum TargetScope {
     /// Touches nothing outside the run itself (pure computation, ask_user).
     NoTarget,
-    /// Workspace paths equal to or below `prefix` (segment-wise; "" is the whole workspace).
+    /// Workspace paths equal to or below `prefix` (segment-wise, after the
+    /// path policy of [`WorkspacePath::parse`]; "" is the whole workspace).
     Workspace { prefix: String },
     /// Exactly these URL origins (`scheme://host[:port]`, lowercase).
     Origins { origins: BTreeSet<String> },
@@ -29,7 +38,9 @@ pub enum TargetScope {
 pub enum Target {
     /// Nothing outside the run.
     Nothing,
-    /// A normalised workspace path, relative to the session root.
+    /// A workspace path, relative to the session root ("" is the root
+    /// itself); read with [`WorkspacePath::parse`], so any spelling the
+    /// workspace accepts names the same file here.
     WorkspacePath { path: String },
     /// A URL, by its origin (`scheme://host[:port]`) and host.
     Url { origin: String, host: String },
@@ -62,8 +73,8 @@ impl TargetScope {
         match (self, target) {
             (TargetScope::All { scopes }, _) => scopes.iter().all(|s| s.covers_single(target)),
             (TargetScope::Workspace { prefix }, Target::WorkspacePath { path }) => {
-                match (path_segments(prefix), path_segments(path)) {
-                    (Some(p), Some(t)) => t.starts_with(&p),
+                match (workspace_location(prefix), workspace_location(path)) {
+                    (Some(p), Some(t)) => location_is_within(t.as_ref(), p.as_ref()),
                     _ => false,
                 }
             }
@@ -101,8 +112,8 @@ impl TargetScope {
         }
         match (self, wider) {
             (TargetScope::Workspace { prefix: a }, TargetScope::Workspace { prefix: b }) => {
-                match (path_segments(a), path_segments(b)) {
-                    (Some(a), Some(b)) => a.starts_with(&b),
+                match (workspace_location(a), workspace_location(b)) {
+                    (Some(a), Some(b)) => location_is_within(a.as_ref(), b.as_ref()),
                     _ => false,
                 }
             }
@@ -210,7 +221,7 @@ impl TargetScope {
     fn covers_nothing(&self) -> bool {
         match self {
             TargetScope::NoTarget => true,
-            TargetScope::Workspace { prefix } => path_segments(prefix).is_none(),
+            TargetScope::Workspace { prefix } => workspace_location(prefix).is_none(),
             TargetScope::Origins { origins } => origins.is_empty(),
             TargetScope::Domains { domains } => domains.iter().all(|d| normalise_host(d).is_none()),
             TargetScope::Dates { from, to } => !(valid_date(from) && valid_date(to) && from <= to),
@@ -279,25 +290,30 @@ fn list_summary(items: &BTreeSet<String>) -> String {
 
 fn target_is_well_formed(target: &Target) -> bool {
     match target {
-        Target::WorkspacePath { path } => path_segments(path).is_some(),
+        Target::WorkspacePath { path } => workspace_location(path).is_some(),
         Target::Date { date } => valid_date(date),
         Target::Url { origin, .. } => !origin.is_empty(),
         Target::Nothing | Target::Many { .. } => true,
     }
 }
 
-/// The segments of a normalised workspace path; `None` when it is not
-/// normalised (empty, `.` or `..` segments, backslashes, NUL).
-/// The empty string is the workspace root, with no segments.
-fn path_segments(path: &str) -> Option<Vec<&str>> {
+/// A workspace prefix or target read with the path policy: `Some(None)` is
+/// the workspace root (the empty string), `Some(Some(path))` a path the
+/// workspace accepts (NFC-normalised), `None` a spelling it refuses.
+fn workspace_location(path: &str) -> Option<Option<WorkspacePath>> {
     if path.is_empty() {
-        return Some(Vec::new());
+        return Some(None);
     }
-    let segments: Vec<&str> = path.split('/').collect();
-    let valid = segments
-        .iter()
-        .all(|s| !s.is_empty() && *s != "." && *s != ".." && !s.contains(['\\', '\0']));
-    valid.then_some(segments)
+    WorkspacePath::parse(path).ok().map(Some)
+}
+
+/// True when `inner` is `outer` or below it; everything is within the root.
+fn location_is_within(inner: Option<&WorkspacePath>, outer: Option<&WorkspacePath>) -> bool {
+    match (inner, outer) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(inner), Some(outer)) => inner.is_within(outer),
+    }
 }
 
 /// Lowercase, one trailing dot removed; `None` for an empty name or one

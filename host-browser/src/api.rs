@@ -33,13 +33,15 @@ use agent_supervisor::{
     Choice, ModelProvider, OpenAiConfig, OpenAiProvider, RunConfig, RunError, RunEvent, Runtime,
     RuntimeOptions, Scenario, ScriptedProvider,
 };
-use agent_tools::builtin::document::{DocumentTool, WorkspaceDocuments};
+use agent_tools::builtin::document::DocumentTool;
 use agent_tools::builtin::javascript::JsLimits;
 use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue};
 use agent_tools::{
     PluginManifest, Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools,
 };
-use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspacePath, WorkspaceSpill};
+use agent_workspace::{
+    Quotas, SpillTarget, WorkspaceDirectory, WorkspaceDocuments, WorkspacePath, WorkspaceSpill,
+};
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

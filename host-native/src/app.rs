@@ -21,10 +21,12 @@ use agent_supervisor::{
     ModelProvider, OpenAiConfig, OpenAiProvider, RunError, Runtime, RuntimeOptions, Scenario,
     ScriptedProvider,
 };
-use agent_tools::builtin::document::{DocumentTool, WorkspaceDocuments};
+use agent_tools::builtin::document::DocumentTool;
 use agent_tools::builtin::javascript::{JavascriptTool, ScriptPlace};
 use agent_tools::{Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools};
-use agent_workspace::{Quotas, SpillTarget, WorkspaceDirectory, WorkspaceSpill};
+use agent_workspace::{
+    Quotas, SpillTarget, WorkspaceDirectory, WorkspaceDocuments, WorkspaceSpill,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;

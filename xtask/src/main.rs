@@ -9,9 +9,10 @@
 //!   this). First the prerequisites (see below), then, stopping at the first
 //!   failure:
 //!   1. lint: `cargo fmt --all --check`, the dependency direction (`cargo
-//!      tree` of agent-capabilities and agent-kernel names no tokio, rusqlite
-//!      or web-sys), `cargo clippy` with `-D warnings` natively and for
-//!      `wasm32-unknown-unknown`;
+//!      xtask layering`, see [`layering`]: no actor crate depends on another
+//!      but through `agent-assembly`, and agent-capabilities and agent-kernel
+//!      reach no tokio, rusqlite or web-sys), `cargo clippy` with `-D
+//!      warnings` natively and for `wasm32-unknown-unknown`;
 //!   2. native: `cargo nextest run --workspace` (or `cargo test --workspace`
 //!      when nextest is not installed) and `cargo test --workspace --doc`;
 //!   3. wasm: `cargo build` for `wasm32-unknown-unknown`, then
@@ -38,6 +39,8 @@
 //!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
 //!
+//! * `cargo xtask layering` — only the layering check ([`layering`]).
+//!
 //! # Prerequisites
 //!
 //! Each is checked first and installed only when missing, printing the
@@ -59,6 +62,8 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
+
+mod layering;
 
 /// Crates whose tests also run on `wasm32-unknown-unknown` in headless
 /// Chromium. Crates not (yet) in the workspace are left out with a note; a
@@ -108,6 +113,10 @@ Project automation. Usage:
   cargo xtask install [--dry-run]
       Checks every prerequisite and installs the missing ones.
 
+  cargo xtask layering
+      Fails when an actor crate depends on another (only agent-assembly may),
+      or agent-capabilities / agent-kernel on tokio, rusqlite or web-sys.
+
 Flags:
   --only GROUP   run one group of steps: lint, native, wasm or e2e
   --no-install   fail instead of installing a missing prerequisite
@@ -137,6 +146,10 @@ fn main() -> ExitCode {
         Cmd::Test { only } => test(&mut runner, *only),
         Cmd::Demo { args } => demo(&mut runner, args),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
+        Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
+            name: "layering".to_string(),
+            status: format!("the layering is broken (DESIGN.md):\n{violations}"),
+        }),
     };
     runner.print_summary();
     match result {
@@ -159,6 +172,7 @@ enum Cmd {
     Test { only: Option<Group> },
     Demo { args: Vec<String> },
     Install,
+    Layering,
 }
 
 fn parse_args(args: &[String]) -> Result<Cli, String> {
@@ -198,6 +212,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "test" => Cmd::Test { only },
         "demo" => Cmd::Demo { args: forwarded },
         "install" => Cmd::Install,
+        "layering" => Cmd::Layering,
         other => return Err(format!("unknown subcommand `{other}`")),
     };
     Ok(cli)
@@ -574,19 +589,8 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
         Group::Lint => vec![
             Step::cargo("fmt", &["fmt", "--all", "--check"]),
             // DESIGN.md's dependency direction, for every target (web-sys
-            // would come in for wasm32 only).
-            Step::new(
-                "dependency direction",
-                "sh",
-                &[
-                    "-c",
-                    "set -e; tree=$(\"${CARGO:-cargo}\" tree -e normal --prefix none --target all \
-                     -p agent-capabilities -p agent-kernel); \
-                     if printf '%s\\n' \"$tree\" | grep -E '^(tokio|rusqlite|web-sys) '; then \
-                     echo 'agent-capabilities and agent-kernel must not depend on tokio, rusqlite or web-sys (DESIGN.md)' >&2; \
-                     exit 1; fi; echo 'no tokio, rusqlite or web-sys under agent-capabilities and agent-kernel'",
-                ],
-            ),
+            // would come in for wasm32 only) and feature: see `layering`.
+            Step::cargo("dependency direction", &["xtask", "layering"]),
             Step::cargo(
                 "clippy native",
                 &[

@@ -2,7 +2,9 @@
 //! the result envelope (SPEC S5.4), references and receipts, and the
 //! messages of the tools actor and of individual tool actors.
 //!
-//! Actors never reach into each other; they exchange only these types.
+//! Actors never reach into each other; they exchange only these types (and
+//! the store traits at the end, [`ResultSpill`] and [`DocumentSource`], that
+//! the workspace implements for the tools).
 
 use std::collections::BTreeMap;
 
@@ -329,4 +331,82 @@ pub trait ResultSpill: crate::MaybeSend + crate::MaybeSync {
         mime: &str,
         bytes: Vec<u8>,
     ) -> Result<Reference, String>;
+}
+
+/// Where a stored document came from; decides the trust of its text (S5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DocumentOrigin {
+    /// Written by the person: `user` trust.
+    User,
+    /// Written by a built-in tool of this runtime from the run's own data: `internal`.
+    Runtime,
+    /// From outside: an attachment, an import, a web read, a plugin or MCP
+    /// result. Always `external_untrusted`.
+    External,
+}
+
+impl DocumentOrigin {
+    /// The trust label of text extracted from such a document.
+    pub fn trust(self) -> Trust {
+        match self {
+            DocumentOrigin::User => Trust::User,
+            DocumentOrigin::Runtime => Trust::Internal,
+            DocumentOrigin::External => Trust::ExternalUntrusted,
+        }
+    }
+}
+
+/// A document as the host's store hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceDocument {
+    pub bytes: Vec<u8>,
+    /// The MIME type the store recorded, if any.
+    pub mime: Option<String>,
+    pub origin: DocumentOrigin,
+}
+
+/// Reading a document failed before extraction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentSourceError {
+    #[error("no document at {path}; list the workspace to find the right path")]
+    NotFound { path: String },
+    #[error("the document at {path} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        path: String,
+        size: u64,
+        limit: usize,
+    },
+    #[error("the document store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The host's document store for `extract_document` (the workspace, where
+/// attachments are imported files). The workspace crate implements it
+/// (`agent_workspace::WorkspaceDocuments`); the host hands it to the tool
+/// actor, so that actors never reach into each other.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait DocumentSource: crate::MaybeSend + crate::MaybeSync {
+    /// The bytes at the normalised workspace `path` of `session`. A document
+    /// larger than `max_bytes` should be refused with `TooLarge` without
+    /// loading it.
+    async fn read(
+        &self,
+        session: &SessionId,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<SourceDocument, DocumentSourceError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_decides_trust() {
+        assert_eq!(DocumentOrigin::External.trust(), Trust::ExternalUntrusted);
+        assert_eq!(DocumentOrigin::User.trust(), Trust::User);
+        assert_eq!(DocumentOrigin::Runtime.trust(), Trust::Internal);
+    }
 }

@@ -202,7 +202,7 @@ pub fn derive_target(
             let raw = string_field(args, field)?;
             // The workspace's own path policy, so that the capability's scope
             // names exactly the path (NFC, no traversal) the workspace will touch.
-            let path = agent_workspace::WorkspacePath::parse(raw)
+            let path = agent_capabilities::WorkspacePath::parse(raw)
                 .map_err(|e| TargetError::BadPath {
                     path: raw.to_owned(),
                     reason: e.to_string(),

@@ -2,7 +2,9 @@
 //! immutable Artifacts (SPEC S7), and the model-facing tools over them.
 //!
 //! - [`path`]: the path policy. [`WorkspacePath::parse`] is the only way a
-//!   string becomes a path: relative, NFC-normalised, portable, bounded.
+//!   string becomes a path: relative, NFC-normalised, portable, bounded. It
+//!   lives in `agent_capabilities::path` (capability scopes use the same
+//!   rule) and is re-exported here.
 //! - [`limits`]: every limit and quota, documented, in one place.
 //! - [`store`]: one session's files over the host's `Storage` — manifest
 //!   entries in `Table::Manifests` under `<session>/<path>`, content in the
@@ -21,6 +23,8 @@
 //! - [`tools`]: the built-in tools (`workspace_list`, `workspace_read`, ...,
 //!   `publish_artifact`) as `ToolDefinition`s and one actor that verifies each
 //!   invocation's capability before any effect.
+//! - [`documents`]: the workspace as `extract_document`'s document store
+//!   (an `agent_kernel::protocol::DocumentSource`).
 //! - [`spill`]: the large-result helper (S5.8), an `agent_kernel::protocol::ResultSpill`.
 //!
 //! The workspace is never the host's file system: nothing here opens a file.
@@ -35,6 +39,7 @@
 
 pub mod actor;
 pub mod artifact;
+pub mod documents;
 pub mod error;
 pub mod gc;
 pub mod limits;
@@ -51,6 +56,7 @@ pub use actor::{
     spawn_session, spawn_workspace,
 };
 pub use artifact::{Artifact, Artifacts, Published, PublishedFrom};
+pub use documents::WorkspaceDocuments;
 pub use error::WorkspaceError;
 pub use limits::{Quota, Quotas};
 pub use manifest::{FileEntry, Operation, Receipt, Source, TrashEntry};

@@ -2,17 +2,9 @@
 //! S5.8). Path limits are fixed; quotas have documented defaults that a host
 //! may lower or raise per session through [`Quotas`].
 
-/// Longest accepted workspace path, in UTF-8 bytes after NFC normalisation.
-/// 1024 is below every common file-system and URL limit, so an exported
-/// workspace can be written to disk as is.
-pub const MAX_PATH_BYTES: usize = 1024;
-
-/// Longest accepted path segment (one file or folder name), in UTF-8 bytes
-/// after NFC normalisation: the name limit of ext4, APFS and NTFS-in-bytes.
-pub const MAX_SEGMENT_BYTES: usize = 255;
-
-/// Most segments in one path (`a/b/c` has 3). Deeper trees are refused.
-pub const MAX_DEPTH: usize = 16;
+// The path limits belong to the path policy, which lives in
+// `agent-capabilities` so that capability scopes use it too.
+pub use agent_capabilities::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES};
 
 /// The folder reserved for large tool results (S5.8). The model may read,
 /// list and delete below it, but not write, move or restore into it.

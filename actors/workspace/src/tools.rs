@@ -24,7 +24,6 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
-use unicode_normalization::UnicodeNormalization;
 
 use agent_capabilities::{
     EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Target,
@@ -314,21 +313,6 @@ impl Call {
     }
 }
 
-/// The target to verify: ours (the NFC path the effect touches), or the
-/// pipeline's spelling of the same path when it differs only by Unicode
-/// normalisation, so that a scope derived from an NFD argument still covers
-/// it. Any other difference keeps ours, which the scope must then cover.
-fn verified_target(ours: Target, drafted: &Target) -> Target {
-    match (&ours, drafted) {
-        (Target::WorkspacePath { path }, Target::WorkspacePath { path: raw })
-            if raw != path && raw.nfc().eq(path.chars()) =>
-        {
-            drafted.clone()
-        }
-        _ => ours,
-    }
-}
-
 fn args<T: for<'de> Deserialize<'de>>(arguments: &Value) -> Result<T, WorkspaceError> {
     serde_json::from_value(arguments.clone()).map_err(|e| WorkspaceError::InvalidArgument {
         field: "arguments",
@@ -554,7 +538,9 @@ impl WorkspaceTools {
             tool: definition.name.clone(),
             fingerprint: fingerprint.clone(),
             effects: definition.effects.clone(),
-            target: verified_target(call.target(), &draft.target),
+            // The NFC path the effect touches; a scope spelled in NFD still
+            // covers it, because scopes read paths with the same policy.
+            target: call.target(),
         };
         let proof =
             match invocation

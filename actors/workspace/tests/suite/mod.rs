@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod artifacts;
+pub mod documents;
 pub mod files;
 pub mod paths;
 pub mod tools;
@@ -210,6 +211,7 @@ macro_rules! suite_cases {
             tools::s5_8_spill_stores_large_results_and_summarises,
             tools::reserved_results_folder_is_read_only_for_the_model,
             tools::read_window_and_list_size_at_below_and_above,
+            documents::s5_4_documents_are_read_with_their_origin_and_size_limit,
         );
     };
     (@each $attr:meta; $($module:ident :: $case:ident),* $(,)?) => {

@@ -8,16 +8,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_capabilities::{
-    EffectClass, Idempotency, Origin, Sensitivity, Target, Trust, sha256_hex,
-};
+use agent_capabilities::{EffectClass, Idempotency, Origin, Sensitivity, Target, sha256_hex};
 use agent_kernel::actor::{ParentLink, run_blocking};
 use agent_kernel::host::{Clock, Executor, timeout};
-use agent_kernel::ids::SessionId;
 use agent_kernel::protocol::{
     Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult,
 };
-use agent_kernel::{MaybeSend, MaybeSync};
+// The store's side of a read (what `extract_document` asks the workspace
+// for) is protocol, so that this crate needs no workspace crate.
+pub use agent_kernel::protocol::{
+    DocumentOrigin, DocumentSource, DocumentSourceError, SourceDocument,
+};
 use serde_json::{Value, json};
 
 use agent_readable::on_extraction_stack;
@@ -30,71 +31,6 @@ use super::invoke::{Definition, spawn_invoke_actor};
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "extract_document";
-
-/// Where a stored document came from; decides the trust of its text (S5.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DocumentOrigin {
-    /// Written by the person: `user` trust.
-    User,
-    /// Written by a built-in tool of this runtime from the run's own data: `internal`.
-    Runtime,
-    /// From outside: an attachment, an import, a web read, a plugin or MCP
-    /// result. Always `external_untrusted`.
-    External,
-}
-
-impl DocumentOrigin {
-    /// The trust label of text extracted from such a document.
-    pub fn trust(self) -> Trust {
-        match self {
-            DocumentOrigin::User => Trust::User,
-            DocumentOrigin::Runtime => Trust::Internal,
-            DocumentOrigin::External => Trust::ExternalUntrusted,
-        }
-    }
-}
-
-/// A document as the host's store hands it over.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceDocument {
-    pub bytes: Vec<u8>,
-    /// The MIME type the store recorded, if any.
-    pub mime: Option<String>,
-    pub origin: DocumentOrigin,
-}
-
-/// Reading a document failed before extraction.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DocumentSourceError {
-    #[error("no document at {path}; list the workspace to find the right path")]
-    NotFound { path: String },
-    #[error("the document at {path} is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge {
-        path: String,
-        size: u64,
-        limit: usize,
-    },
-    #[error("the document store is unavailable: {0}")]
-    Unavailable(String),
-}
-
-/// The host's document store (the workspace, where attachments are imported
-/// files). The workspace crate implements it; the host hands it to the actor,
-/// so that actors never reach into each other.
-#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
-#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
-pub trait DocumentSource: MaybeSend + MaybeSync {
-    /// The bytes at the normalised workspace `path` of `session`. A document
-    /// larger than `max_bytes` should be refused with `TooLarge` without
-    /// loading it.
-    async fn read(
-        &self,
-        session: &SessionId,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<SourceDocument, DocumentSourceError>;
-}
 
 /// The `extract_document` tool definition: a local read of one workspace path.
 pub fn definition() -> ToolDefinition {
@@ -421,70 +357,6 @@ impl DocActor {
     }
 }
 
-/// Reads documents for `extract_document` from the session's open
-/// workspace (the hosts' `DocumentSource`): the path goes through the
-/// workspace's path policy, the size is checked before the bytes are read,
-/// and the file's source decides its trust (user files `user`, tool output
-/// `internal`, imports `external_untrusted`).
-pub struct WorkspaceDocuments {
-    directory: agent_workspace::WorkspaceDirectory,
-}
-
-impl WorkspaceDocuments {
-    pub fn new(directory: agent_workspace::WorkspaceDirectory) -> Self {
-        Self { directory }
-    }
-}
-
-#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
-#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
-impl DocumentSource for WorkspaceDocuments {
-    async fn read(
-        &self,
-        session: &SessionId,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<SourceDocument, DocumentSourceError> {
-        let not_found = || DocumentSourceError::NotFound {
-            path: path.to_owned(),
-        };
-        let parsed = agent_workspace::WorkspacePath::parse(path).map_err(|_| not_found())?;
-        let actors = self.directory.get(session).ok_or_else(|| {
-            DocumentSourceError::Unavailable(format!(
-                "the workspace of session {session} is not open"
-            ))
-        })?;
-        let entry = actors
-            .workspace
-            .stat(&parsed)
-            .await
-            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?
-            .ok_or_else(not_found)?;
-        if entry.size > max_bytes as u64 {
-            return Err(DocumentSourceError::TooLarge {
-                path: path.to_owned(),
-                size: entry.size,
-                limit: max_bytes,
-            });
-        }
-        let (entry, bytes) = actors
-            .workspace
-            .read(&parsed)
-            .await
-            .map_err(|e| DocumentSourceError::Unavailable(e.to_string()))?;
-        let origin = match entry.source {
-            agent_workspace::Source::User => DocumentOrigin::User,
-            agent_workspace::Source::Tool { .. } => DocumentOrigin::Runtime,
-            _ => DocumentOrigin::External,
-        };
-        Ok(SourceDocument {
-            bytes,
-            mime: Some(entry.mime),
-            origin,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,12 +380,5 @@ mod tests {
         assert!(parse_arguments(&json!({"path": "a", "max_chars": l.max_chars}), &l).is_ok());
         assert!(parse_arguments(&json!({"path": "a", "max_chars": l.max_chars + 1}), &l).is_err());
         assert!(parse_arguments(&json!({"path": "a", "max_chars": 0}), &l).is_err());
-    }
-
-    #[test]
-    fn origin_decides_trust() {
-        assert_eq!(DocumentOrigin::External.trust(), Trust::ExternalUntrusted);
-        assert_eq!(DocumentOrigin::User.trust(), Trust::User);
-        assert_eq!(DocumentOrigin::Runtime.trust(), Trust::Internal);
     }
 }
