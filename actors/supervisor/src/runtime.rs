@@ -27,9 +27,12 @@ use crate::store::{
     put_blob, put_json_blob, run_prefix, verified_blob,
 };
 use crate::supervisor::{
-    Choice, Ctx, Msg, Sabotage, Supervisor, decision_pending, mark_effect_unknown, pending_key,
+    Choice, Ctx, Msg, Supervisor, decision_pending, mark_effect_unknown, pending_key,
 };
 use crate::transcript::{Transcript, TranscriptLog};
+
+#[cfg(feature = "sim")]
+use crate::sabotage::Sabotage;
 
 struct Inner {
     ctx: Arc<Ctx>,
@@ -123,6 +126,7 @@ impl Runtime {
                     provider,
                     options,
                     events: EventBus::default(),
+                    #[cfg(feature = "sim")]
                     sabotage: Sabotage::default(),
                 }),
                 leases,
@@ -521,7 +525,7 @@ impl Runtime {
                     None => false,
                 };
                 if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown
-                    && !self.inner.ctx.sabotage.retry_unsafe_on_resume
+                    && !self.inner.ctx.retries_unsafely_on_resume()
                 {
                     mark_effect_unknown(&mut rec, now)?;
                     tx.put(&rec);
