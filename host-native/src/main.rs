@@ -16,9 +16,9 @@ use std::time::Duration;
 use agent_host_native::app::{App, AppError, AppOptions, Launch, ProviderSpec, provider_for};
 use agent_host_native::config::{Config, ConfigError, parse_approval, parse_preset};
 use agent_host_native::host::{HostError, NativeHost, TokioExecutor};
-use agent_host_native::sqlite::OpenError;
 #[cfg(feature = "test-hooks")]
 use agent_host_native::pause;
+use agent_host_native::sqlite::OpenError;
 use agent_host_native::{demo, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};

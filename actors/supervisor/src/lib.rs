@@ -137,7 +137,7 @@ pub use provider::openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
 pub use provider::{ModelProvider, ProviderError};
 pub use runtime::{RunHandle, Runtime};
-pub use store::RunEvent;
 #[cfg(feature = "sim")]
 pub use sabotage::Sabotage;
+pub use store::RunEvent;
 pub use supervisor::Choice;
