@@ -16,7 +16,8 @@
 //! - [`gateway`]: the local gateway served by `agentrt serve`;
 //! - [`page`]: the demo page's static routes beside the gateway;
 //! - `tabs` (feature `sim`): the tab-loss simulator for native test hosts;
-//! - [`pause`]: a test-only pause at a named journal boundary (SIGKILL tests);
+//! - `pause` (feature `test-hooks`, never in a release build): a test-only
+//!   pause at a named journal boundary (SIGKILL tests);
 //! - [`script_sandbox`]: the killable process `run_javascript` scripts run
 //!   in (`agentrt __script-sandbox`).
 //!
@@ -30,6 +31,7 @@ pub mod demo;
 pub mod gateway;
 pub mod host;
 pub mod page;
+#[cfg(feature = "test-hooks")]
 pub mod pause;
 pub mod private;
 pub mod process;

@@ -16,8 +16,10 @@ use std::time::Duration;
 use agent_host_native::app::{App, AppError, AppOptions, Launch, ProviderSpec, provider_for};
 use agent_host_native::config::{Config, ConfigError, parse_approval, parse_preset};
 use agent_host_native::host::{HostError, NativeHost, TokioExecutor};
+#[cfg(feature = "test-hooks")]
+use agent_host_native::pause;
 use agent_host_native::sqlite::OpenError;
-use agent_host_native::{demo, pause, script_sandbox};
+use agent_host_native::{demo, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};
 use agent_kernel::journal::{CallState, JournalRecord};
@@ -983,6 +985,7 @@ async fn open_app(cli: &Cli, config: Config, spec: &ProviderSpec) -> anyhow::Res
         host_options.lease_ttl = ttl;
     }
     let native = NativeHost::open_with(data_dir(cli)?, host_options).await?;
+    #[cfg(feature = "test-hooks")]
     pause::install_from_env(native.storage());
     let provider = provider_for(
         spec,

@@ -5,6 +5,10 @@
 //! (`prepared`, `running`, `committed`, ...) and `tool` the tool name. At that
 //! boundary the process prints `agentrt-test-paused <when>:<state>:<tool>`
 //! to stderr and sleeps until it is killed. Nothing else reads it.
+//!
+//! Compiled only with the feature `test-hooks`, which the crate's own tests
+//! turn on: a release `agentrt` has no such variable, and `cargo xtask test`
+//! checks that its binary does not contain [`PAUSE_VAR`].
 
 use std::sync::Arc;
 use std::time::Duration;

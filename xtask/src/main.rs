@@ -15,13 +15,17 @@
 //!      warnings` natively and for `wasm32-unknown-unknown`;
 //!   2. native: `cargo nextest run --workspace` (or `cargo test --workspace`
 //!      when nextest is not installed) and `cargo test --workspace --doc`;
+//!      then a release `agentrt` built without test features must contain
+//!      none of [`TEST_ONLY_MARKERS`], each found first in the `agentrt` the
+//!      tests ran ([`check_test_only_code_out_of_release`]);
 //!   3. wasm: `cargo build` for `wasm32-unknown-unknown`, then
 //!      `cargo test --target wasm32-unknown-unknown -p <crate>` for every crate
 //!      of [`WASM_TEST_CRATES`], in headless Chromium through
 //!      `wasm-bindgen-test-runner`, ChromeDriver and the repository's
 //!      `webdriver.json`;
 //!   4. e2e: `npm test` in `host-browser/e2e` (Playwright), once that suite
-//!      exists.
+//!      exists; it serves with the release `agentrt` of step 2 when that ran
+//!      (`AGENTRT_BIN`).
 //!
 //!   Flags: `--only lint|native|wasm|e2e` runs one group, `--no-install` fails
 //!   instead of installing a missing prerequisite, `--dry-run` checks the
@@ -60,7 +64,7 @@ use std::env;
 use std::fmt;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Output, Stdio};
 use std::time::Instant;
 
 mod layering;
@@ -100,7 +104,8 @@ Project automation. Usage:
 
   cargo xtask test [--only lint|native|wasm|e2e] [--no-install] [--dry-run]
       Prerequisites, then fmt --check, clippy -D warnings (native and wasm32),
-      native tests (nextest or cargo test) and doctests, the wasm32 build,
+      native tests (nextest or cargo test) and doctests, a release agentrt
+      checked to contain no test-only code, the wasm32 build,
       wasm tests in headless Chromium, and the Playwright e2e suite.
       This is exactly what CI runs (.ci/run).
 
@@ -392,17 +397,32 @@ impl Runner {
     /// Prints `==> <command>`, runs it with inherited stdio, and records its
     /// elapsed time. A non-zero exit is a [`Failure::Step`].
     fn run_step(&mut self, step: &Step) -> Result<()> {
+        self.run_step_with(step, false).map(drop)
+    }
+
+    /// [`Runner::run_step`], but stdout is captured and returned (`None` in a
+    /// dry run); stderr stays inherited.
+    fn run_step_stdout(&mut self, step: &Step) -> Result<Option<String>> {
+        self.run_step_with(step, true)
+    }
+
+    fn run_step_with(&mut self, step: &Step, capture_stdout: bool) -> Result<Option<String>> {
         println!("\n==> {step}");
         if self.dry_run {
-            return Ok(());
+            return Ok(None);
         }
         let mut command = self.command(step);
+        if capture_stdout {
+            command.stdout(Stdio::piped());
+        }
         let started = Instant::now();
-        let status = command.status();
+        let output = command.spawn().and_then(|child| child.wait_with_output());
         let seconds = started.elapsed().as_secs_f64();
-        let outcome = match status {
-            Ok(status) if status.success() => Ok(()),
-            Ok(status) => Err(Failure::Step {
+        let outcome = match output {
+            Ok(output) if output.status.success() => {
+                Ok(Some(String::from_utf8_lossy(&output.stdout).into_owned()))
+            }
+            Ok(Output { status, .. }) => Err(Failure::Step {
                 name: step.name.clone(),
                 status: status.to_string(),
             }),
@@ -411,18 +431,21 @@ impl Runner {
                 status: format!("could not start `{}`: {error}", step.program),
             }),
         };
-        let ok = outcome.is_ok();
+        self.record(&step.name, seconds, outcome.is_ok());
+        outcome
+    }
+
+    /// Prints how a step went and remembers it for the summary.
+    fn record(&mut self, name: &str, seconds: f64, ok: bool) {
         println!(
-            "<== {} {} in {seconds:.1} s",
-            step.name,
+            "<== {name} {} in {seconds:.1} s",
             if ok { "ok" } else { "FAILED" }
         );
         self.records.push(Record {
-            name: step.name.clone(),
+            name: name.to_string(),
             seconds,
             ok,
         });
-        outcome
     }
 
     fn command(&self, step: &Step) -> Command {
@@ -564,11 +587,20 @@ fn test(runner: &mut Runner, only: Option<Group>) -> Result<()> {
     }
     ensure_prerequisites(runner, &prereqs)?;
     let workspace = workspace_members(runner);
+    // The release `agentrt` checked after the native tests; the e2e suite
+    // then serves with it instead of building a debug one of its own.
+    let mut release_agentrt: Option<PathBuf> = None;
     for group in groups {
-        for step in test_steps(runner, group, &workspace) {
+        for mut step in test_steps(runner, group, &workspace) {
+            if let (Group::E2e, Some(agentrt)) = (group, &release_agentrt) {
+                step = step.env("AGENTRT_BIN", agentrt.display().to_string());
+            }
             // A one-off gate gains nothing from incremental caches, which
             // would take gigabytes of target/ on top of the build itself.
             runner.run_step(&step.env("CARGO_INCREMENTAL", "0"))?;
+        }
+        if group == Group::Native {
+            release_agentrt = check_test_only_code_out_of_release(runner)?;
         }
     }
     if runner.dry_run {
@@ -666,6 +698,173 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
                 );
                 Vec::new()
             }
+        }
+    }
+}
+
+/// Test-only code, each by a string that only it puts in a binary, and
+/// where it lives. A release `agentrt` must contain none of them; the
+/// `agentrt` the tests ran must contain every one, or the search could not
+/// fail. Each must equal the constant named (xtask depends on no crate).
+const TEST_ONLY_MARKERS: &[(&str, &str)] = &[
+    (
+        "AGENTRT_TEST_PAUSE",
+        "the SIGKILL tests' pause hook (agent-host-native feature `test-hooks`, \
+         host-native/src/pause.rs PAUSE_VAR)",
+    ),
+    (
+        "crash-sim sabotage",
+        "the sabotaged supervisor (agent-supervisor feature `sim`, \
+         actors/supervisor/src/sabotage.rs MARKER)",
+    ),
+];
+
+/// Test-only code stays out of release builds (issue 13 item 5): builds a
+/// release `agentrt` without any test feature and searches it for every
+/// [`TEST_ONLY_MARKERS`] string, after finding each in the `agentrt` the
+/// tests ran (fresh after the native tests: the same `cargo test --workspace`
+/// build). Returns the checked release binary (`None` in a dry run).
+fn check_test_only_code_out_of_release(runner: &mut Runner) -> Result<Option<PathBuf>> {
+    const NAME: &str = "test-only code out of release agentrt";
+    let json = "--message-format=json-render-diagnostics";
+    let tested = runner.run_step_stdout(
+        &Step::cargo(
+            "agentrt as tested",
+            &["test", "--workspace", "--no-run", json],
+        )
+        .env("CARGO_INCREMENTAL", "0"),
+    )?;
+    let release = runner.run_step_stdout(
+        &Step::cargo(
+            "release agentrt",
+            &[
+                "build",
+                "--release",
+                "-p",
+                "agent-host-native",
+                "--bin",
+                "agentrt",
+                json,
+            ],
+        )
+        .env("CARGO_INCREMENTAL", "0"),
+    )?;
+    println!("\n==> {NAME}: search both binaries for the markers of test-only code");
+    let (Some(tested), Some(release)) = (tested, release) else {
+        return Ok(None);
+    };
+    let started = Instant::now();
+    let outcome = (|| {
+        let tested = read_agentrt(&tested, "cargo test --workspace --no-run")?;
+        let release = read_agentrt(&release, "cargo build --release")?;
+        let mut problems = Vec::new();
+        for (marker, what) in TEST_ONLY_MARKERS {
+            match (
+                contains_bytes(&tested.1, marker.as_bytes()),
+                contains_bytes(&release.1, marker.as_bytes()),
+            ) {
+                (true, false) => println!("    {marker:?}: in the tested agentrt, not in release"),
+                (false, _) => problems.push(format!(
+                    "{marker:?} is not in the tested agentrt {}, so the search could not \
+                     find {what}: the marker and the code no longer agree",
+                    tested.0.display()
+                )),
+                (true, true) => problems.push(format!(
+                    "{marker:?} is in the release agentrt {}: {what} was built into it",
+                    release.0.display()
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(release.0)
+        } else {
+            Err(problems.join("; "))
+        }
+    })();
+    runner.record(NAME, started.elapsed().as_secs_f64(), outcome.is_ok());
+    outcome.map(Some).map_err(|status| Failure::Step {
+        name: NAME.to_string(),
+        status,
+    })
+}
+
+/// The `agentrt` executable named in cargo's JSON messages, and its bytes.
+fn read_agentrt(messages: &str, built_by: &str) -> Result<(PathBuf, Vec<u8>), String> {
+    let path = agentrt_executable(messages)
+        .ok_or_else(|| format!("`{built_by}` named no agentrt executable"))?;
+    let bytes = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    Ok((path, bytes))
+}
+
+/// The `agentrt` binary among cargo's `--message-format=json` lines (the
+/// binary itself, not the test harness of its unit tests).
+fn agentrt_executable(messages: &str) -> Option<PathBuf> {
+    const EXECUTABLE: &str = "\"executable\":\"";
+    messages
+        .lines()
+        .filter(|line| {
+            line.contains("\"reason\":\"compiler-artifact\"")
+                && line.contains("\"kind\":[\"bin\"]")
+                && line.contains("\"name\":\"agentrt\"")
+                && line.contains("\"test\":false")
+        })
+        .find_map(|line| {
+            let start = line.find(EXECUTABLE)? + EXECUTABLE.len();
+            let len = line[start..].find('"')?;
+            Some(PathBuf::from(&line[start..start + len]))
+        })
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return true;
+    };
+    haystack
+        .windows(needle.len())
+        .any(|window| window[0] == first && window == needle)
+}
+
+#[cfg(test)]
+mod release_check_tests {
+    use super::*;
+
+    /// Two lines of `cargo test --no-run --message-format=json` for the
+    /// package (abridged): the bin's unit-test harness, then the bin.
+    const MESSAGES: &str = concat!(
+        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/host-native#agent-host-native@0.1.0","target":{"kind":["bin"],"crate_types":["bin"],"name":"agentrt","src_path":"/w/host-native/src/main.rs"},"profile":{"opt_level":"0","test":true},"features":["sim","test-hooks"],"filenames":["/w/target/debug/deps/agentrt-1"],"executable":"/w/target/debug/deps/agentrt-1","fresh":true}"#,
+        "\n",
+        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/host-native#agent-host-native@0.1.0","target":{"kind":["bin"],"crate_types":["bin"],"name":"agentrt","src_path":"/w/host-native/src/main.rs"},"profile":{"opt_level":"0","test":false},"features":["sim","test-hooks"],"filenames":["/w/target/debug/agentrt"],"executable":"/w/target/debug/agentrt","fresh":true}"#,
+        "\n",
+        r#"{"reason":"build-finished","success":true}"#,
+    );
+
+    #[test]
+    fn the_agentrt_binary_is_found_not_its_test_harness() {
+        assert_eq!(
+            agentrt_executable(MESSAGES),
+            Some(PathBuf::from("/w/target/debug/agentrt"))
+        );
+        let harness_only = MESSAGES.lines().next().unwrap_or_default();
+        assert_eq!(agentrt_executable(harness_only), None);
+        assert_eq!(agentrt_executable(""), None);
+    }
+
+    #[test]
+    fn markers_are_found_anywhere_in_the_bytes_and_only_whole() {
+        let binary = b"\x7fELF\0\0AGENTRT_TEST_PAUSE\0crash-sim sabotage";
+        assert!(contains_bytes(binary, b"AGENTRT_TEST_PAUSE"));
+        assert!(contains_bytes(binary, b"crash-sim sabotage"));
+        assert!(contains_bytes(binary, b"\x7fELF"));
+        assert!(!contains_bytes(binary, b"AGENTRT_TEST_PAUSED"));
+        assert!(!contains_bytes(b"AGENTRT_TEST_PAUS", b"AGENTRT_TEST_PAUSE"));
+        assert!(!contains_bytes(b"", b"x"));
+    }
+
+    #[test]
+    fn every_marker_names_what_it_stands_for() {
+        for (marker, what) in TEST_ONLY_MARKERS {
+            assert!(!marker.is_empty() && what.contains("feature"), "{marker}");
         }
     }
 }

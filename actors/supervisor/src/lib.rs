@@ -4,7 +4,9 @@
 //! the journal, checkpoints, budgets, approvals and pending requests, reacts
 //! to interruption, and continues only through an explicit `resume`. The
 //! public surface is [`Runtime`] / [`RunHandle`]; model providers live in
-//! [`provider`]; the crash simulator in `sim` (feature `sim`).
+//! [`provider`]; the crash simulator in `sim` and the deliberately broken
+//! supervisor it must catch in `sabotage` (both feature `sim`, test-only:
+//! never in a release build, which `cargo xtask test` checks).
 //!
 //! # How a run works
 //!
@@ -122,6 +124,8 @@ pub mod error;
 pub mod provider;
 pub mod runtime;
 #[cfg(feature = "sim")]
+pub mod sabotage;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;
 mod supervisor;
@@ -133,5 +137,7 @@ pub use provider::openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
 pub use provider::{ModelProvider, ProviderError};
 pub use runtime::{RunHandle, Runtime};
+#[cfg(feature = "sim")]
+pub use sabotage::Sabotage;
 pub use store::RunEvent;
-pub use supervisor::{Choice, Sabotage};
+pub use supervisor::Choice;

@@ -26,8 +26,11 @@ use crate::store::{
     EventBus, RunEvent, RunMeta, RunWriter, journal_of, latest_checkpoint, load_run, pending_of,
     put_blob, put_json_blob, run_prefix, verified_blob,
 };
-use crate::supervisor::{Choice, Ctx, Msg, Sabotage, Supervisor, pending_key};
+use crate::supervisor::{Choice, Ctx, Msg, Supervisor, pending_key};
 use crate::transcript::{Transcript, TranscriptLog};
+
+#[cfg(feature = "sim")]
+use crate::sabotage::Sabotage;
 
 struct Inner {
     ctx: Arc<Ctx>,
@@ -121,6 +124,7 @@ impl Runtime {
                     provider,
                     options,
                     events: EventBus::default(),
+                    #[cfg(feature = "sim")]
                     sabotage: Sabotage::default(),
                 }),
                 leases,
@@ -518,7 +522,7 @@ impl Runtime {
                     None => false,
                 };
                 if replay_decision(&rec, verifies) == ReplayDecision::MarkEffectUnknown
-                    && !self.inner.ctx.sabotage.retry_unsafe_on_resume
+                    && !self.inner.ctx.retries_unsafely_on_resume()
                 {
                     writer.mark_effect_unknown(&mut tx, &mut rec).await?;
                 }

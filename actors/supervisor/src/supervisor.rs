@@ -71,16 +71,6 @@ impl Choice {
     }
 }
 
-/// Deliberate faults, used only by the crash simulator's own test to prove
-/// that it can detect violations.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Sabotage {
-    /// Dispatch before `running` is durable.
-    pub dispatch_before_running: bool,
-    /// Retry in-flight calls on resume even when the replay rule says `effect_unknown`.
-    pub retry_unsafe_on_resume: bool,
-}
-
 /// Everything a supervisor shares with its runtime.
 pub(crate) struct Ctx {
     pub host: Host,
@@ -88,7 +78,20 @@ pub(crate) struct Ctx {
     pub provider: Arc<dyn ModelProvider>,
     pub options: RuntimeOptions,
     pub events: EventBus,
-    pub sabotage: Sabotage,
+    #[cfg(feature = "sim")]
+    pub sabotage: crate::sabotage::Sabotage,
+}
+
+impl Ctx {
+    /// Whether recovery and replay retry an in-flight call that the replay
+    /// rule marks `effect_unknown`: only ever under the crash simulator's
+    /// sabotage (feature `sim`); never otherwise.
+    pub(crate) fn retries_unsafely_on_resume(&self) -> bool {
+        #[cfg(feature = "sim")]
+        return self.sabotage.retries_unsafely_on_resume();
+        #[cfg(not(feature = "sim"))]
+        false
+    }
 }
 
 type Answer = Reply<Result<(), RunError>>;
@@ -1115,8 +1118,7 @@ impl Supervisor {
                 attempt: record.attempt.saturating_add(1),
             };
         }
-        if self.ctx.sabotage.retry_unsafe_on_resume && decision == ReplayDecision::MarkEffectUnknown
-        {
+        if decision == ReplayDecision::MarkEffectUnknown && self.ctx.retries_unsafely_on_resume() {
             decision = ReplayDecision::Retry {
                 attempt: record.attempt.saturating_add(1),
             };
@@ -1389,17 +1391,16 @@ impl Supervisor {
             self.transcript_ref.clone(),
         );
         let tools = self.ctx.tools.clone();
-        let mut fut: BoxFuture<'static, Result<ToolResult, ActorError>> = boxed(async move {
+        let fut: BoxFuture<'static, Result<ToolResult, ActorError>> = boxed(async move {
             tools
                 .ask(|reply| ToolsMsg::Dispatch { invocation, reply })
                 .await
         });
-        if self.ctx.sabotage.dispatch_before_running {
-            // Deliberately wrong (simulator test only): the effect may happen
-            // before the journal says `running`.
-            let out = fut.await;
-            fut = boxed(futures::future::ready(out));
-        }
+        // The crash simulator's own test only (feature `sim`): the sabotage
+        // may carry the call out before `running` is durable.
+        #[cfg(feature = "sim")]
+        let fut = self.ctx.sabotage.dispatch_early(fut).await;
+        let mut fut = fut;
         // Durability order: `running` is durable before the call is dispatched.
         self.writer.commit(tx).await?;
         match self.watch(inbox, &mut fut).await? {

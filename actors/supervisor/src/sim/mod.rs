@@ -30,7 +30,8 @@ use agent_kernel::run::{
 use crate::config::{RunConfig, RuntimeOptions};
 use crate::provider::scripted::{Scenario, ScriptedProvider};
 use crate::runtime::Runtime;
-use crate::supervisor::{Choice, Sabotage};
+use crate::sabotage::Sabotage;
+use crate::supervisor::Choice;
 use tools::{SimToolsConfig, ToolLog, spawn_sim_tools};
 
 /// The simulator's scenario: one tool round with the three kinds of tool,
