@@ -1,6 +1,11 @@
 //! The storage conformance suite (feature `conformance`): one async function
-//! per behaviour of [`Storage`], and the [`storage_conformance_tests!`](crate::storage_conformance_tests)
-//! macro that expands them into one test per case for a backend.
+//! per behaviour of [`Storage`], the one list of those cases
+//! ([`for_each_conformance_case!`](crate::for_each_conformance_case), from
+//! which [`CASES`] is generated), and the
+//! [`storage_conformance_tests!`](crate::storage_conformance_tests) macro that
+//! expands that list into one test per case for a backend. A new case is a
+//! `pub async fn` here plus its name in the list; the unit test
+//! `every_public_case_is_listed` fails if the name is missing.
 //!
 //! Every backend (memory, SQLite, IndexedDB) runs the same cases, so that the
 //! runtime can rely on the same semantics everywhere: atomic fenced batches,
@@ -75,30 +80,76 @@ impl<G> StorageFixture for (Arc<dyn Storage>, G) {
     }
 }
 
-/// The name of every case, in the order the macro expands them.
-pub const CASES: &[&str] = &[
-    "round_trip_every_table",
-    "round_trip_typed_records",
-    "batch_is_atomic_when_a_condition_fails",
-    "batch_is_atomic_when_the_fence_is_stale",
-    "compare_and_set_conditions",
-    "fence_refuses_a_stale_writer_after_takeover",
-    "fence_without_a_lease_is_refused",
-    "lease_release_then_other_owner_gets_next_epoch",
-    "lease_same_owner_reacquire_keeps_epoch",
-    "lease_held_by_live_other_owner",
-    "lease_renew_and_release_check_owner_and_epoch",
-    "blob_with_wrong_hash_is_refused",
-    "blob_same_bytes_stored_once",
-    "blob_get_delete_list",
-    "blobs_in_a_batch_commit_with_it",
-    "prefix_scans_are_ordered_by_bytes",
-    "concurrent_cas_increments_are_exact",
-    "concurrent_lease_acquisitions_have_one_winner",
-    "corrupt_record_is_reported_and_kept",
-];
+/// The one list of cases: invokes `$callback!($($extra)* case)` once per case,
+/// in this order.
+///
+/// This is the only place where the cases are named. [`CASES`] and
+/// [`storage_conformance_tests!`](crate::storage_conformance_tests) are both
+/// generated from it, and the unit test `every_public_case_is_listed` checks
+/// that every `pub async fn` of this module is in it, so a case cannot be left
+/// out of a backend's tests silently.
+///
+/// ```ignore
+/// macro_rules! one_test {
+///     ($case:ident) => {
+///         #[tokio::test]
+///         async fn $case() {
+///             agent_kernel::conformance::$case(fresh_storage().await).await;
+///         }
+///     };
+/// }
+/// agent_kernel::for_each_conformance_case!(one_test);
+/// ```
+///
+/// Tokens after the callback (`for_each_conformance_case!(cb, @mode [x])`)
+/// are passed before the case name: `cb!(@mode [x] case)`.
+#[macro_export]
+macro_rules! for_each_conformance_case {
+    // The whole list in one invocation: `$callback!($($extra)* case case ...)`.
+    (@all [$callback:path] [$($extra:tt)*]) => {
+        $callback!($($extra)*
+            round_trip_every_table
+            round_trip_typed_records
+            batch_is_atomic_when_a_condition_fails
+            batch_is_atomic_when_the_fence_is_stale
+            compare_and_set_conditions
+            fence_refuses_a_stale_writer_after_takeover
+            fence_without_a_lease_is_refused
+            lease_release_then_other_owner_gets_next_epoch
+            lease_same_owner_reacquire_keeps_epoch
+            lease_held_by_live_other_owner
+            lease_renew_and_release_check_owner_and_epoch
+            blob_with_wrong_hash_is_refused
+            blob_same_bytes_stored_once
+            blob_get_delete_list
+            blobs_in_a_batch_commit_with_it
+            prefix_scans_are_ordered_by_bytes
+            concurrent_cas_increments_are_exact
+            concurrent_lease_acquisitions_have_one_winner
+            corrupt_record_is_reported_and_kept
+        );
+    };
+    (@each [$callback:path] $extra:tt $($case:ident)+) => {
+        $( $crate::__conformance_apply!([$callback] $extra $case); )+
+    };
+    ($callback:path $(, $($extra:tt)*)?) => {
+        $crate::for_each_conformance_case!(@all [$crate::for_each_conformance_case]
+            [@each [$callback] [$($($extra)*)?]]);
+    };
+}
 
-/// Expand the conformance suite into one test per case (see the module docs).
+/// Implementation detail of [`for_each_conformance_case!`](crate::for_each_conformance_case):
+/// one callback invocation.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_apply {
+    ([$callback:path] [$($extra:tt)*] $case:ident) => {
+        $callback!($($extra)* $case);
+    };
+}
+
+/// Expand the conformance suite into one test per case (see the module docs),
+/// from the one list in [`for_each_conformance_case!`](crate::for_each_conformance_case).
 ///
 /// ```ignore
 /// storage_conformance_tests! { attr: #[tokio::test], fixture: async { ... } }
@@ -111,69 +162,21 @@ pub const CASES: &[&str] = &[
 #[macro_export]
 macro_rules! storage_conformance_tests {
     (attr: $(#[$attr:meta])+, fixture: $fixture:expr $(,)?) => {
-        $crate::__storage_conformance_cases!(@async [$(#[$attr])+] [$fixture]
-            round_trip_every_table
-            round_trip_typed_records
-            batch_is_atomic_when_a_condition_fails
-            batch_is_atomic_when_the_fence_is_stale
-            compare_and_set_conditions
-            fence_refuses_a_stale_writer_after_takeover
-            fence_without_a_lease_is_refused
-            lease_release_then_other_owner_gets_next_epoch
-            lease_same_owner_reacquire_keeps_epoch
-            lease_held_by_live_other_owner
-            lease_renew_and_release_check_owner_and_epoch
-            blob_with_wrong_hash_is_refused
-            blob_same_bytes_stored_once
-            blob_get_delete_list
-            blobs_in_a_batch_commit_with_it
-            prefix_scans_are_ordered_by_bytes
-            concurrent_cas_increments_are_exact
-            concurrent_lease_acquisitions_have_one_winner
-            corrupt_record_is_reported_and_kept
-        );
-    };
-    (attr: $(#[$attr:meta])+, block_on: $block_on:path, fixture: $fixture:expr $(,)?) => {
-        $crate::__storage_conformance_cases!(@sync [$(#[$attr])+] [$block_on] [$fixture]
-            round_trip_every_table
-            round_trip_typed_records
-            batch_is_atomic_when_a_condition_fails
-            batch_is_atomic_when_the_fence_is_stale
-            compare_and_set_conditions
-            fence_refuses_a_stale_writer_after_takeover
-            fence_without_a_lease_is_refused
-            lease_release_then_other_owner_gets_next_epoch
-            lease_same_owner_reacquire_keeps_epoch
-            lease_held_by_live_other_owner
-            lease_renew_and_release_check_owner_and_epoch
-            blob_with_wrong_hash_is_refused
-            blob_same_bytes_stored_once
-            blob_get_delete_list
-            blobs_in_a_batch_commit_with_it
-            prefix_scans_are_ordered_by_bytes
-            concurrent_cas_increments_are_exact
-            concurrent_lease_acquisitions_have_one_winner
-            corrupt_record_is_reported_and_kept
-        );
-    };
-}
-
-/// Implementation detail of [`storage_conformance_tests!`](crate::storage_conformance_tests).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __storage_conformance_cases {
-    (@async $attrs:tt [$fixture:expr] $($case:ident)+) => {
         #[allow(unused_imports)]
         mod storage_conformance {
             use super::*;
-            $( $crate::__storage_conformance_case!(@async $attrs [$fixture] $case); )+
+            $crate::for_each_conformance_case!(
+                $crate::__storage_conformance_case, @async [$(#[$attr])+] [$fixture]
+            );
         }
     };
-    (@sync $attrs:tt [$block_on:path] [$fixture:expr] $($case:ident)+) => {
+    (attr: $(#[$attr:meta])+, block_on: $block_on:path, fixture: $fixture:expr $(,)?) => {
         #[allow(unused_imports)]
         mod storage_conformance {
             use super::*;
-            $( $crate::__storage_conformance_case!(@sync $attrs [$block_on] [$fixture] $case); )+
+            $crate::for_each_conformance_case!(
+                $crate::__storage_conformance_case, @sync [$(#[$attr])+] [$block_on] [$fixture]
+            );
         }
     };
 }
@@ -201,6 +204,17 @@ macro_rules! __storage_conformance_case {
         }
     };
 }
+
+/// Generates [`CASES`] from the whole list.
+macro_rules! case_names {
+    ($($case:ident)+) => {
+        /// The name of every case, in the order
+        /// [`for_each_conformance_case!`](crate::for_each_conformance_case) lists them.
+        pub const CASES: &[&str] = &[$(stringify!($case)),+];
+    };
+}
+
+crate::for_each_conformance_case!(@all [case_names] []);
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -1468,4 +1482,37 @@ pub async fn corrupt_record_is_reported_and_kept(storage: Arc<dyn Storage>) {
         storage.get(Table::Journal, "r/c").await.expect("raw get"),
         Some(b"{\"x\":1}".to_vec())
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CASES;
+
+    /// The names of the `pub async fn` items of this file: the cases.
+    fn public_case_functions() -> Vec<&'static str> {
+        include_str!("conformance.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub async fn "))
+            .map(|rest| rest.split('(').next().unwrap_or(rest).trim())
+            .collect()
+    }
+
+    /// Every case function is in the one list, once, and the list names
+    /// nothing else (a name without a function would not compile in a
+    /// backend's tests either).
+    #[test]
+    fn every_public_case_is_listed() {
+        let mut functions = public_case_functions();
+        let mut listed = CASES.to_vec();
+        assert!(!functions.is_empty(), "the case functions were not found");
+        functions.sort_unstable();
+        listed.sort_unstable();
+        let mut deduplicated = listed.clone();
+        deduplicated.dedup();
+        assert_eq!(listed, deduplicated, "a case is listed twice");
+        assert_eq!(
+            functions, listed,
+            "for_each_conformance_case! must list every `pub async fn` case of conformance.rs"
+        );
+    }
 }
