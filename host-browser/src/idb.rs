@@ -23,6 +23,7 @@ use web_sys::{
 
 use crate::js::{self, describe};
 use crate::key_range;
+use agent_kernel::host::lease_rules;
 
 /// The schema version; bump it with a migration in `upgrade`.
 const VERSION: u32 = 1;
