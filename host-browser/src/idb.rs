@@ -22,7 +22,8 @@ use web_sys::{
 };
 
 use crate::js::{self, describe};
-use crate::lease_rules;
+use crate::key_range;
+use agent_kernel::host::lease_rules;
 
 /// The schema version; bump it with a migration in `upgrade`.
 const VERSION: u32 = 1;
@@ -264,7 +265,7 @@ impl Storage for IdbStorage {
         let tx = self.tx(&[name], IdbTransactionMode::Readonly)?;
         let store = Self::store(&tx, name)?;
         let lower = key_bytes(prefix);
-        let range = match lease_rules::prefix_upper_bound(prefix.as_bytes()) {
+        let range = match key_range::prefix_upper_bound(prefix.as_bytes()) {
             Some(upper) => IdbKeyRange::bound_with_lower_open_and_upper_open(
                 &lower,
                 &Uint8Array::from(upper.as_slice()).into(),

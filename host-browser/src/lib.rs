@@ -2,7 +2,7 @@
 //!
 //! - [`api`] (feature `runtime`): `AgentRuntime`, the wasm-bindgen API for embedders;
 //! - [`idb`]: `Storage` on IndexedDB (one transaction per batch, fenced);
-//! - [`lease_rules`]: the lease rules shared with every backend, as pure functions;
+//! - [`key_range`]: IndexedDB key ranges for prefix scans (pure);
 //! - [`locks`]: session leases across tabs (Web Locks or a localStorage
 //!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
 //! - [`page`]: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
@@ -18,7 +18,7 @@
 // browser's values are single-threaded by nature, so those Arcs are not Send.
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
-pub mod lease_rules;
+pub mod key_range;
 pub mod subscriptions;
 
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use agent_kernel::host::lease_rules;
 use agent_kernel::host::{
     Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
 };
@@ -363,6 +364,19 @@ impl SqliteStorage {
     }
 
     /// Run `f` on the connection thread and wait for its answer.
+    /// Run [`apply_lease_rule`] on the connection thread.
+    async fn update_lease(
+        &self,
+        session: &SessionId,
+        rule: impl FnOnce(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError>
+        + Send
+        + 'static,
+    ) -> Result<LeaseRecord, LeaseError> {
+        let session = session.clone();
+        self.call(move |conn, path| apply_lease_rule(conn, path, &session, rule))
+            .await?
+    }
+
     async fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection, &Path) -> Result<T, StorageError> + Send + 'static,
@@ -458,6 +472,44 @@ impl SqliteStorage {
         })
         .await
     }
+}
+
+/// The one atomic lease step of this backend: read the session's row, apply
+/// a kernel lease rule (`agent_kernel::host::lease_rules`), and write the
+/// record it returns, in one `BEGIN IMMEDIATE` transaction. A refusal writes
+/// nothing.
+fn apply_lease_rule(
+    conn: &mut Connection,
+    path: &Path,
+    session: &SessionId,
+    rule: impl FnOnce(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError>,
+) -> Result<Result<LeaseRecord, LeaseError>, StorageError> {
+    let db = |e: rusqlite::Error| backend(path, &e);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db)?;
+    let current = read_lease(&tx, session)
+        .map_err(db)?
+        .map(|(owner, epoch, expires)| lease_record(session, owner, epoch, expires))
+        .transpose()?;
+    let outcome = rule(current.as_ref(), session);
+    if let Ok(record) = &outcome {
+        tx.prepare_cached(
+            "INSERT INTO leases (session, owner, epoch, expires_at_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (session) DO UPDATE SET owner = excluded.owner,
+               epoch = excluded.epoch, expires_at_ms = excluded.expires_at_ms",
+        )
+        .map_err(db)?
+        .execute(params![
+            session.as_str(),
+            record.owner.as_str(),
+            to_i64(record.epoch),
+            to_i64(record.expires_at_ms)
+        ])
+        .map_err(db)?;
+        tx.commit().map_err(db)?;
+    }
+    Ok(outcome)
 }
 
 fn read_lease(
@@ -738,80 +790,22 @@ impl Storage for SqliteStorage {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError> {
-        let session = session.clone();
-        let owner = owner.clone();
+        let taker = owner.clone();
         let liveness = self.liveness.clone();
-        let result = self
-            .call(move |conn, path| {
-                let db = |e: rusqlite::Error| backend(path, &e);
-                let now = to_i64(now_ms);
-                let expires = to_i64(now_ms.saturating_add(ttl_ms));
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(db)?;
-                // The one atomic step: insert a first tenure, or take a free
-                // (expired or released) lease with epoch + 1, or extend our own
-                // live lease keeping its epoch. A live lease of another owner
-                // matches no row and returns nothing.
-                let taken: Option<(String, i64, i64)> = tx
-                    .prepare_cached(
-                        "INSERT INTO leases (session, owner, epoch, expires_at_ms)
-                         VALUES (?1, ?2, 1, ?3)
-                         ON CONFLICT (session) DO UPDATE SET
-                           epoch = CASE WHEN leases.expires_at_ms > ?4 THEN leases.epoch
-                                        ELSE leases.epoch + 1 END,
-                           expires_at_ms = CASE WHEN leases.expires_at_ms > ?4
-                                        THEN max(leases.expires_at_ms, excluded.expires_at_ms)
-                                        ELSE excluded.expires_at_ms END,
-                           owner = excluded.owner
-                         WHERE leases.expires_at_ms <= ?4 OR leases.owner = excluded.owner
-                         RETURNING owner, epoch, expires_at_ms",
-                    )
-                    .map_err(db)?
-                    .query_row(params![session.as_str(), owner.as_str(), expires, now], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                    })
-                    .optional()
-                    .map_err(db)?;
-                let outcome = match taken {
-                    Some((o, epoch, exp)) => Ok(lease_record(&session, o, epoch, exp)?),
-                    None => {
-                        let Some((holder, epoch, exp)) = read_lease(&tx, &session).map_err(db)?
-                        else {
-                            return Err(StorageError::Backend(
-                                "lease row vanished inside its transaction".into(),
-                            ));
-                        };
-                        let current = lease_record(&session, holder.clone(), epoch, exp)?;
-                        if liveness(&current.owner) == Liveness::Dead {
-                            // The holder's process is gone: a new tenure at once.
-                            tx.prepare_cached(
-                                "UPDATE leases SET owner = ?2, epoch = epoch + 1, expires_at_ms = ?3
-                                 WHERE session = ?1 AND owner = ?4 AND epoch = ?5",
-                            )
-                            .map_err(db)?
-                            .execute(params![session.as_str(), owner.as_str(), expires, holder, epoch])
-                            .map_err(db)?;
-                            Ok(LeaseRecord {
-                                session: session.clone(),
-                                owner: owner.clone(),
-                                epoch: current.epoch.saturating_add(1),
-                                expires_at_ms: to_u64(expires),
-                            })
-                        } else {
-                            Err(current)
-                        }
-                    }
-                };
-                tx.commit().map_err(db)?;
-                Ok(outcome)
-            })
-            .await?;
-        result.map_err(|current| LeaseError::Held {
-            session: current.session,
-            owner: current.owner,
-            expires_at_ms: current.expires_at_ms,
+        self.update_lease(session, move |current, session| {
+            match lease_rules::acquire(current, session, &taker, now_ms, ttl_ms) {
+                // The holder's process is gone: a new tenure at once.
+                Err(LeaseError::Held { owner: holder, .. })
+                    if liveness(&holder) == Liveness::Dead =>
+                {
+                    Ok(lease_rules::take_over(
+                        current, session, &taker, now_ms, ttl_ms,
+                    ))
+                }
+                outcome => outcome,
+            }
         })
+        .await
     }
 
     async fn renew_lease(
@@ -822,37 +816,11 @@ impl Storage for SqliteStorage {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError> {
-        let s = session.clone();
-        let o = owner.clone();
-        let renewed = self
-            .call(move |conn, path| {
-                let db = |e: rusqlite::Error| backend(path, &e);
-                let row: Option<(String, i64, i64)> = conn
-                    .prepare_cached(
-                        "UPDATE leases SET expires_at_ms = max(expires_at_ms, ?5)
-                         WHERE session = ?1 AND owner = ?2 AND epoch = ?3 AND expires_at_ms > ?4
-                         RETURNING owner, epoch, expires_at_ms",
-                    )
-                    .map_err(db)?
-                    .query_row(
-                        params![
-                            s.as_str(),
-                            o.as_str(),
-                            to_i64(epoch),
-                            to_i64(now_ms),
-                            to_i64(now_ms.saturating_add(ttl_ms))
-                        ],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()
-                    .map_err(db)?;
-                row.map(|(o, e, x)| lease_record(&s, o, e, x)).transpose()
-            })
-            .await?;
-        renewed.ok_or_else(|| LeaseError::Lost {
-            session: session.clone(),
-            epoch,
+        let owner = owner.clone();
+        self.update_lease(session, move |current, session| {
+            lease_rules::renew(current, session, &owner, epoch, now_ms, ttl_ms)
         })
+        .await
     }
 
     async fn release_lease(
@@ -861,26 +829,12 @@ impl Storage for SqliteStorage {
         owner: &OwnerId,
         epoch: u64,
     ) -> Result<(), LeaseError> {
-        let s = session.clone();
-        let o = owner.clone();
-        let changed = self
-            .call(move |conn, path| {
-                conn.prepare_cached(
-                    "UPDATE leases SET expires_at_ms = 0
-                     WHERE session = ?1 AND owner = ?2 AND epoch = ?3",
-                )
-                .and_then(|mut st| st.execute(params![s.as_str(), o.as_str(), to_i64(epoch)]))
-                .map_err(|e| backend(path, &e))
-            })
-            .await?;
-        if changed == 1 {
-            Ok(())
-        } else {
-            Err(LeaseError::Lost {
-                session: session.clone(),
-                epoch,
-            })
-        }
+        let owner = owner.clone();
+        self.update_lease(session, move |current, session| {
+            lease_rules::release(current, session, &owner, epoch)
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn current_lease(

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use crate::host::lease_rules;
 use crate::host::storage::{
     Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
 };
@@ -268,34 +269,8 @@ impl Storage for MemoryStorage {
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError> {
         let mut state = self.state()?;
-        let expires_at_ms = now_ms.saturating_add(ttl_ms);
-        let record = match state.leases.get(session) {
-            Some(cur) if cur.is_live(now_ms) && &cur.owner != owner => {
-                return Err(LeaseError::Held {
-                    session: session.clone(),
-                    owner: cur.owner.clone(),
-                    expires_at_ms: cur.expires_at_ms,
-                });
-            }
-            // The same owner, still live: keep the epoch, extend the expiry.
-            Some(cur) if cur.is_live(now_ms) => LeaseRecord {
-                expires_at_ms: expires_at_ms.max(cur.expires_at_ms),
-                ..cur.clone()
-            },
-            // Expired or released: a new tenure, whoever takes it.
-            Some(cur) => LeaseRecord {
-                session: session.clone(),
-                owner: owner.clone(),
-                epoch: cur.epoch.saturating_add(1),
-                expires_at_ms,
-            },
-            None => LeaseRecord {
-                session: session.clone(),
-                owner: owner.clone(),
-                epoch: 1,
-                expires_at_ms,
-            },
-        };
+        let record =
+            lease_rules::acquire(state.leases.get(session), session, owner, now_ms, ttl_ms)?;
         state.leases.insert(session.clone(), record.clone());
         Ok(record)
     }
@@ -309,16 +284,16 @@ impl Storage for MemoryStorage {
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError> {
         let mut state = self.state()?;
-        match state.leases.get_mut(session) {
-            Some(cur) if &cur.owner == owner && cur.epoch == epoch && cur.is_live(now_ms) => {
-                cur.expires_at_ms = now_ms.saturating_add(ttl_ms).max(cur.expires_at_ms);
-                Ok(cur.clone())
-            }
-            _ => Err(LeaseError::Lost {
-                session: session.clone(),
-                epoch,
-            }),
-        }
+        let record = lease_rules::renew(
+            state.leases.get(session),
+            session,
+            owner,
+            epoch,
+            now_ms,
+            ttl_ms,
+        )?;
+        state.leases.insert(session.clone(), record.clone());
+        Ok(record)
     }
 
     async fn release_lease(
@@ -328,16 +303,9 @@ impl Storage for MemoryStorage {
         epoch: u64,
     ) -> Result<(), LeaseError> {
         let mut state = self.state()?;
-        match state.leases.get_mut(session) {
-            Some(cur) if &cur.owner == owner && cur.epoch == epoch => {
-                cur.expires_at_ms = 0;
-                Ok(())
-            }
-            _ => Err(LeaseError::Lost {
-                session: session.clone(),
-                epoch,
-            }),
-        }
+        let record = lease_rules::release(state.leases.get(session), session, owner, epoch)?;
+        state.leases.insert(session.clone(), record);
+        Ok(())
     }
 
     async fn current_lease(

@@ -1,11 +1,13 @@
 //! Host traits: everything the runtime needs from its environment (storage,
 //! blobs, leases, clock, executor, lifecycle, entropy). Native and browser
-//! hosts implement them; `crate::memory` implements them in memory.
+//! hosts implement them; `crate::memory` implements them in memory. The lease
+//! rules every storage backend applies live in [`lease_rules`].
 
 pub mod clock;
 pub mod entropy;
 pub mod executor;
 pub mod lease;
+pub mod lease_rules;
 pub mod lifecycle;
 pub mod storage;
 

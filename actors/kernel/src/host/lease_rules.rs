@@ -1,9 +1,15 @@
-//! The lease rules of `Storage` (S3) as pure functions over the current
-//! record, so that the IndexedDB backend applies exactly the memory backend's
-//! semantics inside its own transaction, and native unit tests can check them.
+//! The lease rules of `Storage` (S3), owned here once, as pure functions over
+//! the current record: who may take a lease (free, expired, released, or
+//! already one's own), when the epoch increments (each new tenure), how
+//! renewal and release check owner, epoch and expiry, and the take-over of a
+//! live lease by the holder of a host's session lock.
+//!
+//! Every backend (memory, SQLite, IndexedDB) implements only the atomic step
+//! around them: read the session's record, apply a rule, write the result,
+//! all in one transaction (or under one lock).
 
-use agent_kernel::host::{LeaseError, LeaseRecord};
-use agent_kernel::{OwnerId, SessionId};
+use crate::host::storage::{LeaseError, LeaseRecord};
+use crate::ids::{OwnerId, SessionId};
 
 /// The record after `owner` tries to take the lease at `now_ms`, or `Held`.
 /// Free, expired or released: a new tenure with epoch + 1 (1 for a first
@@ -41,9 +47,10 @@ pub fn acquire(
     }
 }
 
-/// The record after `owner` takes the lease over because it holds the
-/// session's tab lock (Web Locks release a closed tab's lock at once, while
-/// its stored lease may still look live): a live lease of another owner is
+/// The record after `owner` takes the lease over although another owner's
+/// may still look live, because the host knows that holder is gone: the
+/// browser's tab lock (Web Locks release a closed tab's lock at once) or a
+/// native holder whose process has exited. A live lease of another owner is
 /// treated as expired, so the new tenure gets epoch + 1 and the old holder's
 /// writes are refused by the fence.
 pub fn take_over(
@@ -116,20 +123,6 @@ pub fn release(
     }
 }
 
-/// The exclusive upper bound of every byte string that starts with `prefix`
-/// (the prefix with its last non-0xFF byte incremented), or `None` when no
-/// such bound exists (empty prefix, or only 0xFF bytes).
-pub fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut upper = prefix.to_vec();
-    while let Some(last) = upper.pop() {
-        if last < u8::MAX {
-            upper.push(last + 1);
-            return Some(upper);
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,14 +184,5 @@ mod tests {
         );
         let first = take_over(None, &sid(), &owner("c"), 0, 50);
         assert_eq!(first.epoch, 1);
-    }
-
-    #[test]
-    fn prefix_bounds_cover_exactly_the_prefix() {
-        assert_eq!(prefix_upper_bound(b""), None);
-        assert_eq!(prefix_upper_bound(b"run1"), Some(b"run2".to_vec()));
-        assert_eq!(prefix_upper_bound(b"run1/"), Some(b"run10".to_vec()));
-        assert_eq!(prefix_upper_bound(&[b'a', 0xFF]), Some(vec![b'b']));
-        assert_eq!(prefix_upper_bound(&[0xFF, 0xFF]), None);
     }
 }
