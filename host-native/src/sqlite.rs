@@ -363,7 +363,6 @@ impl SqliteStorage {
         }
     }
 
-    /// Run `f` on the connection thread and wait for its answer.
     /// Run [`apply_lease_rule`] on the connection thread.
     async fn update_lease(
         &self,
@@ -377,6 +376,7 @@ impl SqliteStorage {
             .await?
     }
 
+    /// Run `f` on the connection thread and wait for its answer.
     async fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection, &Path) -> Result<T, StorageError> + Send + 'static,
