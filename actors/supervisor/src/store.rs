@@ -596,6 +596,28 @@ mod tests {
         }
     }
 
+    /// A writer for a `running` run `r` of session `s`, fenced by a fresh
+    /// lease on `storage`.
+    async fn leased_writer(storage: &Arc<dyn Storage>, clock: &Arc<dyn Clock>) -> RunWriter {
+        let session = SessionId::new("s").unwrap();
+        let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
+        let lease = storage
+            .try_acquire_lease(&session, &owner, 0, 60_000)
+            .await
+            .unwrap();
+        let fence = Fence {
+            session,
+            epoch: lease.epoch,
+        };
+        RunWriter::create(
+            storage.clone(),
+            clock.clone(),
+            EventBus::default(),
+            fence,
+            run_with(RunStatus::Running),
+        )
+    }
+
     fn reasons() -> Vec<Option<StopReason>> {
         vec![
             None,
@@ -746,24 +768,8 @@ mod tests {
         let memory = Arc::new(MemoryStorage::new());
         let storage: Arc<dyn Storage> = memory.clone();
         exec.block_on(async {
-            let session = SessionId::new("s").unwrap();
-            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
-            let lease = storage
-                .try_acquire_lease(&session, &owner, 0, 60_000)
-                .await
-                .unwrap();
-            let fence = Fence {
-                session,
-                epoch: lease.epoch,
-            };
             let id = RunId::new("r").unwrap();
-            let mut writer = RunWriter::create(
-                storage.clone(),
-                clock.clone(),
-                EventBus::default(),
-                fence.clone(),
-                run_with(RunStatus::Running),
-            );
+            let mut writer = leased_writer(&storage, &clock).await;
             writer.commit(writer.begin()).await.unwrap();
             let commits = memory.commit_count();
             let mut tx = writer.begin();
@@ -839,24 +845,8 @@ mod tests {
         let memory = Arc::new(MemoryStorage::new());
         let storage: Arc<dyn Storage> = memory.clone();
         exec.block_on(async {
-            let session = SessionId::new("s").unwrap();
-            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
-            let lease = storage
-                .try_acquire_lease(&session, &owner, 0, 60_000)
-                .await
-                .unwrap();
-            let fence = Fence {
-                session,
-                epoch: lease.epoch,
-            };
             let id = RunId::new("r").unwrap();
-            let mut writer = RunWriter::create(
-                storage.clone(),
-                clock.clone(),
-                EventBus::default(),
-                fence,
-                run_with(RunStatus::Running),
-            );
+            let mut writer = leased_writer(&storage, &clock).await;
             let mut record = record_in(CallState::Running);
             let mut tx = writer.begin();
             tx.put(&record);
