@@ -118,14 +118,10 @@ pub struct Config {
     pub always_on_plugins: Vec<String>,
 }
 
-/// Parse a budget preset name (`light`, `standard`, `extended`).
+/// Parse a budget preset name (`light`, `standard`, `extended`); the
+/// kernel's [`BudgetPreset::parse`] owns the names.
 pub fn parse_preset(name: &str) -> Option<BudgetPreset> {
-    match name {
-        "light" => Some(BudgetPreset::Light),
-        "standard" => Some(BudgetPreset::Standard),
-        "extended" => Some(BudgetPreset::Extended),
-        _ => None,
-    }
+    BudgetPreset::parse(name).ok()
 }
 
 /// Parse an approval mode name (`permissive`, `strict`).
@@ -282,8 +278,10 @@ fn check_http_url(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The `[budget]` section: a preset, limits, or a preset whose limits the
+/// given ones replace (read by the kernel's [`Budget::from_spec`]).
 fn budget_of(b: &BudgetSection) -> Result<Budget, String> {
-    let custom: serde_json::Map<String, serde_json::Value> = [
+    let spec: serde_json::Map<String, serde_json::Value> = [
         ("max_tool_rounds", &b.max_tool_rounds),
         ("max_tool_calls", &b.max_tool_calls),
         ("max_tokens", &b.max_tokens),
@@ -291,18 +289,16 @@ fn budget_of(b: &BudgetSection) -> Result<Budget, String> {
     ]
     .into_iter()
     .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_owned(), toml_to_json(v))))
+    .chain(
+        b.preset
+            .as_ref()
+            .map(|name| ("preset".to_owned(), serde_json::Value::from(name.as_str()))),
+    )
     .collect();
-    match (&b.preset, custom.is_empty()) {
-        (Some(_), false) => {
-            Err("budget has both a preset and custom limits; give one or the other".into())
-        }
-        (Some(name), true) => parse_preset(name)
-            .map(Budget::preset)
-            .ok_or_else(|| format!("budget.preset = {name:?}; use light, standard or extended")),
-        (None, true) => Err("the [budget] section is empty; give a preset or limits".into()),
-        (None, false) => Budget::from_json(&serde_json::Value::Object(custom))
-            .map_err(|e| format!("budget: {e}")),
+    if spec.is_empty() {
+        return Err("the [budget] section is empty; give a preset or limits".into());
     }
+    Budget::from_spec(&serde_json::Value::Object(spec)).map_err(|e| format!("budget: {e}"))
 }
 
 /// Secret handles resolved from environment variables, each bound to one origin.
@@ -371,7 +367,7 @@ mod tests {
             "[budget]\nmax_tool_calls = -1\n",
             "[budget]\nmax_tool_rounds = \"ten\"\n",
             "[budget]\npreset = \"huge\"\n",
-            "[budget]\npreset = \"light\"\nmax_tool_rounds = 3\n",
+            "[budget]\npreset = \"light\"\nmax_tokens = 0\n",
             "[budget]\n",
             "[budget]\nrounds = 3\n",
         ] {
@@ -380,6 +376,15 @@ mod tests {
         }
         let light = parse("[budget]\npreset = \"light\"\n").expect("preset");
         assert_eq!(light.budget, Some(Budget::preset(BudgetPreset::Light)));
+        // A preset with a cap keeps the preset's other limits.
+        let capped = parse("[budget]\npreset = \"light\"\nmax_tokens = 50000\n").expect("capped");
+        assert_eq!(
+            capped.budget,
+            Some(Budget {
+                max_tokens: Some(50_000),
+                ..Budget::preset(BudgetPreset::Light)
+            })
+        );
     }
 
     #[test]

@@ -36,6 +36,22 @@ pub enum BudgetPreset {
     Extended,
 }
 
+impl BudgetPreset {
+    /// The preset a name (`light`, `standard`, `extended`) stands for: the
+    /// one reading of preset names, for every host's options and flags.
+    pub fn parse(name: &str) -> Result<BudgetPreset, BudgetError> {
+        match name {
+            "light" => Ok(BudgetPreset::Light),
+            "standard" => Ok(BudgetPreset::Standard),
+            "extended" => Ok(BudgetPreset::Extended),
+            other => Err(BudgetError {
+                field: "preset",
+                problem: format!("must be light, standard or extended, got {other:?}"),
+            }),
+        }
+    }
+}
+
 /// The effective limits of a run. Token and duration limits are optional.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Budget {
@@ -88,45 +104,69 @@ impl Budget {
         }
     }
 
-    /// Read a custom budget from JSON such as
-    /// `{"max_tool_rounds": 10, "max_tool_calls": 40, "max_tokens": 200000, "max_duration_ms": 600000}`.
-    /// Missing rounds/calls take the fallback; unknown fields are refused.
+    /// Read a budget from the JSON a person or an embedder writes: a preset
+    /// name (`"light"`), or an object such as
+    /// `{"max_tool_rounds": 10, "max_tool_calls": 40, "max_tokens": 200000, "max_duration_ms": 600000}`,
+    /// optionally naming a `"preset"` whose limits the given fields then
+    /// replace one by one (`{"preset": "light", "max_tokens": 50000}` keeps
+    /// light's rounds, calls and duration and adds the token cap). Without a
+    /// preset, missing rounds and calls take the fallback (S4.2). Unknown
+    /// fields are refused.
+    pub fn from_spec(value: &Value) -> Result<Budget, BudgetError> {
+        match value {
+            Value::String(name) => Ok(Budget::preset(BudgetPreset::parse(name)?)),
+            other => Budget::from_json(other),
+        }
+    }
+
+    /// Read a budget object (see [`Budget::from_spec`], which also takes a
+    /// bare preset name).
     pub fn from_json(value: &Value) -> Result<Budget, BudgetError> {
         let obj = value.as_object().ok_or(BudgetError {
             field: "budget",
-            problem: "must be a JSON object".into(),
+            problem: "must be a preset name or a JSON object".into(),
         })?;
         for key in obj.keys() {
             if !matches!(
                 key.as_str(),
-                "max_tool_rounds" | "max_tool_calls" | "max_tokens" | "max_duration_ms"
+                "preset" | "max_tool_rounds" | "max_tool_calls" | "max_tokens" | "max_duration_ms"
             ) {
                 return Err(BudgetError {
                     field: "budget",
                     problem: format!(
-                        "unknown field {key:?}; expected max_tool_rounds, max_tool_calls, max_tokens or max_duration_ms"
+                        "unknown field {key:?}; expected preset, max_tool_rounds, max_tool_calls, max_tokens or max_duration_ms"
                     ),
                 });
             }
         }
-        let fallback = Budget::fallback();
+        let base = match obj.get("preset") {
+            None | Some(Value::Null) => Budget::fallback(),
+            Some(Value::String(name)) => Budget::preset(BudgetPreset::parse(name)?),
+            Some(other) => {
+                return Err(BudgetError {
+                    field: "preset",
+                    problem: format!("must be a preset name, got {}", kind_of(other)),
+                });
+            }
+        };
         let rounds = field(
             obj.get("max_tool_rounds"),
             "max_tool_rounds",
             MAX_TOOL_ROUNDS,
         )?
-        .unwrap_or(u64::from(fallback.max_tool_rounds));
+        .unwrap_or(u64::from(base.max_tool_rounds));
         let calls = field(obj.get("max_tool_calls"), "max_tool_calls", MAX_TOOL_CALLS)?
-            .unwrap_or(u64::from(fallback.max_tool_calls));
+            .unwrap_or(u64::from(base.max_tool_calls));
         let budget = Budget {
             max_tool_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
             max_tool_calls: u32::try_from(calls).unwrap_or(u32::MAX),
-            max_tokens: field(obj.get("max_tokens"), "max_tokens", MAX_TOKENS)?,
+            max_tokens: field(obj.get("max_tokens"), "max_tokens", MAX_TOKENS)?.or(base.max_tokens),
             max_duration_ms: field(
                 obj.get("max_duration_ms"),
                 "max_duration_ms",
                 MAX_DURATION_MS,
-            )?,
+            )?
+            .or(base.max_duration_ms),
         };
         budget.validate()?;
         Ok(budget)

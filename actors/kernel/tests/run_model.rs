@@ -582,3 +582,64 @@ fn replay_decision_for_every_state_profile_and_verification() {
         ReplayDecision::Retry { attempt: u32::MAX }
     );
 }
+
+/// Issue 14 item 5: a preset combined with extra hard caps keeps the preset's
+/// other limits; each cap is checked at, below and above its bound; a bare
+/// preset name is the preset.
+#[test]
+fn s4_3_a_preset_with_caps_keeps_its_other_limits() {
+    let light = Budget::preset(BudgetPreset::Light);
+    assert_eq!(Budget::from_spec(&json!("light")).unwrap(), light);
+    assert_eq!(
+        Budget::from_spec(&json!({"preset": "light", "max_tokens": 50000})).unwrap(),
+        Budget {
+            max_tokens: Some(50_000),
+            ..light
+        }
+    );
+    // A cap may also replace one of the preset's own limits.
+    let fewer_rounds =
+        Budget::from_spec(&json!({"preset": "extended", "max_tool_rounds": 3})).unwrap();
+    assert_eq!(fewer_rounds.max_tool_rounds, 3);
+    assert_eq!(
+        fewer_rounds.max_tool_calls,
+        Budget::preset(BudgetPreset::Extended).max_tool_calls
+    );
+    assert_eq!(
+        fewer_rounds.max_duration_ms,
+        Budget::preset(BudgetPreset::Extended).max_duration_ms
+    );
+    // Each cap at its upper bound, just below it, and just above it.
+    for (field, max) in [
+        ("max_tool_rounds", 1_000u64),
+        ("max_tool_calls", 10_000),
+        ("max_tokens", 100_000_000),
+        ("max_duration_ms", 86_400_000),
+    ] {
+        for n in [max - 1, max] {
+            let b = Budget::from_spec(&json!({"preset": "standard", field: n}))
+                .unwrap_or_else(|e| panic!("{field} = {n}: {e}"));
+            let got = match field {
+                "max_tool_rounds" => u64::from(b.max_tool_rounds),
+                "max_tool_calls" => u64::from(b.max_tool_calls),
+                "max_tokens" => b.max_tokens.unwrap(),
+                _ => b.max_duration_ms.unwrap(),
+            };
+            assert_eq!(got, n, "{field}");
+        }
+        let err = Budget::from_spec(&json!({"preset": "standard", field: max + 1})).unwrap_err();
+        assert_eq!(err.field, field);
+        let err = Budget::from_spec(&json!({"preset": "standard", field: 0})).unwrap_err();
+        assert_eq!(err.field, field);
+    }
+    // Bad presets are named.
+    for bad in [
+        json!("huge"),
+        json!({"preset": "huge"}),
+        json!({"preset": 3}),
+    ] {
+        let err = Budget::from_spec(&bad).unwrap_err();
+        assert_eq!(err.field, "preset", "{bad}");
+    }
+    assert_eq!(Budget::from_spec(&json!(7)).unwrap_err().field, "budget");
+}
