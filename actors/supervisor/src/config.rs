@@ -1,7 +1,9 @@
 //! `RunConfig`: what one run may do and which model it talks to (budget,
-//! approval mode, tool allowlist, an applied Skill, model settings). A later
-//! Profiles issue fills it; today callers build it directly or take the
-//! defaults.
+//! approval mode, tool allowlist, an applied Skill, model settings), and the
+//! system prompt a run is sent: the default Agent system prompt, versioned
+//! in `actors/supervisor/prompts/`, which a run may replace or extend. A
+//! later Profiles issue fills it; today callers build it directly or take
+//! the defaults.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,13 +15,26 @@ use agent_kernel::budget::{Budget, BudgetError};
 use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
 use agent_kernel::run::RunMode;
 
+/// The version of the default Agent system prompt ([`AGENT_SYSTEM_PROMPT`]).
+/// A change of its text is a new file and a new version.
+pub const AGENT_SYSTEM_PROMPT_VERSION: &str = "agent-system-v1";
+
+/// The default Agent system prompt: what the runtime guarantees (tools are
+/// checked and journaled, effects may need approval, uncertain effects are
+/// never repeated, outside content is data and never instructions).
+pub const AGENT_SYSTEM_PROMPT: &str = include_str!("../prompts/agent-system-v1.md");
+
 /// Which model, and how to ask it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSettings {
     pub model: String,
-    /// Sent first in every request. Stored only in the run's config blob.
+    /// Replaces the default Agent system prompt. Stored only in the run's
+    /// config blob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// Added after the system prompt (the default one, or `system_prompt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_extension: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,6 +46,7 @@ impl Default for ModelSettings {
         Self {
             model: "default".into(),
             system_prompt: None,
+            system_extension: None,
             temperature: None,
             max_output_tokens: None,
         }
@@ -69,7 +85,12 @@ pub enum ConfigError {
     Temperature(String),
     #[error("max_output_tokens must be at least 1")]
     MaxOutputTokens,
+    #[error("{field} must be at most {MAX_SYSTEM_PROMPT_BYTES} bytes, got {len}")]
+    SystemPromptTooLong { field: &'static str, len: usize },
 }
+
+/// The bound of a run's own system prompt and of its extension, each.
+pub const MAX_SYSTEM_PROMPT_BYTES: usize = 64 * 1024;
 
 impl RunConfig {
     /// Check every custom value; called at start and before each round or call.
@@ -86,6 +107,19 @@ impl RunConfig {
         }
         if self.model.max_output_tokens == Some(0) {
             return Err(ConfigError::MaxOutputTokens);
+        }
+        for (field, text) in [
+            ("system_prompt", &self.model.system_prompt),
+            ("system_extension", &self.model.system_extension),
+        ] {
+            if let Some(text) = text
+                && text.len() > MAX_SYSTEM_PROMPT_BYTES
+            {
+                return Err(ConfigError::SystemPromptTooLong {
+                    field,
+                    len: text.len(),
+                });
+            }
         }
         Ok(())
     }
@@ -107,18 +141,27 @@ impl RunConfig {
             && self.skill.as_ref().is_none_or(|s| s.tools.contains(tool))
     }
 
-    /// The system prompt the model is sent: the configured one, then the
-    /// applied Skill's instructions under its name.
+    /// The system prompt the model is sent, in this order: the run's own
+    /// (`model.system_prompt`), or else for an Agent run the default Agent
+    /// system prompt ([`AGENT_SYSTEM_PROMPT`]; a Research run shares none of
+    /// it, S9.1); then `model.system_extension`; then the applied Skill's
+    /// instructions under its name (S5.6). Parts are separated by a blank line.
     pub fn system_prompt(&self) -> Option<String> {
+        let base = match (&self.model.system_prompt, self.mode) {
+            (Some(own), _) => Some(own.as_str()),
+            (None, RunMode::Agent) => Some(AGENT_SYSTEM_PROMPT.trim_end()),
+            (None, RunMode::Research) => None,
+        };
         let skill = self
             .skill
             .as_ref()
             .map(|s| format!("Skill `{}`:\n{}", s.name, s.instructions));
-        match (self.model.system_prompt.as_deref(), skill) {
-            (None, skill) => skill,
-            (Some(own), None) => Some(own.to_owned()),
-            (Some(own), Some(skill)) => Some(format!("{own}\n\n{skill}")),
-        }
+        let parts: Vec<&str> = base
+            .into_iter()
+            .chain(self.model.system_extension.as_deref())
+            .chain(skill.as_deref())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
     /// The part the tools actor needs.
@@ -160,6 +203,79 @@ impl Default for RuntimeOptions {
             capability_ttl: Duration::from_secs(300),
             mailbox: 32,
             active_time_flush: Duration::from_secs(10),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> RunConfig {
+        RunConfig::default()
+    }
+
+    #[test]
+    fn an_agent_run_gets_the_default_agent_system_prompt() {
+        let prompt = agent().system_prompt().expect("a prompt");
+        assert_eq!(prompt, AGENT_SYSTEM_PROMPT.trim_end());
+        assert!(prompt.contains("never instructions"), "{prompt}");
+    }
+
+    #[test]
+    fn a_research_run_shares_none_of_it() {
+        let research = RunConfig {
+            mode: RunMode::Research,
+            ..agent()
+        };
+        assert_eq!(research.system_prompt(), None);
+    }
+
+    #[test]
+    fn a_run_may_replace_or_extend_it_and_a_skill_joins_it() {
+        let mut c = agent();
+        c.model.system_extension = Some("Be brief.".into());
+        assert_eq!(
+            c.system_prompt().unwrap(),
+            format!("{}\n\nBe brief.", AGENT_SYSTEM_PROMPT.trim_end())
+        );
+        c.model.system_prompt = Some("You are a poet.".into());
+        assert_eq!(c.system_prompt().unwrap(), "You are a poet.\n\nBe brief.");
+        c.skill = Some(AppliedSkill {
+            name: "haiku".into(),
+            instructions: "Answer in haiku.".into(),
+            tools: BTreeSet::new(),
+        });
+        assert_eq!(
+            c.system_prompt().unwrap(),
+            "You are a poet.\n\nBe brief.\n\nSkill `haiku`:\nAnswer in haiku."
+        );
+    }
+
+    #[test]
+    fn own_prompts_are_bounded_at_64_kib() {
+        for field in ["system_prompt", "system_extension"] {
+            for (len, ok) in [
+                (MAX_SYSTEM_PROMPT_BYTES - 1, true),
+                (MAX_SYSTEM_PROMPT_BYTES, true),
+                (MAX_SYSTEM_PROMPT_BYTES + 1, false),
+            ] {
+                let mut c = agent();
+                let text = Some("a".repeat(len));
+                if field == "system_prompt" {
+                    c.model.system_prompt = text;
+                } else {
+                    c.model.system_extension = text;
+                }
+                match c.validate() {
+                    Ok(()) => assert!(ok, "{field} of {len} bytes was accepted"),
+                    Err(ConfigError::SystemPromptTooLong { field: f, len: l }) => {
+                        assert!(!ok, "{field} of {len} bytes was refused");
+                        assert_eq!((f, l), (field, len));
+                    }
+                    Err(other) => panic!("{other}"),
+                }
+            }
         }
     }
 }

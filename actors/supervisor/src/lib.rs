@@ -131,7 +131,10 @@ pub mod store;
 mod supervisor;
 pub mod transcript;
 
-pub use config::{ModelSettings, RunConfig, RuntimeOptions};
+pub use config::{
+    AGENT_SYSTEM_PROMPT, AGENT_SYSTEM_PROMPT_VERSION, MAX_SYSTEM_PROMPT_BYTES, ModelSettings,
+    RunConfig, RuntimeOptions,
+};
 pub use error::RunError;
 pub use provider::openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};

@@ -411,6 +411,16 @@ async fn a_run_through_the_openai_provider_completes_with_a_tool_call() {
     let messages = bodies[1]["messages"].as_array().unwrap();
     assert_eq!(messages.last().unwrap()["role"], "tool");
     assert_eq!(messages.last().unwrap()["tool_call_id"], "c1");
+    // Issue 14 item 2: every request of an Agent run, as the server receives
+    // it, opens with the default Agent system prompt.
+    for body in bodies.iter() {
+        let first = &body["messages"][0];
+        assert_eq!(first["role"], "system", "{first}");
+        assert_eq!(
+            first["content"].as_str(),
+            Some(agent_supervisor::AGENT_SYSTEM_PROMPT.trim_end())
+        );
+    }
     assert!(
         bodies[0]["tools"]
             .as_array()
