@@ -4,10 +4,12 @@
 //! numbered gap-free and time-stamped monotonically. Blobs are written before
 //! the batch that names them. The [`RunWriter`] also owns the accounting of
 //! active time (S4.1): each commit adds the time spent `running` since the
-//! previous one. It owns, too, the one transaction step "mark a call
-//! `effect_unknown` and ask the person to decide" (S2.3,
-//! [`RunWriter::mark_effect_unknown`]), which the supervisor's loop and
-//! recovery after a reload both use.
+//! previous one. The journal transitions of a call (a fresh `prepared`
+//! record, `running` before dispatch, settled, settled as unfinished,
+//! `effect_unknown`) are methods of [`Tx`], written once here. It owns,
+//! too, the one transaction step "mark a call `effect_unknown` and ask the
+//! person to decide" (S2.3, [`RunWriter::mark_effect_unknown`]), which the
+//! supervisor's loop and recovery after a reload both use.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +21,8 @@ use agent_kernel::host::{
     Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, StorageExt, Table,
 };
 use agent_kernel::ids::{CallId, RequestId, RunId};
-use agent_kernel::journal::{CallState, JournalRecord};
+use agent_kernel::journal::{CallError, CallState, JournalRecord, idempotency_key};
+use agent_kernel::protocol::{InvocationDraft, ToolResult};
 use agent_kernel::run::{
     Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingKind,
     PendingRequest, RunStatus, StopReason, Usage, check_transition,
@@ -204,24 +207,6 @@ fn decision_pending(
     })
 }
 
-/// Move a record to `effect_unknown` (from `running`, or from `committed`
-/// when its result no longer verifies and the work is unsafe to repeat). A
-/// record already there stays as it is.
-pub(crate) fn advance_to_effect_unknown(
-    record: &mut JournalRecord,
-    now: u64,
-) -> Result<(), RunError> {
-    if record.state == CallState::EffectUnknown {
-        return Ok(());
-    }
-    record
-        .advance(CallState::EffectUnknown, now)
-        .map_err(|e| RunError::Inconsistent {
-            run: record.run.clone(),
-            detail: e.to_string(),
-        })
-}
-
 /// Writes one run's records under a lease fence. The in-memory `run` is the
 /// last durable version plus the change [`RunWriter::defer`]red, if any
 /// (which every later change carries until one commits).
@@ -399,17 +384,8 @@ impl RunWriter {
         tx: &mut Tx,
         record: &mut JournalRecord,
     ) -> Result<(), RunError> {
-        let now = tx.now();
-        if record.state != CallState::EffectUnknown {
-            advance_to_effect_unknown(record, now)?;
-            tx.put(&*record);
-            tx.activity(ActivityKind::ToolCall {
-                call_id: record.call_id.clone(),
-                tool: record.tool.clone(),
-                state: CallState::EffectUnknown,
-            });
-        }
-        let pending = decision_pending(&self.run.id, record, now)?;
+        tx.mark_effect_unknown(record)?;
+        let pending = decision_pending(&self.run.id, record, tx.now())?;
         let stored = self
             .storage
             .get(Table::Pending, &pending.key())
@@ -563,6 +539,156 @@ impl Tx {
     /// Record the evidence of a result.
     pub fn evidence(&mut self, evidence: Evidence) {
         self.put(&evidence);
+    }
+
+    // ------------------------------------------------ journal transitions
+    //
+    // Each step of a call's journal record (S2) is written here once: the
+    // record advanced, put in this change, and announced by its `tool_call`
+    // activity where the step has one.
+
+    /// Advance `record` to `to` at this change's time; an illegal move is
+    /// the run's inconsistency.
+    fn advance(&self, record: &mut JournalRecord, to: CallState) -> Result<(), RunError> {
+        record
+            .advance(to, self.now)
+            .map_err(|e| RunError::Inconsistent {
+                run: self.run.id.clone(),
+                detail: e.to_string(),
+            })
+    }
+
+    /// Announce a call's record in its present state: its `tool_call` activity.
+    fn call_activity(&mut self, record: &JournalRecord) {
+        self.activity(ActivityKind::ToolCall {
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            state: record.state,
+        });
+    }
+
+    /// A fresh `prepared` record for a draft; its arguments blob goes in
+    /// this change (the record itself is put by the step that follows).
+    pub fn new_record(&mut self, draft: &InvocationDraft) -> Result<JournalRecord, RunError> {
+        let canonical = agent_capabilities::canonical_json(&draft.arguments).map_err(|e| {
+            RunError::Inconsistent {
+                run: self.run.id.clone(),
+                detail: format!("arguments are not canonical JSON ({e})"),
+            }
+        })?;
+        let args = self.blob(canonical.into_bytes());
+        Ok(JournalRecord {
+            run: self.run.id.clone(),
+            call_id: draft.call_id.clone(),
+            tool: draft.tool.clone(),
+            fingerprint: draft.fingerprint.clone(),
+            args,
+            effects: draft.effects.clone(),
+            idempotency: draft.idempotency,
+            attempt: draft.attempt.max(1),
+            state: CallState::Prepared,
+            idempotency_key: idempotency_key(&self.run.id, &draft.call_id),
+            result: None,
+            receipts: Vec::new(),
+            error: None,
+            updated_at_ms: self.now,
+        })
+    }
+
+    /// Journal a call that waits at `prepared` (for an approval or an
+    /// answer). A `fresh` call is counted (S4) and announced first.
+    pub fn put_prepared(&mut self, record: &JournalRecord, fresh: bool) {
+        if fresh {
+            self.run.usage.tool_calls += 1;
+            self.call_activity(record);
+        }
+        self.put(record);
+    }
+
+    /// Make `record` `running` before its dispatch: a record past `prepared`
+    /// starts its next attempt; a `fresh` call is counted (S4).
+    pub fn mark_running(
+        &mut self,
+        record: &mut JournalRecord,
+        fresh: bool,
+    ) -> Result<(), RunError> {
+        if record.state != CallState::Prepared {
+            record.attempt = record.attempt.saturating_add(1);
+        }
+        self.advance(record, CallState::Running)?;
+        if fresh {
+            self.run.usage.tool_calls += 1;
+        }
+        self.put(&*record);
+        self.call_activity(record);
+        Ok(())
+    }
+
+    /// Settle `record` with `result` (stored as `result_blob`): `committed`
+    /// (through `running` when it never ran, as the supervisor's own tools)
+    /// with its receipts, or `failed` with its code. The activity is the
+    /// outcome's to append, with its evidence.
+    pub fn settle(
+        &mut self,
+        record: &mut JournalRecord,
+        result: &ToolResult,
+        result_blob: BlobRef,
+    ) -> Result<(), RunError> {
+        match result {
+            ToolResult::Success(s) => {
+                if record.state == CallState::Prepared {
+                    self.advance(record, CallState::Running)?;
+                }
+                self.advance(record, CallState::Committed)?;
+                record.receipts = s.receipts.clone();
+            }
+            ToolResult::Error(f) => {
+                self.advance(record, CallState::Failed)?;
+                record.error = Some(CallError {
+                    code: f.code.clone(),
+                    retryable: f.retryable,
+                });
+            }
+        }
+        record.result = Some(result_blob);
+        self.put(&*record);
+        Ok(())
+    }
+
+    /// Settle a call that will not finish (its run ends): `failed` with
+    /// `code` when repeating it is safe, else `effect_unknown`.
+    pub fn settle_unfinished(
+        &mut self,
+        record: &mut JournalRecord,
+        code: &str,
+    ) -> Result<(), RunError> {
+        if record.retry_is_safe() {
+            self.advance(record, CallState::Failed)?;
+            record.error = Some(CallError {
+                code: code.into(),
+                retryable: true,
+            });
+            self.put(&*record);
+            self.call_activity(record);
+            Ok(())
+        } else {
+            self.mark_effect_unknown(record)
+        }
+    }
+
+    /// Move `record` to `effect_unknown` (from `running`, or from `committed`
+    /// when its result no longer verifies and the work is unsafe to repeat),
+    /// put it and announce it. A record already there stays as it is and
+    /// adds nothing. Asking the person to decide is
+    /// [`RunWriter::mark_effect_unknown`]'s.
+    pub fn mark_effect_unknown(&mut self, record: &mut JournalRecord) -> Result<(), RunError> {
+        if record.state == CallState::EffectUnknown {
+            return Ok(());
+        }
+        self.advance(record, CallState::EffectUnknown)?;
+        self.put(&*record);
+        self.call_activity(record);
+        Ok(())
     }
 }
 

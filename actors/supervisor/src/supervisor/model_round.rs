@@ -1,0 +1,221 @@
+//! One model round: the budget and lifecycle checks before it, the request
+//! announced with its checkpoint, the streamed response (repeated when the
+//! stream broke off), and the response made durable with the conversation.
+//! Also the conversation's commits ([`Supervisor::commit_transcript`]) that
+//! every outcome goes through, and the tool schemas the model is offered.
+
+use std::sync::Arc;
+
+use agent_kernel::actor::{ActorError, Inbox};
+use agent_kernel::budget::BudgetDimension;
+use agent_kernel::maybe_send::{BoxFuture, boxed};
+use agent_kernel::protocol::{ModelToolSchema, ToolsMsg};
+use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
+
+use super::{Msg, Supervisor, Watched};
+use crate::builtin;
+use crate::error::RunError;
+use crate::provider::{ModelRequest, collect_response};
+use crate::store::{RunEvent, Tx};
+use crate::transcript::{Message, Tail};
+
+impl Supervisor {
+    pub(super) async fn model_round(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
+        let round = self.transcript.assistant_turns() as u64 + 1;
+        if let Err(e) = self.config.validate() {
+            return self.fail_runtime("supervisor", &e.to_string()).await;
+        }
+        if let Err(dim) = self.config.budget.check_hard_limits(&self.usage_now()) {
+            return self.exhaust(dim).await;
+        }
+        if !self.ctx.host.lifecycle.is_online() {
+            return self.interrupt(StopReason::Offline).await;
+        }
+        let tools = match self.schemas().await {
+            Ok(t) => t,
+            Err(e) => {
+                let actor = self.ctx.tools.name().to_owned();
+                return self.fail_runtime(&actor, &e.to_string()).await;
+            }
+        };
+        if self.request_announced.take() != Some(round) {
+            let mut tx = self.writer.begin();
+            tx.activity(ActivityKind::ModelRequest { round });
+            tx.checkpoint(
+                CheckpointStage::BeforeModelRequest { round },
+                self.transcript_ref.clone(),
+            );
+            self.writer.commit(tx).await?;
+        }
+
+        let request = ModelRequest {
+            model: self.config.model.model.clone(),
+            messages: self.transcript.messages().clone(),
+            tools,
+            temperature: self.config.model.temperature,
+            max_output_tokens: self.config.model.max_output_tokens,
+        };
+        let mut repeats = 0u32;
+        let response = loop {
+            let provider = self.ctx.provider.clone();
+            let events = self.ctx.events.clone();
+            let run = self.id();
+            let req = request.clone();
+            let mut fut: BoxFuture<'static, _> = boxed(async move {
+                let stream = provider.stream(req).await?;
+                collect_response(stream, |text| {
+                    events.emit(RunEvent::TextDelta {
+                        run: run.clone(),
+                        text: text.to_owned(),
+                    });
+                })
+                .await
+            });
+            match self.watch(inbox, &mut fut).await? {
+                Watched::Done(Ok(response)) => break response,
+                // Nothing of a broken round was committed (the response becomes
+                // durable only once complete), so it may simply be repeated.
+                Watched::Done(Err(e))
+                    if e.round_may_repeat() && repeats < self.ctx.options.model_round_repeats =>
+                {
+                    repeats += 1;
+                    tracing::warn!(
+                        round,
+                        repeats,
+                        "model stream broke off; repeating the round"
+                    );
+                }
+                Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
+                Watched::Stop(reply) => return self.cancel(reply, None).await,
+                Watched::Interrupt(reason) => return self.interrupt(reason).await,
+                // Nothing of the round was committed: it simply ends with the run.
+                Watched::OutOfTime => return self.exhaust(BudgetDimension::Duration).await,
+            }
+        };
+
+        // The request shares the conversation: let it go, so that appending
+        // to the conversation copies nothing.
+        drop(request);
+        let mut tx = self.writer.begin();
+        let text_blob =
+            (!response.text.is_empty()).then(|| tx.blob(response.text.clone().into_bytes()));
+        let transcript = vec![Message::Assistant {
+            content: (!response.text.is_empty()).then(|| response.text.clone()),
+            tool_calls: response.tool_calls.clone(),
+        }];
+        tx.run.usage.input_tokens = tx
+            .run
+            .usage
+            .input_tokens
+            .saturating_add(response.usage.input_tokens);
+        tx.run.usage.output_tokens = tx
+            .run
+            .usage
+            .output_tokens
+            .saturating_add(response.usage.output_tokens);
+        tx.activity(ActivityKind::ModelResponse {
+            round,
+            text: text_blob.clone(),
+            tool_calls: u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX),
+        });
+        if !response.tool_calls.is_empty() {
+            if let Err(dim) = self
+                .config
+                .budget
+                .check_new_round(&self.writer.live_usage(tx.run.usage))
+            {
+                if text_blob.is_some() {
+                    tx.run.output = text_blob;
+                } else {
+                    self.set_output_so_far(&mut tx).await?;
+                }
+                tx.status(
+                    RunStatus::Failed,
+                    Some(StopReason::BudgetExhausted { dimension: dim }),
+                )?;
+                return self
+                    .commit_transcript(
+                        tx,
+                        transcript,
+                        CheckpointStage::AfterModelResponse { round },
+                    )
+                    .await;
+            }
+            tx.run.usage.tool_rounds += 1;
+            // The response goes durable with the round's first call
+            // (`running` before dispatch, an approval request, an outcome
+            // ...): a crash before then repeats the round, as a crash during
+            // the request does.
+            let staged = self.transcript.stage(transcript, |b| tx.blob(b))?;
+            let blob = staged.head().clone();
+            tx.checkpoint(CheckpointStage::AfterModelResponse { round }, blob.clone());
+            self.writer.defer(tx)?;
+            self.transcript.apply(staged);
+            self.transcript_ref = blob;
+            return Ok(());
+        }
+        self.commit_transcript(
+            tx,
+            transcript,
+            CheckpointStage::AfterModelResponse { round },
+        )
+        .await
+    }
+
+    async fn schemas(&mut self) -> Result<Arc<[ModelToolSchema]>, ActorError> {
+        if let Some(s) = &self.schemas {
+            return Ok(s.clone());
+        }
+        let run = self.id();
+        let config = self.config.tool_config();
+        let mut schemas = self
+            .ctx
+            .tools
+            .ask(|reply| ToolsMsg::Schemas { run, config, reply })
+            .await?;
+        builtin::add_schemas(&mut schemas);
+        schemas.retain(|s| self.config.allows(&s.name));
+        let schemas: Arc<[ModelToolSchema]> = schemas.into();
+        self.schemas = Some(schemas.clone());
+        Ok(schemas)
+    }
+
+    /// Store the messages added to the conversation as its new newest
+    /// segment (the blob durable before the checkpoint naming it), checkpoint
+    /// it in `tx`, and commit; only then does the conversation in memory grow.
+    pub(super) async fn commit_transcript(
+        &mut self,
+        mut tx: Tx,
+        added: Vec<Message>,
+        stage: CheckpointStage,
+    ) -> Result<(), RunError> {
+        // When this append answers the last of the round's calls and the
+        // next model round would start (the same checks as `model_round`),
+        // its request activity and checkpoint go in this batch: one commit
+        // less per round, and the result is still durable before the model
+        // sees it.
+        let announce = (tx.run.status == RunStatus::Running
+            && self.transcript.tail_after(&added) == Tail::ModelNext
+            && self.schemas.is_some()
+            && self.config.validate().is_ok()
+            && self
+                .config
+                .budget
+                .check_hard_limits(&self.writer.live_usage(tx.run.usage))
+                .is_ok()
+            && self.ctx.host.lifecycle.is_online())
+        .then(|| self.transcript.assistant_turns() as u64 + 1);
+        let staged = self.transcript.stage(added, |b| tx.blob(b))?;
+        let blob = staged.head().clone();
+        tx.checkpoint(stage, blob.clone());
+        if let Some(round) = announce {
+            tx.activity(ActivityKind::ModelRequest { round });
+            tx.checkpoint(CheckpointStage::BeforeModelRequest { round }, blob.clone());
+        }
+        self.writer.commit(tx).await?;
+        self.transcript.apply(staged);
+        self.transcript_ref = blob;
+        self.request_announced = announce;
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! `cargo xtask demo`: what it needs installed and its steps (build the
+//! wasm bundle, serve it with a release `agentrt serve`).
+
+use crate::E2E_DIR;
+use crate::prerequisites::{Prereq, ensure_prerequisites};
+use crate::runner::{Result, Runner, Step};
+use crate::workspace::warn_about_rustflags;
+
+pub(crate) fn demo(runner: &mut Runner, args: &[String]) -> Result<()> {
+    warn_about_rustflags();
+    ensure_prerequisites(runner, DEMO_PREREQUISITES)?;
+    for step in demo_steps(args) {
+        runner.run_step(&step)?;
+    }
+    Ok(())
+}
+
+/// What `cargo xtask demo` needs installed: the wasm target and wasm-bindgen
+/// (Node.js runs the build script; it has no packages to install).
+const DEMO_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::WasmBindgen];
+
+/// The steps of `cargo xtask demo`, in order: build the bundle (the script
+/// runs cargo and wasm-bindgen and prints the raw and gzipped wasm size),
+/// then serve it with `agentrt serve` (release), which serves the page, the
+/// bundle and the fetch gateway on one origin and prints the page URL with
+/// the gateway token. `args` go to `agentrt serve`; a lone number is the port.
+fn demo_steps(args: &[String]) -> Vec<Step> {
+    let build = Step::new("demo: build the wasm bundle", "node", &["build.mjs"]).in_dir(E2E_DIR);
+    let mut serve = Step::cargo(
+        "demo: agentrt serve on 127.0.0.1",
+        &[
+            "run",
+            "--release",
+            "-p",
+            "agent-host-native",
+            "--bin",
+            "agentrt",
+            "--",
+            "serve",
+            "--www",
+            "host-browser/www",
+            "--pkg",
+            "host-browser/pkg",
+        ],
+    );
+    match args {
+        [port] if port.parse::<u16>().is_ok() => serve = serve.arg("--port").arg(port.clone()),
+        _ => {
+            for arg in args {
+                serve = serve.arg(arg.clone());
+            }
+        }
+    }
+    vec![build, serve]
+}
+
+#[cfg(test)]
+mod demo_tests {
+    use super::*;
+
+    #[test]
+    fn demo_builds_the_bundle_then_runs_agentrt_serve() {
+        let steps = demo_steps(&[]);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].program, "node");
+        assert_eq!(steps[0].args, ["build.mjs"]);
+        assert_eq!(steps[1].program, "cargo");
+        let serve = steps[1].args.join(" ");
+        assert_eq!(
+            serve,
+            "run --release -p agent-host-native --bin agentrt -- serve \
+             --www host-browser/www --pkg host-browser/pkg"
+        );
+        assert!(
+            steps
+                .iter()
+                .all(|s| !s.args.iter().any(|a| a.contains("serve.mjs")))
+        );
+    }
+
+    #[test]
+    fn demo_forwards_the_port_and_other_serve_arguments() {
+        let port = demo_steps(&["9000".to_string()]);
+        assert!(
+            port[1]
+                .args
+                .ends_with(&["--port".to_string(), "9000".to_string()])
+        );
+        let given: Vec<String> = ["--port", "0"].iter().map(|s| s.to_string()).collect();
+        assert!(demo_steps(&given)[1].args.ends_with(&given));
+    }
+}

@@ -1,0 +1,235 @@
+//! The prerequisites of the gate and the demo: each checked first and
+//! installed only when missing (the wasm target, wasm-bindgen-cli, Chromium,
+//! ChromeDriver and clang, the rustfmt and clippy components, the e2e suite's
+//! npm packages); one that cannot be had fails loudly.
+
+use std::path::Path;
+
+use crate::runner::{Result, Runner, Step, loud_prereq_failure};
+use crate::workspace::{is_root, locked_version};
+use crate::{
+    APT_PACKAGES, CHROMEDRIVER, CHROMIUM, E2E_DIR, RUST_COMPONENTS, WASM_BINDGEN_VERSION,
+    WASM_TARGET,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Prereq {
+    WasmTarget,
+    WasmBindgen,
+    SystemPackages,
+    RustComponents,
+    E2eNodeModules,
+}
+
+impl Prereq {
+    pub(crate) const ALL: [Prereq; 5] = [
+        Prereq::WasmTarget,
+        Prereq::WasmBindgen,
+        Prereq::SystemPackages,
+        Prereq::RustComponents,
+        Prereq::E2eNodeModules,
+    ];
+}
+
+pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> Result<()> {
+    if prereqs.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "==> prerequisites{}",
+        if runner.no_install {
+            " (--no-install)"
+        } else {
+            ""
+        }
+    );
+    for prereq in prereqs {
+        match prereq {
+            Prereq::WasmTarget => ensure_wasm_target(runner)?,
+            Prereq::WasmBindgen => ensure_wasm_bindgen(runner)?,
+            Prereq::SystemPackages => ensure_system_packages(runner)?,
+            Prereq::RustComponents => ensure_rust_components(runner)?,
+            Prereq::E2eNodeModules => ensure_e2e_node_modules(runner)?,
+        }
+    }
+    Ok(())
+}
+
+fn ensure_wasm_target(runner: &mut Runner) -> Result<()> {
+    let name = "rust target wasm32-unknown-unknown";
+    let missing = |runner: &Runner| match runner.query("rustup", &["target", "list", "--installed"])
+    {
+        None => Some("`rustup target list --installed` failed (is rustup installed?)".to_string()),
+        Some(list) if list.lines().any(|l| l.trim() == WASM_TARGET) => None,
+        Some(_) => Some(format!("{WASM_TARGET} is not installed")),
+    };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            let steps = [Step::new(
+                "install wasm32 target",
+                "rustup",
+                &["target", "add", WASM_TARGET],
+            )];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
+}
+
+fn ensure_wasm_bindgen(runner: &mut Runner) -> Result<()> {
+    let name = "wasm-bindgen-cli";
+    // The CLI must equal the library version that Cargo.lock resolved.
+    if let Some(locked) = locked_version(&runner.root, "wasm-bindgen")
+        && locked != WASM_BINDGEN_VERSION
+    {
+        return Err(loud_prereq_failure(
+            name,
+            &format!(
+                "Cargo.lock resolves wasm-bindgen {locked} but xtask installs the CLI \
+                 {WASM_BINDGEN_VERSION}; they must match. Pin `wasm-bindgen = \"={WASM_BINDGEN_VERSION}\"` \
+                 or update WASM_BINDGEN_VERSION in xtask/src/main.rs"
+            ),
+        ));
+    }
+    let missing = |runner: &Runner| match runner.query("wasm-bindgen", &["--version"]) {
+        None => Some("`wasm-bindgen --version` failed: not installed".to_string()),
+        Some(version)
+            if version
+                .split_whitespace()
+                .any(|w| w == WASM_BINDGEN_VERSION) =>
+        {
+            None
+        }
+        Some(version) => Some(format!(
+            "`wasm-bindgen --version` printed `{}`, expected {WASM_BINDGEN_VERSION}",
+            version.trim()
+        )),
+    };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name} {WASM_BINDGEN_VERSION}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            // No `--locked`: the registry lacks one of its pinned transitive versions.
+            let steps = [Step::new(
+                "install wasm-bindgen-cli",
+                "cargo",
+                &[
+                    "install",
+                    "wasm-bindgen-cli",
+                    "--version",
+                    WASM_BINDGEN_VERSION,
+                ],
+            )];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
+}
+
+fn ensure_system_packages(runner: &mut Runner) -> Result<()> {
+    let name = "chromium, chromedriver, clang (apt)";
+    let missing = |runner: &Runner| {
+        let mut absent = Vec::new();
+        for path in [CHROMIUM, CHROMEDRIVER] {
+            if !Path::new(path).is_file() {
+                absent.push(path.to_string());
+            }
+        }
+        if runner.query("clang", &["--version"]).is_none() {
+            absent.push("clang".to_string());
+        }
+        (!absent.is_empty()).then(|| format!("not found: {}", absent.join(", ")))
+    };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            if !is_root() && runner.query("sudo", &["-n", "true"]).is_none() && !runner.dry_run {
+                println!("[prereq] note: not root; sudo may ask for a password");
+            }
+            let install = [&["install", "-y"][..], APT_PACKAGES].concat();
+            let steps = [
+                Step::new("apt-get update", "apt-get", &["update"]).with_sudo(),
+                Step::new("apt-get install", "apt-get", &install)
+                    .env("DEBIAN_FRONTEND", "noninteractive")
+                    .with_sudo(),
+            ];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
+}
+
+fn ensure_rust_components(runner: &mut Runner) -> Result<()> {
+    let name = "rustup components rustfmt, clippy";
+    let missing =
+        |runner: &Runner| match runner.query("rustup", &["component", "list", "--installed"]) {
+            None => Some(
+                "`rustup component list --installed` failed (is rustup installed?)".to_string(),
+            ),
+            Some(list) => {
+                let absent: Vec<&str> = RUST_COMPONENTS
+                    .iter()
+                    .copied()
+                    .filter(|c| {
+                        !list
+                            .lines()
+                            .any(|l| l.trim() == *c || l.starts_with(&format!("{c}-")))
+                    })
+                    .collect();
+                (!absent.is_empty()).then(|| format!("not installed: {}", absent.join(", ")))
+            }
+        };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            let args = [&["component", "add"][..], RUST_COMPONENTS].concat();
+            let steps = [Step::new("install rustfmt, clippy", "rustup", &args)];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
+}
+
+fn ensure_e2e_node_modules(runner: &mut Runner) -> Result<()> {
+    let dir = runner.root.join(E2E_DIR);
+    if !dir.join("package.json").is_file() {
+        println!(
+            "[prereq] e2e npm packages: {E2E_DIR}/package.json does not exist yet, nothing to install"
+        );
+        return Ok(());
+    }
+    if runner.query("npm", &["--version"]).is_none() {
+        return Err(loud_prereq_failure(
+            "npm (Node.js)",
+            &format!("`npm --version` failed; the e2e suite in {E2E_DIR} needs Node.js and npm"),
+        ));
+    }
+    let name = "e2e npm packages";
+    let missing = |runner: &Runner| {
+        let modules = runner.root.join(E2E_DIR).join("node_modules");
+        (!modules.is_dir()).then(|| format!("{E2E_DIR}/node_modules does not exist"))
+    };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            let args: &[&str] = if dir.join("package-lock.json").is_file() {
+                &["ci"]
+            } else {
+                &["install"]
+            };
+            let steps = [Step::new("npm install (e2e)", "npm", args).in_dir(E2E_DIR)];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
+}

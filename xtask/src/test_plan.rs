@@ -1,0 +1,195 @@
+//! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e) in
+//! order, what each needs installed, the steps of each, and running them with
+//! the release check after the native group.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::prerequisites::{Prereq, ensure_prerequisites};
+use crate::release_check::check_test_only_code_out_of_release;
+use crate::runner::{Result, Runner, Step};
+use crate::workspace::{warn_about_rustflags, workspace_members};
+use crate::{
+    CHROMEDRIVER, E2E_DIR, NATIVE_ONLY_CRATES, WASM_TARGET, WASM_TEST_CRATES,
+    WASM_TEST_TIMEOUT_SECS,
+};
+
+/// The groups of `cargo xtask test`, in the order they run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Group {
+    Lint,
+    Native,
+    Wasm,
+    E2e,
+}
+
+impl Group {
+    pub(crate) const ALL: [Group; 4] = [Group::Lint, Group::Native, Group::Wasm, Group::E2e];
+
+    pub(crate) fn parse(value: &str) -> Result<Group, String> {
+        match value {
+            "lint" => Ok(Group::Lint),
+            "native" => Ok(Group::Native),
+            "wasm" => Ok(Group::Wasm),
+            "e2e" => Ok(Group::E2e),
+            other => Err(format!(
+                "unknown group `{other}`: expected lint, native, wasm or e2e"
+            )),
+        }
+    }
+
+    /// What the group needs installed.
+    pub(crate) fn prerequisites(self) -> &'static [Prereq] {
+        match self {
+            // clippy for wasm32 runs build scripts, and QuickJS's C needs clang.
+            Group::Lint => &[
+                Prereq::RustComponents,
+                Prereq::WasmTarget,
+                Prereq::SystemPackages,
+            ],
+            Group::Native => &[],
+            Group::Wasm => &[
+                Prereq::WasmTarget,
+                Prereq::WasmBindgen,
+                Prereq::SystemPackages,
+            ],
+            Group::E2e => &[
+                Prereq::WasmTarget,
+                Prereq::WasmBindgen,
+                Prereq::SystemPackages,
+                Prereq::E2eNodeModules,
+            ],
+        }
+    }
+}
+
+pub(crate) fn test(runner: &mut Runner, only: Option<Group>) -> Result<()> {
+    let groups: Vec<Group> = match only {
+        Some(group) => vec![group],
+        None => Group::ALL.to_vec(),
+    };
+    warn_about_rustflags();
+    let mut prereqs = Vec::new();
+    for group in &groups {
+        for prereq in group.prerequisites() {
+            if !prereqs.contains(prereq) {
+                prereqs.push(*prereq);
+            }
+        }
+    }
+    ensure_prerequisites(runner, &prereqs)?;
+    let workspace = workspace_members(runner);
+    // The release `agentrt` checked after the native tests; the e2e suite
+    // then serves with it instead of building a debug one of its own.
+    let mut release_agentrt: Option<PathBuf> = None;
+    for group in groups {
+        for mut step in test_steps(runner, group, &workspace) {
+            if let (Group::E2e, Some(agentrt)) = (group, &release_agentrt) {
+                step = step.env("AGENTRT_BIN", agentrt.display().to_string());
+            }
+            // A one-off gate gains nothing from incremental caches, which
+            // would take gigabytes of target/ on top of the build itself.
+            runner.run_step(&step.env("CARGO_INCREMENTAL", "0"))?;
+        }
+        if group == Group::Native {
+            release_agentrt = check_test_only_code_out_of_release(runner)?;
+        }
+    }
+    if runner.dry_run {
+        println!("\n(dry run: nothing was run)");
+    } else {
+        println!("\nxtask: all steps passed");
+    }
+    Ok(())
+}
+
+/// The steps of one group of `cargo xtask test`.
+fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Vec<Step> {
+    let excludes: Vec<&str> = NATIVE_ONLY_CRATES
+        .iter()
+        .flat_map(|c| ["--exclude", *c])
+        .collect();
+    match group {
+        Group::Lint => vec![
+            Step::cargo("fmt", &["fmt", "--all", "--check"]),
+            // DESIGN.md's dependency direction, for every target (web-sys
+            // would come in for wasm32 only) and feature: see `layering`.
+            Step::cargo("dependency direction", &["xtask", "layering"]),
+            Step::cargo(
+                "clippy native",
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            ),
+            Step::cargo(
+                "clippy wasm32",
+                &[
+                    &["clippy", "--target", WASM_TARGET, "--workspace"][..],
+                    &excludes,
+                    &["--all-targets", "--", "-D", "warnings"],
+                ]
+                .concat(),
+            ),
+        ],
+        Group::Native => {
+            let tests = if runner.query("cargo", &["nextest", "--version"]).is_some() {
+                Step::cargo("native tests (nextest)", &["nextest", "run", "--workspace"])
+            } else {
+                println!("[note] cargo-nextest is not installed: using `cargo test`");
+                Step::cargo("native tests", &["test", "--workspace"])
+            };
+            vec![
+                tests,
+                Step::cargo("doctests", &["test", "--workspace", "--doc"]),
+            ]
+        }
+        Group::Wasm => {
+            let mut steps = vec![Step::cargo(
+                "build wasm32",
+                &[
+                    &["build", "--target", WASM_TARGET, "--workspace"][..],
+                    &excludes,
+                ]
+                .concat(),
+            )];
+            let webdriver_json = runner.root.join("webdriver.json");
+            for krate in WASM_TEST_CRATES {
+                if !workspace.is_empty() && !workspace.contains(*krate) {
+                    println!("[note] {krate} is not in the workspace: no wasm tests for it");
+                    continue;
+                }
+                steps.push(
+                    Step::cargo(
+                        format!("wasm tests {krate}"),
+                        &["test", "--target", WASM_TARGET, "-p", krate],
+                    )
+                    .env("CHROMEDRIVER", CHROMEDRIVER)
+                    .env(
+                        "WASM_BINDGEN_TEST_WEBDRIVER_JSON",
+                        webdriver_json.display().to_string(),
+                    )
+                    .env("WASM_BINDGEN_TEST_TIMEOUT", WASM_TEST_TIMEOUT_SECS)
+                    // Test binaries without `run_in_browser` run in Chromium too, not Node.
+                    .env("WASM_BINDGEN_USE_BROWSER", "1"),
+                );
+            }
+            steps
+        }
+        Group::E2e => {
+            if runner.root.join(E2E_DIR).join("package.json").is_file() {
+                vec![Step::new("e2e (playwright)", "npm", &["test"]).in_dir(E2E_DIR)]
+            } else {
+                println!(
+                    "\n[e2e] {E2E_DIR}/package.json does not exist: the Playwright e2e suite does \
+                     not exist yet, so no e2e test ran"
+                );
+                Vec::new()
+            }
+        }
+    }
+}
