@@ -140,6 +140,70 @@ impl std::fmt::Debug for GatewayState {
     }
 }
 
+/// An exact web origin allowed to call the gateway besides its own page
+/// (`agentrt serve --allow-origin`): a chat application served from its own
+/// domain. `scheme://host[:port]` with `http` or `https`, no credentials,
+/// path, query, fragment or wildcard; kept in the form browsers send in
+/// `Origin` (lowercase, punycode, default port dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedOrigin(String);
+
+/// Why an `--allow-origin` value is not an exact origin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--allow-origin {given:?}: {problem}")]
+pub struct OriginError {
+    pub given: String,
+    pub problem: &'static str,
+}
+
+impl AllowedOrigin {
+    /// Read one exact origin; anything else is refused with the reason.
+    pub fn parse(given: &str) -> Result<AllowedOrigin, OriginError> {
+        let refuse = |problem| OriginError {
+            given: given.to_owned(),
+            problem,
+        };
+        if given.contains('*') {
+            return Err(refuse(
+                "wildcards are not allowed; name each origin exactly",
+            ));
+        }
+        if given.eq_ignore_ascii_case("null") {
+            return Err(refuse("the opaque origin \"null\" is never allowed"));
+        }
+        let url = url::Url::parse(given)
+            .map_err(|_| refuse("not a URL origin such as https://chat.example"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(refuse("only http and https origins are allowed"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(refuse("an origin carries no user name or password"));
+        }
+        if url.host().is_none() {
+            return Err(refuse("an origin names a host"));
+        }
+        // `Url` turns an empty path into "/"; anything longer was written.
+        let after_authority = given
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
+        let written = after_authority.strip_suffix('/').unwrap_or(after_authority);
+        if written.contains(['/', '\\', '?', '#'])
+            || url.path() != "/"
+            || url.query().is_some()
+            || url.fragment().is_some()
+        {
+            return Err(refuse("an origin has no path, query or fragment"));
+        }
+        Ok(AllowedOrigin(url.origin().ascii_serialization()))
+    }
+
+    /// The origin as browsers send it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl GatewayState {
     /// `allowed_origins` are the exact origins (`http://127.0.0.1:8787`) of
     /// the pages allowed to call the gateway: normally just
@@ -164,6 +228,22 @@ impl GatewayState {
             allowed_origins: allowed_origins.into(),
             allowed_hosts: allowed_hosts.into(),
         }
+    }
+
+    /// Also accept requests whose `Origin` is one of `origins` (a hosted
+    /// chat app calling with the token). Only the `Origin` check widens: the
+    /// `Host` header must still name the gateway's own address, so a name
+    /// rebound to the gateway's address stays refused, and the token, the
+    /// URL policy and every limit apply as for the gateway's own page.
+    pub fn also_allowing(mut self, origins: &[AllowedOrigin]) -> Self {
+        let mut all: Vec<String> = self.allowed_origins.to_vec();
+        for o in origins {
+            if !all.iter().any(|a| a == o.as_str()) {
+                all.push(o.0.clone());
+            }
+        }
+        self.allowed_origins = all.into();
+        self
     }
 }
 

@@ -46,6 +46,11 @@ async fn jina() -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 async fn start() -> Gateway {
+    start_allowing(&[]).await
+}
+
+/// The gateway, also allowing the hosted apps' origins `extra`.
+async fn start_allowing(extra: &[gateway::AllowedOrigin]) -> Gateway {
     let (jina_addr, jina_hits) = jina().await;
     // site.example is scripted public; Jina answers for it, so nothing
     // off this machine is ever contacted.
@@ -63,7 +68,8 @@ async fn start() -> Gateway {
     let listener = gateway::bind(0).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let origin = gateway::page_origin(addr);
-    let state = gateway::GatewayState::new(Arc::new(reader), TOKEN, [origin.clone()]);
+    let state =
+        gateway::GatewayState::new(Arc::new(reader), TOKEN, [origin.clone()]).also_allowing(extra);
     tokio::spawn(async move { gateway::serve(listener, state).await.unwrap() });
     Gateway {
         addr,
@@ -356,5 +362,153 @@ async fn gateway_client_is_the_browser_backend() {
             Arc::new(ManualClock::new(0))
         )
         .is_err()
+    );
+}
+
+/// `--allow-origin` takes exact web origins only, in the form browsers send
+/// in `Origin` (issue 14 item 9).
+#[test]
+fn allowed_origins_are_exact_web_origins() {
+    for (given, kept) in [
+        ("https://chat.example", "https://chat.example"),
+        ("https://chat.example/", "https://chat.example"),
+        ("HTTPS://Chat.Example:443", "https://chat.example"),
+        ("http://127.0.0.1:9000", "http://127.0.0.1:9000"),
+        ("http://[::1]:3000", "http://[::1]:3000"),
+        ("https://bücher.example", "https://xn--bcher-kva.example"),
+    ] {
+        let origin = gateway::AllowedOrigin::parse(given).expect(given);
+        assert_eq!(origin.as_str(), kept, "{given}");
+    }
+    for refused in [
+        "",
+        "*",
+        "https://*.example",
+        "null",
+        "NULL",
+        "chat.example",
+        "ftp://chat.example",
+        "file:///etc/passwd",
+        "data:text/html,x",
+        "https://user:pw@chat.example",
+        "https://user@chat.example",
+        "https://chat.example/app",
+        "https://chat.example/?q=1",
+        "https://chat.example#top",
+        "https://chat.example//",
+        "https://chat.example\\app",
+        "https://chat.example\\",
+        "https://chat.example?",
+        "https://chat.example#",
+    ] {
+        let err = gateway::AllowedOrigin::parse(refused).expect_err(refused);
+        assert_eq!(err.given, refused);
+        assert!(err.to_string().contains("--allow-origin"), "{err}");
+    }
+}
+
+/// A hosted app's origin, once allowed, reads through the gateway with the
+/// token, exactly like the gateway's own page; every other check holds for
+/// it: no token, no read; a third origin, a foreign Host and a private
+/// address are refused as before (issue 14 item 9).
+#[tokio::test]
+async fn an_allowed_origin_reads_with_the_token_and_every_check_holds() {
+    let app = gateway::AllowedOrigin::parse("https://chat.example").unwrap();
+    let g = start_allowing(std::slice::from_ref(&app)).await;
+    let body = json_body("https://site.example/");
+    let from_app = ("Origin", app.as_str().to_owned());
+
+    let pre = raw(
+        g.addr,
+        "OPTIONS",
+        &[
+            g.host(),
+            from_app.clone(),
+            ("Access-Control-Request-Method", "POST".into()),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(pre.status, 204);
+    assert_eq!(
+        pre.header("access-control-allow-origin"),
+        Some(app.as_str())
+    );
+
+    let without_token = raw(
+        g.addr,
+        "POST",
+        &[g.host(), g.json(), from_app.clone()],
+        &body,
+    )
+    .await;
+    assert_eq!(without_token.status, 401);
+    assert_eq!(without_token.json()["error"], "token_required");
+    assert_eq!(g.jina_hits.load(Ordering::SeqCst), 0);
+
+    let resp = raw(
+        g.addr,
+        "POST",
+        &[g.host(), g.json(), g.auth(), from_app.clone()],
+        &body,
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert_eq!(
+        resp.header("access-control-allow-origin"),
+        Some(app.as_str())
+    );
+    assert_eq!(resp.header("vary"), Some("Origin"));
+    assert_eq!(g.jina_hits.load(Ordering::SeqCst), 1);
+
+    // A third origin, and a lookalike of the allowed one, stay refused.
+    for third in [
+        "https://evil.example",
+        "https://chat.example.evil.example",
+        "http://chat.example",
+        "https://chat.example:8443",
+    ] {
+        let resp = raw(
+            g.addr,
+            "POST",
+            &[g.host(), g.json(), g.auth(), ("Origin", third.into())],
+            &body,
+        )
+        .await;
+        assert_eq!(resp.status, 403, "{third}");
+        assert_eq!(resp.json()["error"], "origin_refused");
+        assert_eq!(resp.header("access-control-allow-origin"), None);
+    }
+    // The Host must still name the gateway itself (no DNS rebinding through
+    // the allowed app's name).
+    let resp = raw(
+        g.addr,
+        "POST",
+        &[
+            ("Host", "chat.example".into()),
+            g.json(),
+            g.auth(),
+            from_app.clone(),
+        ],
+        &body,
+    )
+    .await;
+    assert_eq!(resp.status, 403);
+    assert_eq!(resp.json()["error"], "host_refused");
+    // The URL policy is the same for every origin: no private address.
+    let resp = raw(
+        g.addr,
+        "POST",
+        &[g.host(), g.json(), g.auth(), from_app],
+        &json_body("http://127.0.0.1:22/"),
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let reply: GatewayReply = serde_json::from_str(&resp.body).unwrap();
+    assert!(matches!(reply, GatewayReply::Failure(_)), "{reply:?}");
+    assert_eq!(
+        g.jina_hits.load(Ordering::SeqCst),
+        1,
+        "nothing more was read"
     );
 }
