@@ -17,6 +17,8 @@
 //! 2. [`CORE_CRATES`] (capabilities and kernel) depend, even indirectly, on
 //!    none of [`CORE_FORBIDDEN`]: time, spawning and storage come from the
 //!    host through traits.
+//! 3. [`TEST_SUPPORT_CRATE`], the tokio test host, is a dev-dependency only:
+//!    no crate depends on it normally, so it never reaches a build people run.
 //!
 //! Crates are discovered from `cargo tree --workspace`, never listed here.
 
@@ -28,6 +30,8 @@ use std::process::{Command, Stdio};
 pub const KERNEL_CRATE: &str = "agent-kernel";
 /// The one crate allowed to depend on actor crates (it wires them together).
 pub const ASSEMBLY_CRATE: &str = "agent-assembly";
+/// The test host: crates may use it in their tests only.
+pub const TEST_SUPPORT_CRATE: &str = "agent-test-support";
 /// The folder whose crates are actor crates.
 pub const ACTORS_DIR: &str = "actors";
 /// The crates that must stay free of any host runtime.
@@ -83,13 +87,22 @@ fn kinds(members: &[Member]) -> BTreeMap<&str, Kind> {
         .collect()
 }
 
-/// Every breach of rule 1, one line each; empty when the layering holds.
+/// Every breach of rules 1 and 3, one line each; empty when the layering
+/// holds.
 pub fn actor_violations(members: &[Member]) -> Vec<String> {
     let kinds = kinds(members);
     let mut violations = Vec::new();
     for member in members {
         let from = kinds[member.name.as_str()];
         for dep in &member.deps {
+            if dep == TEST_SUPPORT_CRATE {
+                violations.push(format!(
+                    "{} ({}) depends on {TEST_SUPPORT_CRATE} outside its tests: the test host \
+                     is a dev-dependency only",
+                    member.name, member.dir
+                ));
+                continue;
+            }
             let Some(&to) = kinds.get(dep.as_str()) else {
                 continue;
             };
@@ -311,6 +324,24 @@ mod tests {
             violations[0].starts_with(
                 "agent-tools (actors/tools) depends on agent-workspace (actors/workspace)"
             ),
+            "{violations:?}"
+        );
+    }
+
+    #[test]
+    fn the_test_host_is_refused_as_a_normal_dependency() {
+        let mut members = workspace();
+        members.push(member(
+            TEST_SUPPORT_CRATE,
+            "test-support",
+            &["agent-kernel"],
+        ));
+        assert_eq!(actor_violations(&members), Vec::<String>::new());
+        members[0].deps.insert(TEST_SUPPORT_CRATE.to_owned());
+        let violations = actor_violations(&members);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert!(
+            violations[0].contains("depends on agent-test-support outside its tests"),
             "{violations:?}"
         );
     }

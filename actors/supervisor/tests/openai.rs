@@ -18,10 +18,9 @@ use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use agent_kernel::host::{Clock, Executor, Host, Lifecycle, ManualClock, SeededEntropy};
+use agent_kernel::host::{Clock, ManualClock};
 use agent_kernel::ids::{OwnerId, SessionId};
 use agent_kernel::maybe_send::BoxFuture;
-use agent_kernel::memory::MemoryStorage;
 use agent_kernel::run::RunStatus;
 use agent_supervisor::provider::{
     FinishReason, ModelEvent, ModelProvider, ModelRequest, collect_response,
@@ -340,32 +339,13 @@ async fn openai_5xx_retries_are_bounded_and_4xx_is_not_retried() {
     assert!(OpenAiProvider::new(OpenAiConfig::new("not a url"), clock).is_err());
 }
 
-struct TokioExecutor(tokio::runtime::Handle);
-
-impl Executor for TokioExecutor {
-    fn spawn(&self, task: BoxFuture<'static, ()>) {
-        self.0.spawn(task);
-    }
-    fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
-        self.0.spawn_blocking(job);
-    }
-}
-
 async fn run_against(mode: &str) -> (RunStatus, Option<String>, Arc<Server>, ToolLog) {
     let (base, server) = start_server().await;
     let clock = Arc::new(ManualClock::new(1_767_225_600_000));
-    let executor = Arc::new(TokioExecutor(tokio::runtime::Handle::current()));
-    let host = Host {
-        storage: Arc::new(MemoryStorage::new()),
-        clock: clock.clone(),
-        executor: executor.clone(),
-        entropy: Arc::new(SeededEntropy::new(1)),
-        lifecycle: Lifecycle::new(),
-        durable: false,
-    };
+    let host = agent_test_support::memory_host(clock.clone(), 1);
     let log = ToolLog::default();
     let tools = spawn_sim_tools(
-        &*executor,
+        &*host.executor,
         clock.clone(),
         log.clone(),
         SimToolsConfig::default(),
