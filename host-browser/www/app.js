@@ -71,6 +71,7 @@ function activityText(a) {
     case 'decision_taken': return `decision: ${k.choice}`;
     case 'plan_updated': return 'plan updated';
     case 'child_started': return `child run ${k.child} started`;
+    case 'conversation_trimmed': return `conversation: ${k.dropped_turns} oldest turn(s) left out to fit the context, ${k.kept_turns} kept`;
     default: return k.kind;
   }
 }

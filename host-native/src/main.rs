@@ -920,6 +920,12 @@ fn activity_text(kind: &ActivityKind) -> String {
         ActivityKind::DecisionTaken { request, choice } => format!("decision {request}: {choice}"),
         ActivityKind::PlanUpdated { .. } => "plan updated".into(),
         ActivityKind::ChildStarted { child } => format!("child run {child} started"),
+        ActivityKind::ConversationTrimmed {
+            dropped_turns,
+            kept_turns,
+        } => format!(
+            "conversation: {dropped_turns} oldest turn(s) left out to fit the context, {kept_turns} kept"
+        ),
     }
 }
 

@@ -269,6 +269,12 @@ pub enum ActivityKind {
     ChildStarted {
         child: RunId,
     },
+    /// The run started from its session's conversation without its oldest
+    /// turns: they did not fit the model's context budget (S12).
+    ConversationTrimmed {
+        dropped_turns: u64,
+        kept_turns: u64,
+    },
 }
 
 /// One entry of a run's gap-free activity sequence (S1.4).

@@ -15,6 +15,11 @@ use agent_kernel::budget::{Budget, BudgetError};
 use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
 use agent_kernel::run::RunMode;
 
+use crate::conversation::{
+    DEFAULT_CONTEXT_WINDOW_TOKENS, HistoryError, HistoryMessage, MIN_CONTEXT_WINDOW_TOKENS,
+    validate_history,
+};
+
 /// The version of the default Agent system prompt ([`AGENT_SYSTEM_PROMPT`]).
 /// A change of its text is a new file and a new version.
 pub const AGENT_SYSTEM_PROMPT_VERSION: &str = "agent-system-v1";
@@ -39,6 +44,18 @@ pub struct ModelSettings {
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// The model's context window in tokens (the conversation's context
+    /// rule uses it); [`DEFAULT_CONTEXT_WINDOW_TOKENS`] when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_tokens: Option<u32>,
+}
+
+impl ModelSettings {
+    /// The context window the conversation's rule works with.
+    pub fn context_window(&self) -> u32 {
+        self.context_window_tokens
+            .unwrap_or(DEFAULT_CONTEXT_WINDOW_TOKENS)
+    }
 }
 
 impl Default for ModelSettings {
@@ -49,6 +66,7 @@ impl Default for ModelSettings {
             system_extension: None,
             temperature: None,
             max_output_tokens: None,
+            context_window_tokens: None,
         }
     }
 }
@@ -72,6 +90,11 @@ pub struct RunConfig {
     pub skill: Option<AppliedSkill>,
     #[serde(default)]
     pub model: ModelSettings,
+    /// An embedder's own chat history: the run starts from exactly these
+    /// messages instead of its session's conversation (S12). Kept in the
+    /// run's transcript, not in its stored configuration.
+    #[serde(default, skip_serializing)]
+    pub history: Option<Vec<HistoryMessage>>,
 }
 
 /// A `RunConfig` value was invalid.
@@ -87,6 +110,10 @@ pub enum ConfigError {
     MaxOutputTokens,
     #[error("{field} must be at most {MAX_SYSTEM_PROMPT_BYTES} bytes, got {len}")]
     SystemPromptTooLong { field: &'static str, len: usize },
+    #[error("context_window_tokens must be at least {MIN_CONTEXT_WINDOW_TOKENS}, got {0}")]
+    ContextWindow(u32),
+    #[error(transparent)]
+    History(#[from] HistoryError),
 }
 
 /// The bound of a run's own system prompt and of its extension, each.
@@ -120,6 +147,14 @@ impl RunConfig {
                     len: text.len(),
                 });
             }
+        }
+        if let Some(tokens) = self.model.context_window_tokens
+            && tokens < MIN_CONTEXT_WINDOW_TOKENS
+        {
+            return Err(ConfigError::ContextWindow(tokens));
+        }
+        if let Some(history) = &self.history {
+            validate_history(history)?;
         }
         Ok(())
     }

@@ -120,6 +120,7 @@
 
 pub mod builtin;
 pub mod config;
+pub mod conversation;
 pub mod error;
 pub mod provider;
 pub mod runtime;

@@ -10,16 +10,17 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use agent_kernel::actor::{Addr, spawn_actor};
-use agent_kernel::host::{Host, LeaseManager, StorageExt, Table};
+use agent_kernel::host::{BlobRef, Host, LeaseManager, StorageExt, Table};
 use agent_kernel::ids::{CallId, OwnerId, RequestId, RunId, SessionId};
 use agent_kernel::journal::{CallState, JournalRecord, ReplayDecision, replay_decision};
 use agent_kernel::protocol::ToolsAddr;
 use agent_kernel::run::{
-    Activity, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest, RunStatus,
-    StopReason, Usage,
+    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
+    RunMode, RunStatus, StopReason, Usage,
 };
 
 use crate::config::{RunConfig, RuntimeOptions};
+use crate::conversation::{HistoryMessage, SessionConversation, history_budget_bytes};
 use crate::error::RunError;
 use crate::provider::ModelProvider;
 use crate::store::{
@@ -27,7 +28,7 @@ use crate::store::{
     put_blob, put_json_blob, run_prefix, verified_blob,
 };
 use crate::supervisor::{Choice, Ctx, Msg, Supervisor, pending_key};
-use crate::transcript::{Transcript, TranscriptLog};
+use crate::transcript::{Message, TranscriptLog, Window};
 
 #[cfg(feature = "sim")]
 use crate::sabotage::Sabotage;
@@ -36,7 +37,8 @@ struct Inner {
     ctx: Arc<Ctx>,
     leases: LeaseManager,
     live: Mutex<HashMap<RunId, Addr<Msg>>>,
-    /// Serialises spawning, so that one run never gets two supervisors.
+    /// Serialises spawning, so that one run never gets two supervisors, and
+    /// starts, so that a session's conversation has one writer at a time.
     spawning: futures::lock::Mutex<()>,
 }
 
@@ -97,6 +99,27 @@ impl RunHandle {
     pub async fn wait_settled(&self) -> Result<AgentRun, RunError> {
         self.runtime.wait_settled(&self.id).await
     }
+}
+
+/// What a new run's transcript starts from.
+#[derive(Default)]
+struct ConversationStart {
+    /// An embedder's history, first in the run's own first segment.
+    history: Vec<Message>,
+    /// The newest segment of the session's earlier turns.
+    earlier: Option<BlobRef>,
+    window: StartWindow,
+    /// The session's conversation, when this start added turns to it.
+    conversation: Option<SessionConversation>,
+}
+
+#[derive(Default)]
+struct StartWindow {
+    /// Messages before the run's first segment in its chain.
+    from_len: u64,
+    window: Window,
+    kept_turns: u64,
+    dropped_turns: u64,
 }
 
 impl Runtime {
@@ -254,13 +277,23 @@ impl Runtime {
     ) -> Result<RunId, RunError> {
         config.validate()?;
         let host = self.host();
+        // One start at a time in this process: the session's conversation
+        // record is read, extended and written by the start's batch. (The
+        // same order as `supervisor`: this lock, then the lease.)
+        let _spawn = self.inner.spawning.lock().await;
         let guard = self.inner.leases.acquire(session).await?;
         let id = RunId::new(agent_kernel::host::random_id(&*host.entropy, "run-"))?;
         let storage = host.storage.clone();
         let prompt_blob = put_blob(&*storage, prompt.as_bytes().to_vec()).await?;
         let config_blob = put_json_blob(&*storage, &config).await?;
-        let transcript = Transcript::new(config.system_prompt().as_deref(), prompt);
-        let (_, transcript_blob) = TranscriptLog::start(&*storage, transcript).await?;
+        let start = self.conversation_start(session, &parent, &config).await?;
+        let mut messages: Vec<Message> = start.history;
+        messages.push(Message::User {
+            content: prompt.to_owned(),
+        });
+        let (_, transcript_blob) =
+            TranscriptLog::start_after(&*storage, start.earlier, start.window.from_len, messages)
+                .await?;
         let now = host.clock.wall_ms();
         let run = AgentRun {
             id: id.clone(),
@@ -291,16 +324,73 @@ impl Runtime {
         tx.put(&RunMeta {
             run: id.clone(),
             config: config_blob,
+            window: start.window.window,
         });
+        if let Some(conversation) = &start.conversation {
+            tx.put(conversation);
+        }
+        if start.window.dropped_turns > 0 {
+            tx.activity(ActivityKind::ConversationTrimmed {
+                dropped_turns: start.window.dropped_turns,
+                kept_turns: start.window.kept_turns,
+            });
+        }
         tx.checkpoint(
             CheckpointStage::BeforeModelRequest { round: 1 },
             transcript_blob,
         );
         writer.commit(tx).await?;
         tracing::info!(run = %id, session = %session, "run started");
-        let _spawn = self.inner.spawning.lock().await;
         self.spawn(writer, guard).await?;
         Ok(id)
+    }
+
+    /// Where a new run's conversation starts (S12, [`crate::conversation`]):
+    /// an embedder's `history`; nothing, for a child run or Deep Research;
+    /// else its session's conversation, brought up to date with the runs
+    /// that ended since and kept within the context rule.
+    async fn conversation_start(
+        &self,
+        session: &SessionId,
+        parent: &Option<RunId>,
+        config: &RunConfig,
+    ) -> Result<ConversationStart, RunError> {
+        if let Some(history) = &config.history {
+            let len = history.len() as u64;
+            return Ok(ConversationStart {
+                history: history.iter().map(HistoryMessage::to_message).collect(),
+                earlier: None,
+                window: StartWindow {
+                    from_len: 0,
+                    window: Window {
+                        from: 0,
+                        own_from: len,
+                    },
+                    kept_turns: 0,
+                    dropped_turns: 0,
+                },
+                conversation: None,
+            });
+        }
+        if parent.is_some() || config.mode != RunMode::Agent {
+            return Ok(ConversationStart::default());
+        }
+        let storage = &*self.host().storage;
+        let mut conversation = SessionConversation::load(storage, session).await?;
+        let runs: Vec<AgentRun> = storage.scan_records("").await?;
+        let added = conversation.catch_up(storage, runs).await?;
+        let kept = conversation.kept(history_budget_bytes(config.model.context_window()));
+        Ok(ConversationStart {
+            history: Vec::new(),
+            earlier: conversation.head.clone(),
+            window: StartWindow {
+                from_len: conversation.len(),
+                window: kept.window,
+                kept_turns: kept.kept_turns,
+                dropped_turns: kept.dropped_turns,
+            },
+            conversation: (added > 0).then_some(conversation),
+        })
     }
 
     async fn writer(

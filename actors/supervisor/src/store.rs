@@ -75,6 +75,9 @@ impl EventBus {
 pub struct RunMeta {
     pub run: RunId,
     pub config: BlobRef,
+    /// Where the run's conversation begins in its transcript chain (S12).
+    #[serde(default)]
+    pub window: crate::transcript::Window,
 }
 
 impl Record for RunMeta {

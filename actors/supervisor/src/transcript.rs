@@ -1,6 +1,12 @@
 //! The model conversation of a run: the messages sent to the model, stored
 //! append-only as a chain of segment blobs (never inline in a record), and the
 //! rule that finds which tool calls of the last assistant turn still lack a result.
+//!
+//! A run's chain may continue its session's conversation (S12): its first
+//! segment names the newest segment of the earlier turns as `prev`, and a
+//! [`Window`] says where the messages the model sees begin and where the
+//! run's own begin. The run's loop (what comes next, how many rounds) looks
+//! at its own messages only; the model sees the whole window.
 
 use std::sync::Arc;
 
@@ -112,6 +118,16 @@ impl<'de> Deserialize<'de> for Messages {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Messages, D::Error> {
         Vec::<Message>::deserialize(deserializer).map(Messages::from)
     }
+}
+
+/// Where a run's conversation begins, as absolute message positions in its
+/// chain: `from`, the first message the model sees (earlier turns dropped
+/// by the context rule are before it), and `own_from`, the run's own first
+/// message (its prompt). The default, both 0, is a run without history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub from: u64,
+    pub own_from: u64,
 }
 
 /// The whole conversation so far.
@@ -242,8 +258,14 @@ struct Link {
 /// segments of equal level); the chain is read only when a run is loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptLog {
+    /// The messages of the window, from [`Window::from`] on.
     messages: Messages,
     chain: Vec<Link>,
+    /// The absolute position of `messages[0]`.
+    base: u64,
+    /// Where the run's own messages begin in `messages`.
+    own_start: usize,
+    /// The run's own assistant turns.
     assistant_turns: usize,
 }
 
@@ -277,23 +299,43 @@ impl TranscriptLog {
         storage: &dyn Storage,
         transcript: Transcript,
     ) -> Result<(TranscriptLog, BlobRef), StorageError> {
+        Self::start_after(storage, None, 0, transcript.messages).await
+    }
+
+    /// Store a run's first segment, `messages`, after the earlier turns of
+    /// its conversation: `earlier` is their newest segment and `len` their
+    /// number of messages (`None` and 0 for a run without them). The log
+    /// returned holds the new messages only; a load with the run's
+    /// [`Window`] reads the earlier ones back.
+    pub async fn start_after(
+        storage: &dyn Storage,
+        earlier: Option<BlobRef>,
+        len: u64,
+        messages: Vec<Message>,
+    ) -> Result<(TranscriptLog, BlobRef), StorageError> {
         let segment = Segment {
-            prev: None,
-            start: 0,
+            prev: earlier,
+            start: len,
             level: 0,
-            messages: transcript.messages,
+            messages,
         };
         let blob = put_blob(storage, encode(&segment)?).await?;
-        let log = TranscriptLog::from_segments(vec![(blob.clone(), segment)]);
+        let window = Window {
+            from: len,
+            own_from: len,
+        };
+        let log = TranscriptLog::from_segments(vec![(blob.clone(), segment)], window);
         Ok((log, blob))
     }
 
-    /// Read the chain ending at `head` back to its first segment and check
-    /// that the segments join up.
+    /// Read the chain ending at `head` back to the segment where `window`
+    /// begins (the first segment for a run without history) and check that
+    /// the segments join up.
     pub async fn load(
         storage: &dyn Storage,
         run: &RunId,
         head: &BlobRef,
+        window: Window,
     ) -> Result<TranscriptLog, RunError> {
         let inconsistent = |detail: String| RunError::Inconsistent {
             run: run.clone(),
@@ -323,20 +365,26 @@ impl TranscriptLog {
                     )));
                 }
             }
-            if segment.prev.is_none() && segment.start != 0 {
+            if segment.start < window.from {
+                return Err(inconsistent(format!(
+                    "transcript segment {} starts at message {}, before its window at {}",
+                    blob.hash, segment.start, window.from
+                )));
+            }
+            if segment.prev.is_none() && segment.start != window.from {
                 return Err(inconsistent(format!(
                     "transcript segment {} is the first but starts at message {}",
                     blob.hash, segment.start
                 )));
             }
-            next = segment.prev.clone();
+            next = segment.prev.clone().filter(|_| segment.start > window.from);
             segments.push((blob, segment));
         }
         segments.reverse();
-        Ok(TranscriptLog::from_segments(segments))
+        Ok(TranscriptLog::from_segments(segments, window))
     }
 
-    fn from_segments(segments: Vec<(BlobRef, Segment)>) -> TranscriptLog {
+    fn from_segments(segments: Vec<(BlobRef, Segment)>, window: Window) -> TranscriptLog {
         let mut messages = Vec::new();
         let mut chain = Vec::with_capacity(segments.len());
         for (blob, segment) in segments {
@@ -348,20 +396,31 @@ impl TranscriptLog {
             });
             messages.extend(segment.messages);
         }
-        let assistant_turns = messages
+        let own_start = usize::try_from(window.own_from.saturating_sub(window.from))
+            .unwrap_or(usize::MAX)
+            .min(messages.len());
+        let assistant_turns = messages[own_start..]
             .iter()
             .filter(|m| matches!(m, Message::Assistant { .. }))
             .count();
         TranscriptLog {
             messages: messages.into(),
             chain,
+            base: window.from,
+            own_start,
             assistant_turns,
         }
     }
 
-    /// The whole conversation, shared (a clone copies no message).
+    /// The conversation the model sees (the window), shared: a clone
+    /// copies no message.
     pub fn messages(&self) -> &Messages {
         &self.messages
+    }
+
+    /// The run's own messages: its prompt and what followed.
+    pub fn own(&self) -> &[Message] {
+        &self.messages[self.own_start..]
     }
 
     /// The blob of the newest segment (what a checkpoint names).
@@ -374,23 +433,25 @@ impl TranscriptLog {
         self.chain.len()
     }
 
-    /// Number of assistant turns so far (kept as messages are appended).
+    /// Number of the run's own assistant turns so far (kept as messages are
+    /// appended).
     pub fn assistant_turns(&self) -> usize {
         self.assistant_turns
     }
 
+    /// What happens next in the run, from its own messages.
     pub fn tail(&self) -> Tail {
-        tail_of(&self.messages)
+        tail_of(self.own())
     }
 
     /// What happens next once `added` is appended (without appending it).
     pub fn tail_after(&self, added: &[Message]) -> Tail {
-        let from = self
-            .messages
+        let own = self.own();
+        let from = own
             .iter()
             .rposition(|m| matches!(m, Message::Assistant { .. }))
             .unwrap_or(0);
-        let mut recent = self.messages[from..].to_vec();
+        let mut recent = own[from..].to_vec();
         recent.extend_from_slice(added);
         tail_of(&recent)
     }
@@ -424,7 +485,7 @@ impl TranscriptLog {
         all.extend(messages.iter().cloned());
         let segment = Segment {
             prev: prev.clone(),
-            start: start as u64,
+            start: self.base + start as u64,
             level,
             messages: all,
         };
@@ -567,12 +628,15 @@ mod tests {
             // A segment holds at most 2^MAX_SEGMENT_LEVEL appends: its size
             // does not grow with the run.
             assert!(largest < 128 * 200, "largest segment {largest} bytes");
-            let loaded = TranscriptLog::load(&storage, &run, log.head().unwrap())
-                .await
-                .unwrap();
+            let loaded =
+                TranscriptLog::load(&storage, &run, log.head().unwrap(), Window::default())
+                    .await
+                    .unwrap();
             assert_eq!(loaded, log);
             // Loading from an earlier head gives the earlier conversation.
-            let early = TranscriptLog::load(&storage, &run, &first).await.unwrap();
+            let early = TranscriptLog::load(&storage, &run, &first, Window::default())
+                .await
+                .unwrap();
             assert_eq!(
                 &early.messages()[..],
                 &Transcript::new(Some("s"), "p").messages[..]
@@ -591,7 +655,9 @@ mod tests {
         exec.block_on(async {
             let whole = Transcript::new(None, "p");
             let blob = crate::store::put_json_blob(&storage, &whole).await.unwrap();
-            let mut log = TranscriptLog::load(&storage, &run, &blob).await.unwrap();
+            let mut log = TranscriptLog::load(&storage, &run, &blob, Window::default())
+                .await
+                .unwrap();
             assert_eq!(&log.messages()[..], &whole.messages[..]);
             let staged = stage_stored(&log, &storage, vec![tool(1)]).await;
             log.apply(staged);
@@ -599,7 +665,9 @@ mod tests {
             log.apply(staged);
             let head = log.head().unwrap().clone();
             assert_eq!(
-                TranscriptLog::load(&storage, &run, &head).await.unwrap(),
+                TranscriptLog::load(&storage, &run, &head, Window::default())
+                    .await
+                    .unwrap(),
                 log
             );
             let staged = stage_stored(&log, &storage, vec![tool(3)]).await;
@@ -613,7 +681,7 @@ mod tests {
             // Drop the older segment: the chain no longer reaches the start.
             use agent_kernel::host::Storage as _;
             assert!(storage.delete_blob(&older.hash).await.unwrap());
-            let err = TranscriptLog::load(&storage, &run, log.head().unwrap())
+            let err = TranscriptLog::load(&storage, &run, log.head().unwrap(), Window::default())
                 .await
                 .unwrap_err();
             assert!(matches!(err, RunError::Inconsistent { .. }), "{err}");

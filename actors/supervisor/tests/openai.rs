@@ -92,7 +92,7 @@ async fn completions(
         .as_array()
         .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
         .unwrap_or(0);
-    server.bodies.lock().unwrap().push(request);
+    server.bodies.lock().unwrap().push(request.clone());
     let normal = || {
         sse(
             &[
@@ -127,6 +127,20 @@ async fn completions(
             stream_response(split_body(sse(&chunks, true)))
         }
         "agent" => stream_response(split_body(normal())),
+        // Answers with what the person said last, so each turn differs.
+        "echo" => {
+            let said = request["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let chunks = [
+                text_chunk(&format!("You said: {said}")),
+                finish_chunk("stop"),
+            ];
+            stream_response(split_body(sse(&chunks, true)))
+        }
         "malformed" => stream_response(Body::from("data: {not json\n\n")),
         "partial" => stream_response(Body::from(sse(&[text_chunk("Hel")], false))),
         "cut" => stream_response(Body::from(
@@ -213,6 +227,7 @@ fn provider(base: &str, mode: &str, clock: Arc<RecordingClock>) -> OpenAiProvide
 fn request() -> ModelRequest {
     ModelRequest {
         model: "test-model".into(),
+        system: None,
         messages: vec![Message::User {
             content: "hi".into(),
         }]
@@ -339,8 +354,9 @@ async fn openai_5xx_retries_are_bounded_and_4xx_is_not_retried() {
     assert!(OpenAiProvider::new(OpenAiConfig::new("not a url"), clock).is_err());
 }
 
-async fn run_against(mode: &str) -> (RunStatus, Option<String>, Arc<Server>, ToolLog) {
-    let (base, server) = start_server().await;
+/// A runtime on the memory host whose provider calls the loopback server's
+/// `mode`.
+fn runtime_against(base: &str, mode: &str) -> (Runtime, ToolLog) {
     let clock = Arc::new(ManualClock::new(1_767_225_600_000));
     let host = agent_test_support::memory_host(clock.clone(), 1);
     let log = ToolLog::default();
@@ -360,6 +376,12 @@ async fn run_against(mode: &str) -> (RunStatus, Option<String>, Arc<Server>, Too
         p,
         RuntimeOptions::default(),
     );
+    (runtime, log)
+}
+
+async fn run_against(mode: &str) -> (RunStatus, Option<String>, Arc<Server>, ToolLog) {
+    let (base, server) = start_server().await;
+    let (runtime, log) = runtime_against(&base, mode);
     let run = runtime
         .start(
             &SessionId::new("s").unwrap(),
@@ -416,4 +438,50 @@ async fn a_disconnect_mid_stream_repeats_the_round_once_nothing_was_committed() 
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(output.as_deref(), Some("Hello"));
     assert_eq!(server.hits.lock().unwrap()["flaky"], 2);
+}
+
+/// S12 (issue 14 item 1): the third turn of a session, as the server
+/// receives it, carries the first two turns after the system prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_turn_reaches_the_server_with_the_first_two() {
+    let (base, server) = start_server().await;
+    let (runtime, _log) = runtime_against(&base, "echo");
+    let session = SessionId::new("chat").unwrap();
+    for prompt in ["first", "second", "third"] {
+        let run = runtime
+            .start(&session, prompt, RunConfig::default())
+            .await
+            .unwrap();
+        let record = tokio::time::timeout(Duration::from_secs(20), runtime.wait_settled(&run))
+            .await
+            .expect("the run settles")
+            .unwrap();
+        assert_eq!(record.status, RunStatus::Completed);
+    }
+    let bodies = server.bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 3);
+    let sent: Vec<(String, String)> = bodies[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("system", agent_supervisor::AGENT_SYSTEM_PROMPT.trim_end()),
+        ("user", "first"),
+        ("assistant", "You said: first"),
+        ("user", "second"),
+        ("assistant", "You said: second"),
+        ("user", "third"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(r, c)| ((*r).to_owned(), (*c).to_owned()))
+        .collect();
+    assert_eq!(sent, expected);
 }

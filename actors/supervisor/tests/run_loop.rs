@@ -1035,8 +1035,10 @@ fn s5_6_an_applied_skill_narrows_the_run_as_a_caveat() {
     for request in &requests {
         let shown: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(shown, ["write_note"], "only the intersection is shown");
-        let messages = serde_json::to_string(&request.messages).unwrap();
-        assert!(messages.contains("MARKER-SKILL-INSTRUCTIONS"), "{messages}");
+        // The Skill's instructions join the system prompt, which each
+        // request carries apart from the conversation.
+        let system = request.system.as_deref().unwrap_or_default();
+        assert!(system.contains("MARKER-SKILL-INSTRUCTIONS"), "{system}");
     }
 
     let executions = env.log.executions();

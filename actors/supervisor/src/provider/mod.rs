@@ -22,6 +22,11 @@ use crate::transcript::{AssistantToolCall, Messages};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     pub model: String,
+    /// The run's system prompt, sent before `messages` in each wire
+    /// format's own place for it. Not part of the conversation: a session's
+    /// later turns carry their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<Arc<str>>,
     pub messages: Messages,
     /// Shared: the same schemas go with every round of a run (a clone copies none).
     pub tools: Arc<[ModelToolSchema]>,

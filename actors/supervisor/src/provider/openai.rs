@@ -113,7 +113,14 @@ impl OpenAiProvider {
 
 /// The JSON body of a streaming Chat Completions request.
 pub fn request_body(request: &ModelRequest) -> Value {
-    let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+    let system = request
+        .system
+        .as_deref()
+        .map(|content| json!({"role": "system", "content": content}));
+    let messages: Vec<Value> = system
+        .into_iter()
+        .chain(request.messages.iter().map(wire_message))
+        .collect();
     let mut body = json!({
         "model": request.model,
         "messages": messages,

@@ -50,6 +50,7 @@ impl Supervisor {
 
         let request = ModelRequest {
             model: self.config.model.model.clone(),
+            system: self.system.clone(),
             messages: self.transcript.messages().clone(),
             tools,
             temperature: self.config.model.temperature,

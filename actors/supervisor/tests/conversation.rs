@@ -1,0 +1,277 @@
+//! Sessions are conversations (S12, issue 14 item 1), on the memory host
+//! with the test tools and the scripted provider: what each request carries
+//! is read from the requests the provider received. The same over HTTP to a
+//! loopback OpenAI-compatible server is in `openai.rs`.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use agent_capabilities::ApprovalMode;
+use agent_kernel::host::StorageExt;
+use agent_kernel::run::{ActivityKind, RunStatus};
+use agent_supervisor::config::ModelSettings;
+use agent_supervisor::conversation::{
+    HistoryMessage, HistoryRole, MIN_CONTEXT_WINDOW_TOKENS, SessionConversation,
+    TOOL_RESULT_IN_HISTORY_BYTES, history_budget_bytes,
+};
+use agent_supervisor::sim::tools::SimToolsConfig;
+use agent_supervisor::transcript::Message;
+use agent_supervisor::{RunConfig, RunError, RuntimeOptions};
+use common::*;
+
+fn user(text: &str) -> Message {
+    Message::User {
+        content: text.into(),
+    }
+}
+
+fn assistant(text: &str) -> Message {
+    Message::Assistant {
+        content: Some(text.into()),
+        tool_calls: Vec::new(),
+    }
+}
+
+fn last_request_messages(env: &Env) -> Vec<Message> {
+    let requests = env.requests.lock().unwrap();
+    requests.last().expect("a request").messages.to_vec()
+}
+
+#[test]
+fn s12_a_third_turn_carries_the_first_two() {
+    let env = env(r#"{"turns": [{"text": "A1"}, {"text": "A2"}, {"text": "A3"}]}"#);
+    for (prompt, answer) in [("Q1", "A1"), ("Q2", "A2"), ("Q3", "A3")] {
+        let run = env.start(prompt, RunConfig::default());
+        let record = env.settle(&run);
+        assert_eq!(record.status, RunStatus::Completed);
+        assert_eq!(
+            env.block(env.runtime.output(&run)).unwrap().as_deref(),
+            Some(answer)
+        );
+    }
+    let requests = env.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].messages.to_vec(), [user("Q1")]);
+    assert_eq!(
+        requests[2].messages.to_vec(),
+        [
+            user("Q1"),
+            assistant("A1"),
+            user("Q2"),
+            assistant("A2"),
+            user("Q3")
+        ]
+    );
+    // The system prompt goes with every request, outside the conversation.
+    for r in &requests {
+        assert!(r.system.as_deref().is_some_and(|s| !s.is_empty()));
+    }
+    // Turns join the conversation when a later run starts: the third start
+    // added the first two, each stored once as its own segment.
+    let conversation: SessionConversation = env
+        .block(
+            env.storage()
+                .get_record(&SessionConversation::key_for(&env.session)),
+        )
+        .unwrap()
+        .expect("the conversation is stored");
+    assert_eq!(
+        conversation.turns.len(),
+        2,
+        "turns are added when a run starts"
+    );
+    assert_eq!(conversation.len(), 4);
+}
+
+#[test]
+fn s12_tool_exchanges_enter_the_conversation_with_results_cut() {
+    let big = "x".repeat(TOOL_RESULT_IN_HISTORY_BYTES * 2);
+    let scenario = r#"{"turns": [
+          {"text": "", "tool_calls": [{"name": "read_note", "arguments": {"path": "a.txt"}}]},
+          {"text": "read it"},
+          {"text": "second answer"}]}"#;
+    let env = env_with(
+        scenario,
+        SimToolsConfig {
+            note_text: big,
+            ..SimToolsConfig::default()
+        },
+        RuntimeOptions::default(),
+    );
+    let first = env.start("note this", RunConfig::default());
+    assert_eq!(env.settle(&first).status, RunStatus::Completed);
+    let second = env.start("and now?", RunConfig::default());
+    assert_eq!(env.settle(&second).status, RunStatus::Completed);
+    let messages = last_request_messages(&env);
+    // prompt, call, result, answer, new prompt
+    assert_eq!(messages.len(), 5, "{messages:#?}");
+    let Message::Tool { content, .. } = &messages[2] else {
+        panic!("{:?}", messages[2])
+    };
+    assert!(
+        content.len() < TOOL_RESULT_IN_HISTORY_BYTES + 200,
+        "{}",
+        content.len()
+    );
+    assert!(
+        content.contains("more bytes of this result are not kept"),
+        "{content}"
+    );
+    assert_eq!(messages[3], assistant("read it"));
+    assert_eq!(messages[4], user("and now?"));
+}
+
+#[test]
+fn s12_a_stopped_turn_enters_as_the_person_saw_it() {
+    // The first run asks to send a ticket and waits for approval; the
+    // person stops it. The next run's request holds the prompt and the
+    // assistant's words with a note, and no call without its result.
+    let env = env(r#"{"turns": [
+      {"text": "I will file it.", "tool_calls": [{"name": "send_ticket", "arguments": {"title": "t"}}]},
+      {"text": "fine"}]}"#);
+    let strict = RunConfig {
+        approval: ApprovalMode::Strict,
+        ..RunConfig::default()
+    };
+    let first = env.start("file a ticket", strict);
+    assert_eq!(env.settle(&first).status, RunStatus::AwaitingApproval);
+    env.block(env.runtime.stop(&first)).unwrap();
+    assert_eq!(env.run(&first).status, RunStatus::Cancelled);
+
+    let second = env.start("never mind", RunConfig::default());
+    assert_eq!(env.settle(&second).status, RunStatus::Completed);
+    assert_eq!(
+        last_request_messages(&env),
+        [
+            user("file a ticket"),
+            assistant(
+                "I will file it.\n\n[This turn ended before its answer: the person stopped it.]"
+            ),
+            user("never mind"),
+        ]
+    );
+    assert!(env.log.executions().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn s12_a_run_still_waiting_is_not_yet_a_turn() {
+    let env = env(r#"{"turns": [
+      {"text": "", "tool_calls": [{"name": "send_ticket", "arguments": {"title": "t"}}]},
+      {"text": "other"}]}"#);
+    let strict = RunConfig {
+        approval: ApprovalMode::Strict,
+        ..RunConfig::default()
+    };
+    let waiting = env.start("file a ticket", strict);
+    assert_eq!(env.settle(&waiting).status, RunStatus::AwaitingApproval);
+    let other = env.start("something else", RunConfig::default());
+    env.settle(&other);
+    let requests = env.requests.lock().unwrap();
+    assert_eq!(requests[1].messages.to_vec(), [user("something else")]);
+}
+
+#[test]
+fn s12_an_embedders_history_is_used_exactly() {
+    let env = env(r#"{"turns": [{"text": "A1"}, {"text": "H"}]}"#);
+    let first = env.start("Q1", RunConfig::default());
+    env.settle(&first);
+    let history = vec![
+        HistoryMessage {
+            role: HistoryRole::User,
+            content: "hello from my app".into(),
+        },
+        HistoryMessage {
+            role: HistoryRole::Assistant,
+            content: "hi, app".into(),
+        },
+    ];
+    let run = env.start(
+        "next",
+        RunConfig {
+            history: Some(history),
+            ..RunConfig::default()
+        },
+    );
+    assert_eq!(env.settle(&run).status, RunStatus::Completed);
+    assert_eq!(
+        last_request_messages(&env),
+        [
+            user("hello from my app"),
+            assistant("hi, app"),
+            user("next")
+        ],
+        "the session's own turn Q1 is not mixed in"
+    );
+}
+
+#[test]
+fn s12_a_history_out_of_bounds_is_refused_and_starts_nothing() {
+    let env = env(r#"{"turns": [{"text": "A"}]}"#);
+    let empty = RunConfig {
+        history: Some(vec![HistoryMessage {
+            role: HistoryRole::User,
+            content: "  ".into(),
+        }]),
+        ..RunConfig::default()
+    };
+    let err = env
+        .block(env.runtime.start(&env.session, "x", empty))
+        .unwrap_err();
+    assert!(matches!(err, RunError::Config(_)), "{err:?}");
+    assert!(env.block(env.runtime.runs()).unwrap().is_empty());
+}
+
+/// The context rule over a real session: each turn is ~1,500 bytes and the
+/// smallest window allows 2,048 bytes of earlier turns, so one turn fits.
+#[test]
+fn s12_the_context_rule_drops_the_oldest_turns_and_says_so() {
+    let env = env(r#"{"turns": [{"text": "A1"}, {"text": "A2"}, {"text": "A3"}]}"#);
+    let small = RunConfig {
+        model: ModelSettings {
+            context_window_tokens: Some(MIN_CONTEXT_WINDOW_TOKENS),
+            ..ModelSettings::default()
+        },
+        ..RunConfig::default()
+    };
+    assert_eq!(history_budget_bytes(MIN_CONTEXT_WINDOW_TOKENS), 2_048);
+    let q1 = format!("Q1 {}", "a".repeat(1_500));
+    let q2 = format!("Q2 {}", "b".repeat(1_500));
+    for q in [&q1, &q2] {
+        let run = env.start(q, small.clone());
+        env.settle(&run);
+    }
+    let third = env.start("Q3", small);
+    assert_eq!(env.settle(&third).status, RunStatus::Completed);
+    let messages = last_request_messages(&env);
+    assert_eq!(messages, [user(&q2), assistant("A2"), user("Q3")]);
+    let trimmed: Vec<_> = env
+        .activities(&third)
+        .into_iter()
+        .filter_map(|a| match a.kind {
+            ActivityKind::ConversationTrimmed {
+                dropped_turns,
+                kept_turns,
+            } => Some((dropped_turns, kept_turns)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(trimmed, [(1, 1)]);
+}
+
+#[test]
+fn s12_a_context_window_below_the_minimum_is_refused() {
+    for (tokens, ok) in [
+        (MIN_CONTEXT_WINDOW_TOKENS - 1, false),
+        (MIN_CONTEXT_WINDOW_TOKENS, true),
+        (MIN_CONTEXT_WINDOW_TOKENS + 1, true),
+    ] {
+        let config = RunConfig {
+            model: ModelSettings {
+                context_window_tokens: Some(tokens),
+                ..ModelSettings::default()
+            },
+            ..RunConfig::default()
+        };
+        assert_eq!(config.validate().is_ok(), ok, "{tokens}");
+    }
+}
