@@ -85,6 +85,11 @@ impl<M> Addr<M> {
         &self.name
     }
 
+    /// True when `other` is a handle to the same actor (the same mailbox).
+    pub fn same_actor(&self, other: &Addr<M>) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
     /// True once the actor's inbox is gone.
     pub fn is_stopped(&self) -> bool {
         self.tx.is_closed()
