@@ -365,7 +365,7 @@ async fn run_against(mode: &str) -> (RunStatus, Option<String>, Arc<Server>, Too
     };
     let log = ToolLog::default();
     let tools = spawn_sim_tools(
-        &*executor,
+        executor.clone(),
         clock.clone(),
         log.clone(),
         SimToolsConfig::default(),

@@ -19,6 +19,8 @@ pub const INVALID_TARGET: &str = "invalid_target";
 pub const DEFINITION_CHANGED: &str = "definition_changed";
 /// A dispatched draft does not match what the pipeline prepared for it.
 pub const DRAFT_MISMATCH: &str = "draft_mismatch";
+/// A dispatched draft's target or scope is not the one its arguments give.
+pub const TARGET_MISMATCH: &str = "target_mismatch";
 /// The capability did not verify for this invocation: nothing ran.
 pub const CAPABILITY_REFUSED: &str = "capability_refused";
 /// The tool's actor is gone or dropped the request.

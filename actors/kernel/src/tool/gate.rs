@@ -66,7 +66,7 @@ pub fn check_draft(
         .map_err(|e| ToolResult::error(codes::INVALID_TARGET, e.to_string(), &def.name))?;
     if target != draft.target || scope != draft.scope {
         return fail(
-            codes::DRAFT_MISMATCH,
+            codes::TARGET_MISMATCH,
             "the draft's target or scope is not the one its arguments give; prepare the call again"
                 .into(),
         );

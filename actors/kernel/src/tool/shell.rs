@@ -15,7 +15,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
-use agent_capabilities::{Fingerprint, Origin, Target, TargetScope, Trust, is_read_only};
+use agent_capabilities::{
+    Capability, Fingerprint, Origin, Target, TargetScope, Trust, is_read_only,
+};
 
 use super::cancel::{CancelHandle, CancelToken};
 use super::codes;
@@ -49,6 +51,7 @@ pub struct ToolContext {
     tool: String,
     origin: Origin,
     arguments: Value,
+    capability: Capability,
     cancel: CancelToken,
 }
 
@@ -64,7 +67,8 @@ impl std::fmt::Debug for ToolContext {
 }
 
 impl ToolContext {
-    fn from_draft(draft: &InvocationDraft, clock: Arc<dyn Clock>, cancel: CancelToken) -> Self {
+    fn from_invocation(inv: &ToolInvocation, clock: Arc<dyn Clock>, cancel: CancelToken) -> Self {
+        let draft = &inv.draft;
         ToolContext {
             run: draft.run.clone(),
             session: draft.session.clone(),
@@ -77,6 +81,7 @@ impl ToolContext {
             tool: draft.tool.clone(),
             origin: draft.origin.clone(),
             arguments: draft.arguments.clone(),
+            capability: inv.capability.clone(),
             cancel,
         }
     }
@@ -90,6 +95,12 @@ impl ToolContext {
     /// tool whose `Args` is not enough, or that forwards them as they are).
     pub fn arguments(&self) -> &Value {
         &self.arguments
+    }
+
+    /// The capability the shell verified for this call (its caveats say how
+    /// it was narrowed). Holding it grants nothing more: it was consumed.
+    pub fn capability(&self) -> &Capability {
+        &self.capability
     }
 
     /// Completes when the call's run is stopped (`ToolMsg::Cancel`); pending
@@ -387,7 +398,7 @@ async fn handle<T: Tool>(p: &Prepared<T>, inv: ToolInvocation, cancel: CancelTok
             );
         }
     };
-    let ctx = ToolContext::from_draft(&inv.draft, p.clock.clone(), cancel);
+    let ctx = ToolContext::from_invocation(&inv, p.clock.clone(), cancel);
     // Wait for a place (when the tool limits its concurrency); a stop while
     // waiting ends the call before anything ran.
     let _place = match &p.places {
