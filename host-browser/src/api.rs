@@ -543,8 +543,8 @@ fn register_tools(
             clock.clone(),
         )
         .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("gateway: {e}")))?;
-        let (fetch, _canceller) = FetchActor::new(Arc::new(client), storage.clone(), clock.clone())
-            .spawn(&*executor, None);
+        let fetch = FetchActor::new(Arc::new(client), storage.clone(), clock.clone())
+            .spawn(executor.clone(), None);
         tools.push(ToolRegistration::builtin(
             agent_fetch::fetch_url_definition(),
             fetch,

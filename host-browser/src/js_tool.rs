@@ -194,6 +194,9 @@ pub fn spawn_js_tool(
                                 let result = tool.invoke(invocation).await;
                                 reply.send(result);
                             }
+                            // Scripts run one at a time inside this loop, so a
+                            // Cancel is read only after its script ended.
+                            ToolMsg::Cancel { .. } => {}
                         }
                     }
                 })

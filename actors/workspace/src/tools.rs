@@ -897,6 +897,9 @@ async fn run_tools(tools: WorkspaceTools, inbox: Inbox<ToolMsg>) -> Result<(), W
                 );
                 reply.send(tools.invoke(invocation).instrument(span).await);
             }
+            // Calls run one at a time inside this loop, so a Cancel is read
+            // only after the call it was meant for has ended: nothing is left.
+            ToolMsg::Cancel { .. } => {}
         }
     }
     Ok(())
