@@ -212,7 +212,9 @@ impl App {
             agent_tools::builtin::document::definition(),
             documents,
         ));
-        for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone()) {
+        for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone())
+            .map_err(|e| AppError::Tools(e.to_string()))?
+        {
             tools.push(ToolRegistration::builtin(definition, addr));
         }
         let policy = options.url_policy.clone().unwrap_or_else(|| {

@@ -691,7 +691,7 @@ impl ToolsActor {
             .check(&args.value)
             .map_err(|e| error_for(&e, &def.name))?;
         let (target, scope) = derive_target(&def.target, &args.value)
-            .map_err(|e| ToolResult::error(codes::INVALID_TARGET, e.to_string(), &def.name))?;
+            .map_err(|e| ToolResult::error(e.code(), e.to_string(), &def.name))?;
         let draft = InvocationDraft {
             run: run.clone(),
             session: session.clone(),

@@ -14,6 +14,9 @@ pub const INVALID_ARGUMENTS: &str = "invalid_arguments";
 pub const ARGUMENTS_TOO_LARGE: &str = "arguments_too_large";
 /// The call's target could not be derived from its arguments.
 pub const INVALID_TARGET: &str = "invalid_target";
+/// The call's workspace path is refused by the workspace path policy
+/// (traversal, a reserved name, ...).
+pub const INVALID_PATH: &str = "invalid_path";
 /// The tool's definition changed since the model was shown it or since the
 /// capability was granted: nothing ran, and approval is needed again.
 pub const DEFINITION_CHANGED: &str = "definition_changed";

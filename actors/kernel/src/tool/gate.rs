@@ -8,7 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::protocol::{InvocationDraft, ToolDefinition, ToolInvocation, ToolResult};
-use agent_capabilities::{CapabilityError, EffectRequest, Fingerprint};
+use agent_capabilities::{CapabilityError, EffectRequest, Fingerprint, Target, Verified};
 
 use super::codes;
 use super::validate::{CompiledSchema, canonicalise, derive_target};
@@ -63,7 +63,7 @@ pub fn check_draft(
         .check(&canonical.value)
         .map_err(|e| ToolResult::error(codes::INVALID_ARGUMENTS, e.to_string(), &def.name))?;
     let (target, scope) = derive_target(&def.target, &canonical.value)
-        .map_err(|e| ToolResult::error(codes::INVALID_TARGET, e.to_string(), &def.name))?;
+        .map_err(|e| ToolResult::error(e.code(), e.to_string(), &def.name))?;
     if target != draft.target || scope != draft.scope {
         return fail(
             codes::TARGET_MISMATCH,
@@ -88,16 +88,31 @@ pub fn effect_request(draft: &InvocationDraft) -> EffectRequest {
 fn refused(tool: &str, e: &CapabilityError) -> ToolResult {
     ToolResult::error(
         codes::CAPABILITY_REFUSED,
-        format!("capability refused, nothing ran: {e}"),
+        format!("capability refused; nothing was done: {e}"),
         tool,
     )
 }
 
 /// The authoritative check, made by the actor that performs the effect:
 /// the HMAC chain, run, tool, fingerprint, effects, scope and expiry, and the
-/// consumption of a one-time token.
-pub fn verify_capability(inv: &ToolInvocation, now_ms: u64) -> Result<(), ToolResult> {
-    let req = effect_request(&inv.draft);
+/// consumption of a one-time token. Returns what the capability grants after
+/// its caveats (the proof a destructive effect checks again).
+pub fn verify_capability(inv: &ToolInvocation, now_ms: u64) -> Result<Verified, ToolResult> {
+    verify_capability_for(inv, &inv.draft.target, now_ms)
+}
+
+/// [`verify_capability`] against `target`, the exact thing the effect
+/// touches when the tool knows it more precisely than the definition's
+/// target rule does (both paths of a move under a whole-workspace rule).
+pub fn verify_capability_for(
+    inv: &ToolInvocation,
+    target: &Target,
+    now_ms: u64,
+) -> Result<Verified, ToolResult> {
+    let req = EffectRequest {
+        target: target.clone(),
+        ..effect_request(&inv.draft)
+    };
     if inv.verifier.run_id() != req.run_id {
         return Err(refused(
             &req.tool,
@@ -110,7 +125,6 @@ pub fn verify_capability(inv: &ToolInvocation, now_ms: u64) -> Result<(), ToolRe
     }
     inv.verifier
         .verify(&inv.capability, &req, now_ms)
-        .map(|_| ())
         .map_err(|e| refused(&req.tool, &e))
 }
 

@@ -73,7 +73,9 @@ pub mod validate;
 
 pub use cancel::{CancelHandle, CancelToken};
 pub use definition::ToolDefinitionBuilder;
-pub use gate::{check_draft, effect_request, precheck_capability, verify_capability};
+pub use gate::{
+    check_draft, effect_request, precheck_capability, verify_capability, verify_capability_for,
+};
 pub use shell::{
     NoHooks, SpawnError, Tool, ToolContext, ToolHooks, ToolOptions, spawn_tool, spawn_tool_with,
     with_receipt,

@@ -16,12 +16,12 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use agent_capabilities::{
-    Capability, Fingerprint, Origin, Target, TargetScope, Trust, is_read_only,
+    Capability, Fingerprint, Origin, Target, TargetScope, Trust, Verified, is_read_only,
 };
 
 use super::cancel::{CancelHandle, CancelToken};
 use super::codes;
-use super::gate::{check_draft, verify_capability};
+use super::gate::{check_draft, verify_capability_for};
 use super::validate::CompiledSchema;
 use crate::host::{Clock, Executor};
 use crate::ids::{CallId, RunId, SessionId};
@@ -52,6 +52,7 @@ pub struct ToolContext {
     origin: Origin,
     arguments: Value,
     capability: Capability,
+    verified: Verified,
     cancel: CancelToken,
 }
 
@@ -67,7 +68,13 @@ impl std::fmt::Debug for ToolContext {
 }
 
 impl ToolContext {
-    fn from_invocation(inv: &ToolInvocation, clock: Arc<dyn Clock>, cancel: CancelToken) -> Self {
+    fn from_invocation(
+        inv: &ToolInvocation,
+        target: Target,
+        verified: Verified,
+        clock: Arc<dyn Clock>,
+        cancel: CancelToken,
+    ) -> Self {
         let draft = &inv.draft;
         ToolContext {
             run: draft.run.clone(),
@@ -75,13 +82,14 @@ impl ToolContext {
             call_id: draft.call_id.clone(),
             attempt: draft.attempt,
             idempotency_key: draft.idempotency_key.clone(),
-            target: draft.target.clone(),
+            target,
             scope: draft.scope.clone(),
             clock,
             tool: draft.tool.clone(),
             origin: draft.origin.clone(),
             arguments: draft.arguments.clone(),
             capability: inv.capability.clone(),
+            verified,
             cancel,
         }
     }
@@ -101,6 +109,12 @@ impl ToolContext {
     /// it was narrowed). Holding it grants nothing more: it was consumed.
     pub fn capability(&self) -> &Capability {
         &self.capability
+    }
+
+    /// What the verified capability grants after its caveats (tool, effects,
+    /// scope): the proof an effect that re-checks its authority asks for.
+    pub fn verified(&self) -> &Verified {
+        &self.verified
     }
 
     /// Completes when the call's run is stopped (`ToolMsg::Cancel`); pending
@@ -201,6 +215,15 @@ pub trait Tool: MaybeSend + MaybeSync + 'static {
     /// The definition: name, description, schema, effects, idempotency,
     /// sensitivity, target rule. Called once, when the actor is spawned.
     fn definition(&self) -> ToolDefinition;
+
+    /// The exact target the effect will touch, when the tool knows it more
+    /// precisely than the definition's target rule (the two paths of a move
+    /// under a whole-workspace rule). The shell verifies the capability
+    /// against it instead of the draft's target; `Ok(None)` (the default)
+    /// keeps the draft's target. An `Err` ends the call before any effect.
+    fn effect_target(&self, _args: &Self::Args) -> Result<Option<Target>, ToolFailure> {
+        Ok(None)
+    }
 
     /// Do the work. Runs only after every check passed.
     async fn call(&self, ctx: &ToolContext, args: Self::Args) -> Result<ToolSuccess, ToolFailure>;
@@ -384,10 +407,6 @@ async fn handle<T: Tool>(p: &Prepared<T>, inv: ToolInvocation, cancel: CancelTok
         );
         return refusal;
     }
-    if let Err(refusal) = verify_capability(&inv, p.clock.wall_ms()) {
-        tracing::warn!(code = refusal_code(&refusal), "capability refused");
-        return refusal;
-    }
     let args: T::Args = match serde_json::from_value(inv.draft.arguments.clone()) {
         Ok(a) => a,
         Err(e) => {
@@ -398,7 +417,19 @@ async fn handle<T: Tool>(p: &Prepared<T>, inv: ToolInvocation, cancel: CancelTok
             );
         }
     };
-    let ctx = ToolContext::from_invocation(&inv, p.clock.clone(), cancel);
+    let target = match p.tool.effect_target(&args) {
+        Ok(Some(target)) => target,
+        Ok(None) => inv.draft.target.clone(),
+        Err(failure) => return ToolResult::Error(failure),
+    };
+    let verified = match verify_capability_for(&inv, &target, p.clock.wall_ms()) {
+        Ok(verified) => verified,
+        Err(refusal) => {
+            tracing::warn!(code = refusal_code(&refusal), "capability refused");
+            return refusal;
+        }
+    };
+    let ctx = ToolContext::from_invocation(&inv, target, verified, p.clock.clone(), cancel);
     // Wait for a place (when the tool limits its concurrency); a stop while
     // waiting ends the call before anything ran.
     let _place = match &p.places {

@@ -51,6 +51,19 @@ pub enum TargetError {
     BadUrl { url: String, why: String },
 }
 
+impl TargetError {
+    /// The stable code: `invalid_path` for a path the workspace path policy
+    /// refuses (the code the workspace gives), `invalid_target` otherwise.
+    pub fn code(&self) -> &'static str {
+        match self {
+            TargetError::BadPath { .. } => super::codes::INVALID_PATH,
+            TargetError::MissingField { .. } | TargetError::BadUrl { .. } => {
+                super::codes::INVALID_TARGET
+            }
+        }
+    }
+}
+
 /// Canonical, hashed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CanonicalArguments {
