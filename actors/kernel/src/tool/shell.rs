@@ -221,6 +221,8 @@ pub trait Tool: MaybeSend + MaybeSync + 'static {
     /// under a whole-workspace rule). The shell verifies the capability
     /// against it instead of the draft's target; `Ok(None)` (the default)
     /// keeps the draft's target. An `Err` ends the call before any effect.
+    // The failure goes to the model as it is, like `call`'s.
+    #[allow(clippy::result_large_err)]
     fn effect_target(&self, _args: &Self::Args) -> Result<Option<Target>, ToolFailure> {
         Ok(None)
     }
