@@ -481,7 +481,9 @@ impl Tool for PluginFunctionTool {
     }
 
     async fn call(&self, ctx: &ToolContext, _args: Value) -> Result<ToolSuccess, ToolFailure> {
-        match call(&self.state, ctx).await {
+        // Inside the shell's `tool_call` span: which plugin sent the request.
+        let span = tracing::info_span!("plugin_call", plugin = %self.state.id);
+        match tracing::Instrument::instrument(call(&self.state, ctx), span).await {
             ToolResult::Success(success) => Ok(success),
             ToolResult::Error(failure) => Err(failure),
         }
