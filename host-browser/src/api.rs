@@ -514,7 +514,7 @@ fn register_tools(
     let mut tools: Vec<ToolRegistration> = Vec::new();
     if let Some(glue) = config.worker_glue_url.clone().or_else(default_glue_url) {
         let worker = Rc::new(ScriptWorker::new(&glue));
-        let js = spawn_js_tool(&*executor, clock.clone(), worker, JsLimits::DEFAULT)
+        let js = spawn_js_tool(executor.clone(), clock.clone(), worker, JsLimits::DEFAULT)
             .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
         tools.push(ToolRegistration::builtin(
             agent_tools::builtin::javascript::definition(),
@@ -532,7 +532,9 @@ fn register_tools(
         agent_tools::builtin::document::definition(),
         documents,
     ));
-    for (definition, addr) in agent_workspace::tool_registrations(host, workspaces.clone()) {
+    for (definition, addr) in agent_workspace::tool_registrations(host, workspaces.clone())
+        .map_err(|e| js_error(ErrorCode::RuntimeError, e.to_string()))?
+    {
         tools.push(ToolRegistration::builtin(definition, addr));
     }
     if let Some(gateway) = &config.gateway {
@@ -543,8 +545,8 @@ fn register_tools(
             clock.clone(),
         )
         .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("gateway: {e}")))?;
-        let (fetch, _canceller) = FetchActor::new(Arc::new(client), storage.clone(), clock.clone())
-            .spawn(&*executor, None);
+        let fetch = FetchActor::new(Arc::new(client), storage.clone(), clock.clone())
+            .spawn(executor.clone(), None);
         tools.push(ToolRegistration::builtin(
             agent_fetch::fetch_url_definition(),
             fetch,

@@ -1,21 +1,20 @@
 //! The browser's `run_javascript` tool actor (S5.7): the same definition and
-//! limits as `agent_tools::builtin::javascript`, but each script runs in the
-//! [`ScriptWorker`], so a script that ignores the soft deadline is stopped by
-//! terminating its Worker. The capability is verified before anything runs.
+//! limits as `agent_tools::builtin::javascript`, made by the one tool-actor
+//! shell (`agent_kernel::tool`), which checks the draft and verifies the
+//! capability before anything runs. Each script runs in the [`ScriptWorker`],
+//! so a script that ignores the soft deadline is stopped by terminating its
+//! Worker; a script whose run is stopped (`ToolMsg::Cancel`) is ended the
+//! same way.
 
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_capabilities::{EffectRequest, Fingerprint, Target, Trust};
-use agent_kernel::actor::spawn_actor;
 use agent_kernel::host::{Clock, Executor};
-use agent_kernel::protocol::{
-    Provenance, ToolAddr, ToolFailure, ToolInvocation, ToolMsg, ToolResult, ToolSuccess,
-};
-use agent_tools::builtin::javascript::{JsLimits, TOOL_NAME, definition};
-use agent_tools::codes;
-use futures::StreamExt;
+use agent_kernel::protocol::{ToolAddr, ToolDefinition, ToolFailure, ToolSuccess};
+use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
+use agent_tools::builtin::javascript::{JsLimits, definition};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::worker::{ScriptRequest, ScriptResponse, ScriptWorker, WorkerError};
@@ -25,180 +24,98 @@ use crate::worker::{ScriptRequest, ScriptResponse, ScriptWorker, WorkerError};
 /// still be starting).
 pub const HARD_DEADLINE_GRACE: Duration = Duration::from_millis(1_500);
 
-fn provenance() -> Provenance {
-    Provenance {
-        origin: "builtin".into(),
-        tool: TOOL_NAME.into(),
-        ..Provenance::default()
-    }
+/// The arguments (the definition's schema has checked them): `code` and
+/// optional `input` (any JSON, default null).
+#[derive(Deserialize)]
+struct JsArgs {
+    code: String,
+    #[serde(default)]
+    input: Value,
 }
 
-fn failure(code: &str, message: impl Into<String>, retryable: bool) -> ToolResult {
-    ToolResult::Error(ToolFailure {
-        code: code.to_owned(),
-        message: message.into(),
-        retryable,
-        trust: Trust::Internal,
-        provenance: provenance(),
-        effect_may_have_happened: false,
-    })
-}
-
-/// `code` (a string) and `input` (any JSON, default null).
-fn parse_arguments(arguments: &Value) -> Result<(String, Value), String> {
-    let Some(obj) = arguments.as_object() else {
-        return Err("run_javascript takes an object with `code` and optional `input`".into());
-    };
-    if let Some(extra) = obj.keys().find(|k| *k != "code" && *k != "input") {
-        return Err(format!(
-            "run_javascript has no argument `{extra}`; it takes `code` and optional `input`"
-        ));
-    }
-    let code = match obj.get("code") {
-        Some(Value::String(code)) => code.clone(),
-        Some(_) => return Err("`code` must be a string of JavaScript".into()),
-        None => return Err("`code` is required: the JavaScript to run".into()),
-    };
-    Ok((code, obj.get("input").cloned().unwrap_or(Value::Null)))
-}
-
-struct JsTool {
-    fingerprint: Fingerprint,
+struct JsWorkerTool {
     worker: Rc<ScriptWorker>,
-    clock: Arc<dyn Clock>,
     limits: JsLimits,
 }
 
-impl JsTool {
-    fn authorise(&self, invocation: &ToolInvocation) -> Result<(), String> {
-        let draft = &invocation.draft;
-        if draft.tool != TOOL_NAME {
-            return Err(format!(
-                "this actor runs {TOOL_NAME}, but the invocation is for {}",
-                draft.tool
-            ));
+/// Terminates the Worker when a script's call is dropped before its answer
+/// (the shell ends a stopped run's call at once), so the script does not
+/// keep the Worker busy for the next one.
+struct TerminateUnlessAnswered<'a> {
+    worker: &'a ScriptWorker,
+    answered: bool,
+}
+
+impl Drop for TerminateUnlessAnswered<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.worker.terminate("the run was stopped");
         }
-        if draft.fingerprint != self.fingerprint {
-            return Err(format!(
-                "the invocation was prepared for another definition of {TOOL_NAME}; load the tool again"
-            ));
-        }
-        let request = EffectRequest {
-            run_id: draft.run.to_string(),
-            tool: TOOL_NAME.to_owned(),
-            fingerprint: self.fingerprint.clone(),
-            effects: definition().effects,
-            target: Target::Nothing,
-        };
-        invocation
-            .verifier
-            .verify(&invocation.capability, &request, self.clock.wall_ms())
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Tool for JsWorkerTool {
+    type Args = JsArgs;
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
     }
 
-    async fn invoke(&self, invocation: ToolInvocation) -> ToolResult {
-        let (code, input) = match parse_arguments(&invocation.draft.arguments) {
-            Ok(parsed) => parsed,
-            Err(message) => return failure(codes::INVALID_ARGUMENTS, message, false),
-        };
-        if let Err(message) = self.authorise(&invocation) {
-            return failure(codes::CAPABILITY_REFUSED, message, false);
-        }
-        let limits = match serde_json::to_value(self.limits) {
-            Ok(v) => v,
-            Err(e) => return failure("js_engine_error", e.to_string(), false),
-        };
+    async fn call(&self, ctx: &ToolContext, args: JsArgs) -> Result<ToolSuccess, ToolFailure> {
+        let limits = serde_json::to_value(self.limits)
+            .map_err(|e| ctx.fail("js_engine_error", e.to_string()))?;
         let request = ScriptRequest {
-            code,
-            input,
+            code: args.code,
+            input: args.input,
             limits,
         };
         let hard = self.limits.time() + HARD_DEADLINE_GRACE;
-        match self.worker.run(&request, hard).await {
+        let mut guard = TerminateUnlessAnswered {
+            worker: &self.worker,
+            answered: false,
+        };
+        let answer = self.worker.run(&request, hard).await;
+        guard.answered = true;
+        match answer {
             Ok(ScriptResponse::Ok {
                 value,
                 json_bytes,
                 elapsed_ms,
-            }) => ToolResult::Success(ToolSuccess {
-                content: json!({ "result": value }),
-                trust: Trust::Internal,
-                provenance: provenance(),
-                references: Vec::new(),
-                receipts: Vec::new(),
-            })
-            .with_detail(elapsed_ms, json_bytes),
-            Ok(ScriptResponse::Err { code, message }) => failure(&code, message, false),
-            Err(WorkerError::Terminated(after)) => failure(
+            }) => Ok(ctx.ok(json!({
+                "result": value,
+                "elapsed_ms": elapsed_ms,
+                "result_json_bytes": json_bytes,
+            }))),
+            Ok(ScriptResponse::Err { code, message }) => Err(ctx.fail(&code, message)),
+            Err(WorkerError::Terminated(after)) => Err(ctx.fail(
                 "js_time_limit",
                 format!(
                     "the script ran past {} ms; its Worker was terminated and replaced",
                     after.as_millis()
                 ),
-                false,
-            ),
-            Err(e) => failure(
-                "js_worker_lost",
-                format!("{e}; the script may be retried"),
-                true,
-            ),
+            )),
+            Err(e) => {
+                Err(ctx.fail_retryable("js_worker_lost", format!("{e}; the script may be retried")))
+            }
         }
     }
 }
 
-trait WithDetail {
-    fn with_detail(self, elapsed_ms: u64, json_bytes: usize) -> ToolResult;
-}
-
-impl WithDetail for ToolResult {
-    fn with_detail(mut self, elapsed_ms: u64, json_bytes: usize) -> ToolResult {
-        if let ToolResult::Success(s) = &mut self
-            && let Some(obj) = s.content.as_object_mut()
-        {
-            obj.insert("elapsed_ms".into(), json!(elapsed_ms));
-            obj.insert("result_json_bytes".into(), json!(json_bytes));
-        }
-        self
-    }
-}
-
-/// Spawn the actor; its address is registered as `run_javascript`.
+/// Spawn the actor; its address is registered as `run_javascript`. One
+/// script runs at a time (the Worker runs them in turn anyway).
 pub fn spawn_js_tool(
-    executor: &dyn Executor,
+    executor: Arc<dyn Executor>,
     clock: Arc<dyn Clock>,
     worker: Rc<ScriptWorker>,
     limits: JsLimits,
 ) -> Result<ToolAddr, String> {
-    let fingerprint = definition()
-        .fingerprint()
-        .map_err(|e| format!("run_javascript has no fingerprint: {e}"))?;
-    let tool = Rc::new(JsTool {
-        fingerprint,
-        worker,
-        clock,
-        limits,
-    });
-    Ok(spawn_actor(
-        executor,
-        TOOL_NAME,
-        16,
-        None,
-        move |inbox| async move {
-            // One script at a time: the Worker runs them in turn anyway.
-            inbox
-                .for_each(move |msg| {
-                    let tool = tool.clone();
-                    async move {
-                        match msg {
-                            ToolMsg::Invoke { invocation, reply } => {
-                                let result = tool.invoke(invocation).await;
-                                reply.send(result);
-                            }
-                        }
-                    }
-                })
-                .await;
-            Ok::<(), String>(())
-        },
-    ))
+    let options = ToolOptions {
+        mailbox: 16,
+        concurrency: Some(1),
+        ..ToolOptions::default()
+    };
+    spawn_tool_with(executor, clock, JsWorkerTool { worker, limits }, options)
+        .map(|(addr, _)| addr)
+        .map_err(|e| e.to_string())
 }

@@ -295,7 +295,7 @@ impl ScriptWorker {
         Ok(live)
     }
 
-    fn terminate(&self, reason: &str) {
+    pub(crate) fn terminate(&self, reason: &str) {
         if let Some(live) = self.live.borrow_mut().take() {
             live.worker.terminate();
             live.fail_all(reason);

@@ -122,7 +122,7 @@ fn run_memory(rounds: usize, calls: usize, tool: &str, ask: bool) -> (MemoryHost
     let mem = MemoryHost::fifo(1);
     let host = mem.host();
     let tools = spawn_sim_tools(
-        mem.executor(),
+        Arc::new(mem.executor().clone()),
         host.clock.clone(),
         ToolLog::default(),
         SimToolsConfig::default(),
@@ -199,7 +199,7 @@ async fn sqlite_runtime(
         durable: true,
     };
     let tools = spawn_sim_tools(
-        executor.as_ref(),
+        executor.clone(),
         host.clock.clone(),
         ToolLog::default(),
         SimToolsConfig::default(),

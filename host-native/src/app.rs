@@ -12,8 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agent_fetch::{
-    FetchActor, FetchCanceller, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy,
-    WebReader,
+    FetchActor, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader,
 };
 use agent_kernel::host::{BlobRef, LeaseGuard, Record, Storage, StorageError, StorageExt, Table};
 use agent_kernel::{RunId, SessionId};
@@ -155,8 +154,6 @@ pub struct App {
     runtime: Runtime,
     tools: ToolsHandle,
     workspaces: WorkspaceDirectory,
-    /// Ends `fetch_url` reads in flight when a person stops their run.
-    fetch_canceller: FetchCanceller,
 }
 
 impl std::fmt::Debug for App {
@@ -215,7 +212,9 @@ impl App {
             agent_tools::builtin::document::definition(),
             documents,
         ));
-        for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone()) {
+        for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone())
+            .map_err(|e| AppError::Tools(e.to_string()))?
+        {
             tools.push(ToolRegistration::builtin(definition, addr));
         }
         let policy = options.url_policy.clone().unwrap_or_else(|| {
@@ -236,9 +235,8 @@ impl App {
             host.clock.clone(),
         )
         .with_blocking(host.executor.clone());
-        let (fetch, fetch_canceller) =
-            FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
-                .spawn(host.executor.as_ref(), None);
+        let fetch = FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
+            .spawn(host.executor.clone(), None);
         tools.push(ToolRegistration::builtin(
             agent_fetch::fetch_url_definition(),
             fetch,
@@ -296,7 +294,6 @@ impl App {
             runtime,
             tools,
             workspaces,
-            fetch_canceller,
         })
     }
 
@@ -313,17 +310,11 @@ impl App {
         &self.workspaces
     }
 
-    /// A person stops `run` (`cancelled` / `user_stopped`). Its `fetch_url`
-    /// reads in flight in this process are cancelled once the stop request
-    /// is queued (the supervisor has no stop hook, so the stop path calls
-    /// the fetch actor's canceller): the supervisor sees the stop first,
-    /// records the cancelled read, and ends the run instead of taking the
-    /// read's end as a result and going on to the next round.
+    /// A person stops `run` (`cancelled` / `user_stopped`). The supervisor
+    /// tells the tools actor, which cancels the run's calls in flight (a
+    /// `fetch_url` read ends at once): `Runtime::stop` is the only stop.
     pub async fn stop(&self, run: &RunId) -> Result<(), AppError> {
-        let canceller = &self.fetch_canceller;
-        self.runtime
-            .stop_with(run, || canceller.cancel_run(run))
-            .await?;
+        self.runtime.stop(run).await?;
         Ok(())
     }
 

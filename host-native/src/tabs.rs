@@ -167,7 +167,7 @@ impl TabSim {
             durable: true,
         };
         let tools = spawn_sim_tools(
-            &executor,
+            Arc::new(executor.clone()),
             host.clock.clone(),
             self.log.clone(),
             SimToolsConfig {

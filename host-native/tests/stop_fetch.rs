@@ -1,7 +1,7 @@
 //! Stopping a run ends its `fetch_url` read in flight (S2.5 stop, S8): the
-//! app's stop path calls the fetch actor's canceller before the runtime
-//! stops the run, so the read's connection closes at once instead of
-//! running on to its deadline. The page server is a loopback server started
+//! supervisor tells the tools actor (`ToolsMsg::CancelRun`), which tells the
+//! fetch actor (`ToolMsg::Cancel`), with no host-side canceller, so the
+//! read's connection closes at once instead of running on to its deadline. The page server is a loopback server started
 //! here that never answers and reports when the reader goes away.
 
 use std::sync::Arc;

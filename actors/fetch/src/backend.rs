@@ -9,8 +9,8 @@ use agent_kernel::host::{Clock, timeout};
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
-use crate::cancel::CancelToken;
 use crate::model::{FetchError, FlowFailure, Limits, Page, Stage, millis};
+use agent_kernel::tool::CancelToken;
 
 /// The path of the gateway's fetch endpoint.
 pub const GATEWAY_FETCH_PATH: &str = "/v1/fetch";

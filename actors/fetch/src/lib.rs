@@ -55,7 +55,6 @@
 
 pub mod addr;
 pub mod backend;
-pub mod cancel;
 pub mod content;
 pub mod jina;
 pub mod model;
@@ -66,9 +65,10 @@ pub mod reader;
 pub mod testing;
 pub mod tool;
 
+/// The cancellation signal of a read is the tool shell's (one owner).
+pub use agent_kernel::tool::{CancelHandle, CancelToken};
 pub use agent_readable::{ExtractionSlots, HtmlLimits, HtmlRefusal};
 pub use backend::{FetchBackend, GATEWAY_FETCH_PATH, GatewayClient, GatewayReply, GatewayRequest};
-pub use cancel::{CancelHandle, CancelToken};
 pub use model::{
     FallbackReason, FetchError, FlowFailure, Limits, Page, ReaderConfig, ReaderUsed, Stage,
 };
@@ -79,4 +79,4 @@ pub use policy::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use reader::{DirectReader, RawResponse, WebReader};
-pub use tool::{FETCH_URL, FetchActor, FetchCanceller, SUMMARY_CHARS, fetch_url_definition};
+pub use tool::{FETCH_URL, FetchActor, FetchArgs, SUMMARY_CHARS, fetch_url_definition};

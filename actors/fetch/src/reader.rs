@@ -15,13 +15,13 @@ use reqwest::redirect::Policy;
 
 use agent_readable::{ExtractionSlots, on_extraction_stack};
 
-use crate::cancel::CancelToken;
 use crate::content;
 use crate::jina::{self, JinaVerdict};
 use crate::model::{
     FallbackReason, FetchError, FlowFailure, Limits, Page, ReaderConfig, ReaderUsed, Stage, millis,
 };
 use crate::policy::{CheckedUrl, UrlPolicy};
+use agent_kernel::tool::CancelToken;
 
 const USER_AGENT: &str = concat!("agentrt-fetch/", env!("CARGO_PKG_VERSION"));
 const ACCEPT: &str = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.5";

@@ -1,29 +1,23 @@
 //! `fetch_url`, the built-in web read tool (S5.4, S5.8, S8): its definition
-//! for the registry, and the actor that verifies the capability, reads
+//! for the registry, and the tool (on the one tool-actor shell, which
+//! verifies the capability and ends a stopped run's reads) that reads
 //! through a [`FetchBackend`], stores the text as a blob and answers an
 //! `external_untrusted` envelope with provenance and a bounded summary.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agent_capabilities::{
-    EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Target,
-    Trust,
-};
+use agent_capabilities::{EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Trust};
+use agent_kernel::ParentLink;
 use agent_kernel::host::{Clock, Executor, Storage};
 use agent_kernel::protocol::{
     Provenance, Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolFailure,
-    ToolInvocation, ToolMsg, ToolResult, ToolSuccess,
+    ToolResult, ToolSuccess,
 };
-use agent_kernel::{BoxFuture, CallId, Inbox, ParentLink, Reply, RunId, spawn_actor};
-use futures::channel::mpsc;
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
-use serde_json::{Value, json};
-use tracing::Instrument;
+use agent_kernel::tool::{CancelToken, Tool, ToolContext, ToolOptions, spawn_tool_with};
+use serde_json::json;
 
 use crate::backend::FetchBackend;
-use crate::cancel::{CancelHandle, CancelToken};
 use crate::content::truncate_chars;
 use crate::model::{FetchError, FlowFailure, Page};
 use crate::policy::UrlPolicy;
@@ -71,29 +65,18 @@ pub fn fetch_url_definition() -> ToolDefinition {
     }
 }
 
-/// Cancels the reads of a run (the person pressed Stop).
-#[derive(Debug, Clone)]
-pub struct FetchCanceller {
-    tx: mpsc::UnboundedSender<RunId>,
-}
-
-impl FetchCanceller {
-    /// Cancel every read of `run` that is in flight; later reads are unaffected.
-    pub fn cancel_run(&self, run: &RunId) {
-        // A stopped actor has no reads left to cancel.
-        let _ = self.tx.unbounded_send(run.clone());
-    }
-}
-
-/// The fetch actor: verifies, reads, stores, answers. Reads run concurrently;
-/// the actor's loop owns the cancellation handles of those in flight.
+/// `fetch_url` as a tool of the one tool-actor shell (`agent_kernel::tool`):
+/// the shell checks the draft (the URL's origin is the authorised target)
+/// and verifies the capability before any network work; the tool reads
+/// through its [`FetchBackend`], stores the text and answers. Reads run
+/// concurrently; a stopped run's reads end `cancelled` at once (the shell
+/// fires the read's cancellation signal and the backend drops its
+/// connection).
 pub struct FetchActor {
     backend: Arc<dyn FetchBackend>,
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
 }
-
-type Done = (RunId, CallId, Reply<ToolResult>, ToolResult);
 
 impl FetchActor {
     pub fn new(
@@ -110,142 +93,73 @@ impl FetchActor {
 
     /// Spawn the actor on `executor`; its address goes to the registry as
     /// the handler of [`fetch_url_definition`].
-    pub fn spawn(
-        self,
-        executor: &dyn Executor,
-        parent: Option<ParentLink>,
-    ) -> (ToolAddr, FetchCanceller) {
-        let (tx, rx) = mpsc::unbounded();
-        let addr = spawn_actor(executor, FETCH_URL, MAILBOX, parent, move |inbox| {
-            self.run(inbox, rx)
-        });
-        (addr, FetchCanceller { tx })
-    }
-
-    async fn run(
-        self,
-        inbox: Inbox<ToolMsg>,
-        mut cancels: mpsc::UnboundedReceiver<RunId>,
-    ) -> Result<(), String> {
-        let mut in_flight: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
-        let mut handles: Vec<(RunId, CallId, CancelHandle)> = Vec::new();
-        let mut open = true;
-        while open || !in_flight.is_empty() {
-            futures::select! {
-                msg = inbox.recv().fuse() => match msg {
-                    Ok(ToolMsg::Invoke { invocation, reply }) => {
-                        let handle = CancelHandle::new();
-                        let run = invocation.draft.run.clone();
-                        let call = invocation.draft.call_id.clone();
-                        handles.push((run.clone(), call.clone(), handle.clone()));
-                        let span = tracing::info_span!("fetch_url", run = %run, call = %call);
-                        let work = invoke(
-                            self.backend.clone(),
-                            self.storage.clone(),
-                            self.clock.clone(),
-                            invocation,
-                            handle.token(),
-                        );
-                        in_flight.push(Box::pin(
-                            async move { (run, call, reply, work.await) }.instrument(span),
-                        ));
-                    }
-                    // Every address is gone: finish what is in flight, then stop.
-                    Err(_) => open = false,
-                },
-                run = cancels.next() => if let Some(run) = run {
-                    for (r, _, h) in &handles {
-                        if *r == run {
-                            h.cancel();
-                        }
-                    }
-                },
-                done = in_flight.next() => if let Some((run, call, reply, result)) = done {
-                    handles.retain(|(r, c, _)| !(*r == run && *c == call));
-                    reply.send(result);
-                },
-            }
+    pub fn spawn(self, executor: Arc<dyn Executor>, parent: Option<ParentLink>) -> ToolAddr {
+        let clock = self.clock.clone();
+        let options = ToolOptions {
+            mailbox: MAILBOX,
+            parent,
+            ..ToolOptions::default()
+        };
+        match spawn_tool_with(executor, clock, self, options) {
+            Ok((addr, _)) => addr,
+            // The definition is fixed and valid (its schema compiles and it
+            // fingerprints; the unit test below checks both).
+            Err(e) => unreachable!("fetch_url's own definition is valid: {e}"),
         }
-        Ok(())
     }
 }
 
-fn refuse(code: &str, message: impl Into<String>) -> ToolResult {
-    ToolResult::error(code, message, FETCH_URL)
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Tool for FetchActor {
+    type Args = FetchArgs;
+
+    fn definition(&self) -> ToolDefinition {
+        fetch_url_definition()
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: FetchArgs) -> Result<ToolSuccess, ToolFailure> {
+        into_outcome(
+            read(
+                &*self.backend,
+                &*self.storage,
+                &args.url,
+                ctx.cancel_token(),
+            )
+            .await,
+        )
+    }
 }
 
-/// Handle one invocation: every check before any network work.
-pub async fn invoke(
-    backend: Arc<dyn FetchBackend>,
-    storage: Arc<dyn Storage>,
-    clock: Arc<dyn Clock>,
-    invocation: ToolInvocation,
+/// The arguments of `fetch_url`.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct FetchArgs {
+    pub url: String,
+}
+
+fn into_outcome(result: ToolResult) -> Result<ToolSuccess, ToolFailure> {
+    match result {
+        ToolResult::Success(success) => Ok(success),
+        ToolResult::Error(failure) => Err(failure),
+    }
+}
+
+/// Read `url` (already authorised) through the policy and the backend and
+/// store its text.
+async fn read(
+    backend: &dyn FetchBackend,
+    storage: &dyn Storage,
+    url: &str,
     cancel: CancelToken,
 ) -> ToolResult {
-    let draft = &invocation.draft;
-    if draft.tool != FETCH_URL {
-        return refuse(
-            "wrong_tool",
-            format!("the fetch actor serves {FETCH_URL}, not {:?}", draft.tool),
+    if let Err(violation) = UrlPolicy::parse(url) {
+        return failure(
+            url,
+            FlowFailure::new(crate::Stage::Policy, FetchError::Policy { violation }),
         );
-    }
-    let definition = fetch_url_definition();
-    if draft.effects != definition.effects {
-        return refuse(
-            "effects_mismatch",
-            "the invocation declares other effects than fetch_url's read_network; reload the tool list",
-        );
-    }
-    let expected: Option<Fingerprint> = definition.fingerprint().ok();
-    if expected.as_ref() != Some(&draft.fingerprint) {
-        return refuse(
-            "fingerprint_mismatch",
-            "the invocation names another definition of fetch_url; reload the tool list",
-        );
-    }
-    let request = EffectRequest {
-        run_id: draft.run.to_string(),
-        tool: draft.tool.clone(),
-        fingerprint: draft.fingerprint.clone(),
-        effects: draft.effects.clone(),
-        target: draft.target.clone(),
-    };
-    if let Err(e) = invocation
-        .verifier
-        .verify(&invocation.capability, &request, clock.wall_ms())
-    {
-        return refuse("capability_refused", e.to_string());
-    }
-    let Some(url) = draft.arguments.get("url").and_then(Value::as_str) else {
-        return refuse(
-            "invalid_arguments",
-            "fetch_url needs a string argument \"url\"",
-        );
-    };
-    // The capability covers the draft's target; the URL must be that target.
-    let parsed = match UrlPolicy::parse(url) {
-        Ok(u) => u,
-        Err(violation) => {
-            return failure(
-                url,
-                FlowFailure::new(crate::Stage::Policy, FetchError::Policy { violation }),
-            );
-        }
-    };
-    let origin = parsed.origin().ascii_serialization();
-    match &draft.target {
-        Target::Url {
-            origin: granted, ..
-        } if *granted == origin => {}
-        other => {
-            return refuse(
-                "target_mismatch",
-                format!("the URL's origin {origin} is not the authorised target {other:?}"),
-            );
-        }
     }
     match backend.fetch(url, cancel).await {
-        Ok(page) => success(storage.as_ref(), page).await,
+        Ok(page) => success(storage, page).await,
         Err(f) => failure(url, f),
     }
 }
@@ -349,4 +263,16 @@ fn failure(url: &str, f: FlowFailure) -> ToolResult {
         provenance,
         effect_may_have_happened: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_definition_compiles_and_fingerprints() {
+        let def = fetch_url_definition();
+        assert!(agent_kernel::tool::validate::CompiledSchema::compile(&def.parameters).is_ok());
+        assert!(def.fingerprint().is_ok());
+    }
 }

@@ -14,8 +14,8 @@ use agent_capabilities::{
     TargetScope, Trust, Uses, sha256_hex,
 };
 use agent_fetch::{
-    ExtractionSlots, FETCH_URL, FetchActor, FetchCanceller, HtmlLimits, SUMMARY_CHARS,
-    ScriptedResolver, fetch_url_definition,
+    ExtractionSlots, FETCH_URL, FetchActor, HtmlLimits, SUMMARY_CHARS, ScriptedResolver,
+    fetch_url_definition,
 };
 use agent_kernel::host::{Executor, ManualClock, Storage};
 use agent_kernel::memory::MemoryStorage;
@@ -43,7 +43,6 @@ impl Executor for TokioExecutor {
 
 struct Setup {
     addr: ToolAddr,
-    canceller: FetchCanceller,
     storage: Arc<MemoryStorage>,
     authority: Authority,
     site: Hits,
@@ -100,12 +99,10 @@ async fn setup() -> Setup {
         .with_blocking(Arc::new(TokioExecutor))
         .with_extraction_slots(slots.clone());
     let storage = Arc::new(MemoryStorage::new());
-    let (addr, canceller) =
-        FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
-            .spawn(&TokioExecutor, None);
+    let addr = FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
+        .spawn(Arc::new(TokioExecutor), None);
     Setup {
         addr,
-        canceller,
         storage,
         authority: Authority::new(RUN, [7u8; 32]),
         site,
@@ -154,7 +151,11 @@ impl Setup {
                 provider: None,
                 target: Target::Url {
                     origin: target_origin.to_owned(),
-                    host: "site.example".into(),
+                    // The host of the target origin, as the pipeline derives it.
+                    host: url::Url::parse(target_origin)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_owned))
+                        .unwrap_or_default(),
                 },
                 scope: TargetScope::Origins {
                     origins: BTreeSet::from([target_origin.to_owned()]),
@@ -334,13 +335,23 @@ async fn s8_4_cancelling_a_run_stops_its_reads() {
             .await
     });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    s.canceller.cancel_run(&RunId::new("another-run").unwrap());
+    s.addr
+        .send(ToolMsg::Cancel {
+            run: RunId::new("another-run").unwrap(),
+        })
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     assert!(
         !pending.is_finished(),
         "another run's cancellation stopped this read"
     );
-    s.canceller.cancel_run(&RunId::new(RUN).unwrap());
+    s.addr
+        .send(ToolMsg::Cancel {
+            run: RunId::new(RUN).unwrap(),
+        })
+        .await
+        .unwrap();
     let result = pending.await.unwrap().unwrap();
     assert_eq!(error_code(&result), "cancelled");
 }

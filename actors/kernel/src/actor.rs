@@ -85,6 +85,11 @@ impl<M> Addr<M> {
         &self.name
     }
 
+    /// True when `other` is a handle to the same actor (the same mailbox).
+    pub fn same_actor(&self, other: &Addr<M>) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
     /// True once the actor's inbox is gone.
     pub fn is_stopped(&self) -> bool {
         self.tx.is_closed()
@@ -99,20 +104,8 @@ impl<M> Addr<M> {
 
     /// Send a request carrying a `Reply` and wait for the answer.
     pub async fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> M) -> Result<R, ActorError> {
-        self.ask_then(make, || {}).await
-    }
-
-    /// [`Addr::ask`], calling `queued` once the request is in the mailbox
-    /// (whether or not it could be sent) and before waiting for the answer.
-    pub async fn ask_then<R>(
-        &self,
-        make: impl FnOnce(Reply<R>) -> M,
-        queued: impl FnOnce(),
-    ) -> Result<R, ActorError> {
         let (tx, rx) = oneshot::channel();
-        let sent = self.send(make(Reply(tx))).await;
-        queued();
-        sent?;
+        self.send(make(Reply(tx))).await?;
         rx.await.map_err(|_| ActorError::NoReply {
             actor: self.name.to_string(),
         })

@@ -4,6 +4,8 @@
 //! - [`host`]: the host traits (storage, leases, clock, executor, lifecycle, entropy);
 //! - [`run`], [`budget`], [`journal`]: the run model of SPEC S1–S4 as data and pure functions;
 //! - [`protocol`]: tool definitions, invocations, the result envelope, messages;
+//! - [`tool`]: the one tool-actor shell (`Tool`, `spawn_tool`, the capability
+//!   gate, argument validation, cancellation, the `ToolDefinition` builder);
 //! - [`memory`]: an in-memory host for tests and the browser's non-durable fallback;
 //! - `conformance` (feature `conformance`): the storage suite every backend must pass.
 //!
@@ -24,6 +26,7 @@ pub mod maybe_send;
 pub mod memory;
 pub mod protocol;
 pub mod run;
+pub mod tool;
 
 pub use actor::{ActorError, ActorExit, ActorReport, Addr, Inbox, ParentLink, Reply, spawn_actor};
 pub use ids::{CallId, IdError, OwnerId, RequestId, RunId, SessionId};

@@ -236,13 +236,22 @@ impl ToolResult {
     }
 }
 
-/// The message a single tool actor understands.
+/// The messages a single tool actor understands (its shell,
+/// `crate::tool::spawn_tool`, answers both).
+// `Invoke` is the message of every call; `Cancel` is rare and small. Boxing
+// the invocation would cost an allocation per call to save bytes on stops.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ToolMsg {
+    /// Verify and run one call.
     Invoke {
         invocation: ToolInvocation,
         reply: Reply<ToolResult>,
     },
+    /// The run was stopped: fire the cancellation signal of every call of
+    /// `run` in flight here. A read-only call ends at once `cancelled`; an
+    /// effectful call observes the signal itself.
+    Cancel { run: RunId },
 }
 
 /// The address of one tool actor.
@@ -311,6 +320,9 @@ pub enum ToolsMsg {
         invocation: ToolInvocation,
         reply: Reply<ToolResult>,
     },
+    /// The run was stopped (the supervisor took a Stop): send
+    /// `ToolMsg::Cancel` to every tool actor holding a call of `run`.
+    CancelRun { run: RunId },
 }
 
 /// The address of the tools actor.

@@ -514,25 +514,17 @@ impl Runtime {
         .await
     }
 
-    /// Stop a run: `cancelled` / `user_stopped`.
-    pub async fn stop(&self, run: &RunId) -> Result<(), RunError> {
-        self.stop_with(run, || {}).await
-    }
-
-    /// Stop a run, calling `queued` once the supervisor has the stop request
-    /// and before waiting for it to finish: the place to cancel work in
-    /// flight (a read, say). A stop wins over a call that ends at the same
-    /// moment, so a call cancelled here is recorded and the run still ends
+    /// Stop a run: `cancelled` / `user_stopped`. The supervisor tells the
+    /// tools actor (`ToolsMsg::CancelRun`), which tells the tool actors
+    /// holding the run's calls: a read in flight ends at once. A stop wins
+    /// over a call that ends at the same moment, so the run still ends
     /// `cancelled` instead of going on to its next round.
-    pub async fn stop_with(&self, run: &RunId, queued: impl FnOnce()) -> Result<(), RunError> {
+    pub async fn stop(&self, run: &RunId) -> Result<(), RunError> {
         let addr = match self.supervisor(run).await {
             Ok(addr) => addr,
-            Err(e) => {
-                queued();
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         };
-        match addr.ask_then(|reply| Msg::Stop { reply }, queued).await {
+        match addr.ask(|reply| Msg::Stop { reply }).await {
             Ok(result) => result,
             // The supervisor ended (the run finished) before it read the
             // request: answer as for a run that had already ended.

@@ -361,7 +361,7 @@ fn runtime_against(base: &str, mode: &str) -> (Runtime, ToolLog) {
     let host = agent_test_support::memory_host(clock.clone(), 1);
     let log = ToolLog::default();
     let tools = spawn_sim_tools(
-        &*host.executor,
+        host.executor.clone(),
         clock.clone(),
         log.clone(),
         SimToolsConfig::default(),

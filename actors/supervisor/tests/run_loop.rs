@@ -710,6 +710,52 @@ fn stop_awaits_an_effect_in_flight_up_to_the_bound_else_effect_unknown() {
     );
 }
 
+/// Cancellation in the protocol (issue 13, S2.5 stop): a stop while a
+/// read-only call is in flight reaches its tool actor as a cancellation
+/// (`ToolsMsg::CancelRun`, then `ToolMsg::Cancel`), the shell ends the read
+/// at once with `cancelled`, and the run ends `cancelled` without waiting
+/// out the stop grace. `hang_op` is a real sim tool that never answers by
+/// itself: without the cancellation the stop would wait the full 5 s grace.
+#[test]
+fn a_stop_cancels_a_read_in_flight_well_within_the_grace() {
+    let env = common::env(
+        r#"{"turns": [{"text": "reading", "tool_calls": [{"name": "hang_op", "arguments": {}}]}, {"text": "done"}]}"#,
+    );
+    let run = env.start("go", RunConfig::default());
+    env.mem.executor().run_until_stalled();
+    assert!(
+        env.log.executed(run.as_str(), "t1-c0"),
+        "the read is in flight"
+    );
+    assert_eq!(
+        env.block(env.runtime.journal(&run)).unwrap()[0].state,
+        CallState::Running
+    );
+    let before = env.mem.clock().monotonic();
+    env.block(env.runtime.stop(&run)).unwrap();
+    let waited = env.mem.clock().monotonic() - before;
+    assert!(
+        waited < Duration::from_secs(1),
+        "the stop waited {waited:?}; the grace is 5 s"
+    );
+    let record = env.run(&run);
+    assert_eq!(record.status, RunStatus::Cancelled);
+    assert_eq!(record.stop_reason, Some(StopReason::UserStopped));
+    let journal = env.block(env.runtime.journal(&run)).unwrap();
+    assert_eq!(journal[0].tool, "hang_op");
+    assert_ne!(journal[0].state, CallState::Running, "the call was settled");
+    assert_ne!(
+        journal[0].state,
+        CallState::EffectUnknown,
+        "a read has no effect"
+    );
+    let error = journal[0].error.as_ref().expect("the call's fate");
+    assert_eq!(
+        error.code, "cancelled",
+        "the tool's shell ended it: {error:?}"
+    );
+}
+
 /// Found by a hung CI run (S2.5 stop): the native app cancels a read in
 /// flight once its stop is queued, so the call ends at the same moment the
 /// stop arrives. The stop must win: the call's result is recorded and the

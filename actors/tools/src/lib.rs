@@ -3,19 +3,17 @@
 //!
 //! - [`registry`]: tools per mode, reserved ids, collisions, model-facing names;
 //! - [`discovery`]: BM25 `search_tools` and the 64-schema rule of `load_tools`;
-//! - [`validate`]: argument parsing, canonical form, JSON Schema, targets;
-//! - [`gate`]: the draft and capability checks made right before an effect;
 //! - [`envelope`]: trust floor, fencing, size bounds and spilling of results;
 //! - [`pipeline`]: the tools actor answering `ToolsMsg`;
 //! - [`loaded`]: the durable record of the tools each run loaded;
 //! - [`plugin`]: HTTP plugins and the `SecretResolver` the host implements;
 //! - [`plugin_path`]: plugin path templates, placeholder values and the
 //!   check that a request URL stays inside its function;
-//! - [`author`]: the `Tool` trait and `spawn_tool` for writing new tools;
-//! - [`codes`]: the stable error codes.
+//! - [`author`], [`gate`], [`validate`], [`codes`]: re-exports of the one
+//!   tool-actor shell, `agent_kernel::tool` (the `Tool` trait, `spawn_tool`,
+//!   the capability gate, argument validation, the stable codes);
 //!
-//! Argument validation uses the `jsonschema` crate (maintained, complete
-//! drafts, builds for wasm32 with default features off); HTTP uses `reqwest`
+//! HTTP uses `reqwest`
 //! (tokio natively, the browser's fetch on wasm32).
 
 pub mod author;

@@ -1,7 +1,9 @@
 //! The tools actor: one per host. It answers `ToolsMsg` (Schemas, Prepare,
-//! Dispatch) from the registry, runs the discovery tools `search_tools` and
+//! Dispatch, CancelRun) from the registry, runs the discovery tools `search_tools` and
 //! `load_tools` itself, and forwards checked invocations to tool actors,
-//! wrapping their results (S5.2–S5.4, S5.8). The registry changes only
+//! wrapping their results (S5.2–S5.4, S5.8). It tracks which tool actors
+//! hold each run's calls, so that `CancelRun` (the run was stopped) reaches
+//! exactly them as `ToolMsg::Cancel`. The registry changes only
 //! through this actor's control handle, so no lock guards its state.
 
 // Refusals are `ToolResult`s because the protocol answers `Prepare` with
@@ -27,8 +29,8 @@ use agent_kernel::journal::idempotency_key;
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
     InvocationDraft, ModelToolSchema, PreparedCall, Provenance, ResultSpill, RunToolConfig,
-    TargetRule, ToolCall, ToolDefinition, ToolInvocation, ToolMsg, ToolResult, ToolSuccess,
-    ToolsAddr, ToolsMsg,
+    TargetRule, ToolAddr, ToolCall, ToolDefinition, ToolInvocation, ToolMsg, ToolResult,
+    ToolSuccess, ToolsAddr, ToolsMsg,
 };
 use agent_kernel::run::RunMode;
 
@@ -197,6 +199,12 @@ struct ToolsActor {
     executor: Arc<dyn Executor>,
     spill: Option<Arc<dyn ResultSpill>>,
     storage: Option<Arc<dyn Storage>>,
+    /// The tool actors holding a dispatched call, by run and dispatch number:
+    /// where `CancelRun` sends `ToolMsg::Cancel`.
+    in_flight: BTreeMap<RunId, BTreeMap<u64, ToolAddr>>,
+    next_dispatch: u64,
+    /// Each dispatch task reports here when its call came back.
+    ended: async_channel::Sender<(RunId, u64)>,
 }
 
 fn discovery_definitions() -> Vec<ToolDefinition> {
@@ -268,6 +276,7 @@ pub fn spawn_tools(
             );
         }
     }
+    let (ended_tx, ended_rx) = async_channel::unbounded();
     let actor = ToolsActor {
         registry,
         discovery,
@@ -278,6 +287,9 @@ pub fn spawn_tools(
         executor: executor.clone(),
         spill: options.spill,
         storage: options.storage,
+        in_flight: BTreeMap::new(),
+        next_dispatch: 0,
+        ended: ended_tx,
     };
     let (control, control_inbox) = mailbox::<Control>("tools-control", 16);
     let addr = agent_kernel::spawn_actor(
@@ -285,7 +297,7 @@ pub fn spawn_tools(
         "tools",
         options.mailbox,
         None,
-        move |inbox: agent_kernel::Inbox<ToolsMsg>| actor.run(inbox, control_inbox),
+        move |inbox: agent_kernel::Inbox<ToolsMsg>| actor.run(inbox, control_inbox, ended_rx),
     );
     ToolsHandle { addr, control }
 }
@@ -319,18 +331,55 @@ impl ToolsActor {
         mut self,
         inbox: agent_kernel::Inbox<ToolsMsg>,
         control: agent_kernel::Inbox<Control>,
+        ended: async_channel::Receiver<(RunId, u64)>,
     ) -> Result<(), std::convert::Infallible> {
         let mut messages = std::pin::pin!(futures::stream::select(
-            inbox.map(Either::Left),
-            control.map(Either::Right),
+            futures::stream::select(inbox.map(Either::Left), control.map(Either::Right))
+                .map(Either::Left),
+            ended.map(Either::Right),
         ));
         while let Some(msg) = messages.next().await {
             match msg {
-                Either::Left(m) => self.handle(m).await,
-                Either::Right(c) => self.control(c).await,
+                Either::Left(Either::Left(m)) => self.handle(m).await,
+                Either::Left(Either::Right(c)) => self.control(c).await,
+                Either::Right((run, dispatch)) => {
+                    if let Some(calls) = self.in_flight.get_mut(&run) {
+                        calls.remove(&dispatch);
+                        if calls.is_empty() {
+                            self.in_flight.remove(&run);
+                        }
+                    }
+                }
             }
         }
         Ok(())
+    }
+
+    /// Tell every tool actor holding a call of `run` that the run stopped.
+    /// The sends run on their own task: a busy tool's full mailbox must not
+    /// hold up this actor.
+    fn cancel_run(&mut self, run: RunId) {
+        let mut holders: Vec<ToolAddr> = Vec::new();
+        for addr in self
+            .in_flight
+            .get(&run)
+            .into_iter()
+            .flat_map(|c| c.values())
+        {
+            if !holders.iter().any(|h| h.same_actor(addr)) {
+                holders.push(addr.clone());
+            }
+        }
+        tracing::debug!(run = %run, tool_actors = holders.len(), "cancelling the run's calls");
+        if holders.is_empty() {
+            return;
+        }
+        self.executor.spawn(boxed(async move {
+            for addr in holders {
+                // A tool actor that stopped has no call left to cancel.
+                let _ = addr.send(ToolMsg::Cancel { run: run.clone() }).await;
+            }
+        }));
     }
 
     async fn control(&mut self, msg: Control) {
@@ -453,6 +502,7 @@ impl ToolsActor {
                 tracing::Instrument::instrument(self.dispatch(invocation, reply, inner), span)
                     .await;
             }
+            ToolsMsg::CancelRun { run } => self.cancel_run(run),
         }
     }
 
@@ -641,7 +691,7 @@ impl ToolsActor {
             .check(&args.value)
             .map_err(|e| error_for(&e, &def.name))?;
         let (target, scope) = derive_target(&def.target, &args.value)
-            .map_err(|e| ToolResult::error(codes::INVALID_TARGET, e.to_string(), &def.name))?;
+            .map_err(|e| ToolResult::error(e.code(), e.to_string(), &def.name))?;
         let draft = InvocationDraft {
             run: run.clone(),
             session: session.clone(),
@@ -759,6 +809,14 @@ impl ToolsActor {
                 }
                 let spill = self.spill.clone();
                 let read_only = agent_capabilities::is_read_only(&def.effects);
+                self.next_dispatch += 1;
+                let dispatch = self.next_dispatch;
+                let run = invocation.draft.run.clone();
+                self.in_flight
+                    .entry(run.clone())
+                    .or_default()
+                    .insert(dispatch, addr.clone());
+                let ended = self.ended.clone();
                 let task = async move {
                     let raw = match addr
                         .ask(|r| ToolMsg::Invoke {
@@ -791,6 +849,8 @@ impl ToolsActor {
                     let wrapped = wrap(raw, &def, &site, spill.as_ref()).await;
                     tracing::debug!(success = wrapped.is_success(), "dispatched");
                     reply.send(wrapped);
+                    // The actor may have stopped: then nothing tracks the call.
+                    let _ = ended.send((run, dispatch)).await;
                 };
                 self.executor
                     .spawn(boxed(tracing::Instrument::instrument(task, span)));

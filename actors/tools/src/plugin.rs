@@ -1,6 +1,7 @@
 //! HTTP plugins (issue 4, item 6): a manifest the person configures (id, base
 //! URL, functions with method, path, schema, effects, idempotency, an auth
-//! header and a secret handle), the plugin actor that turns calls into HTTP
+//! header and a secret handle), one tool per function on the one tool-actor
+//! shell (`agent_kernel::tool`) that turns checked calls into HTTP
 //! requests with reqwest, and the `SecretResolver` trait the host implements.
 //!
 //! The secret is resolved only at dispatch, inside the plugin actor, and put
@@ -25,19 +26,17 @@ use agent_capabilities::{
     sha256_hex,
 };
 use agent_kernel::host::{Clock, Executor, timeout};
-use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
-    EffectReceipt, Provenance, TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolInvocation,
-    ToolMsg, ToolResult, ToolSuccess,
+    EffectReceipt, Provenance, TargetRule, ToolDefinition, ToolFailure, ToolResult, ToolSuccess,
 };
 use agent_kernel::run::RunMode;
-use agent_kernel::{MaybeSend, MaybeSync, spawn_actor};
+use agent_kernel::{MaybeSend, MaybeSync};
 
 use crate::codes;
-use crate::gate::{check_draft, verify_capability};
 use crate::plugin_path::{FillError, InsideUrl, OutsideFunction, PathTemplate};
 use crate::registry::{Exposure, ToolRegistration, model_facing_name};
 use crate::validate::{CompiledSchema, url_origin};
+use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
 
 /// Largest plugin response body read, in bytes (2 MiB).
 pub const MAX_PLUGIN_RESPONSE_BYTES: usize = 2 * 1024 * 1024;
@@ -233,8 +232,6 @@ pub enum PluginError {
 struct Function {
     spec: PluginFunction,
     def: ToolDefinition,
-    fingerprint: Fingerprint,
-    schema: CompiledSchema,
     path: PathTemplate,
 }
 
@@ -370,9 +367,10 @@ fn check_manifest(
             },
             annotations: f.annotations.clone(),
         };
-        let schema = CompiledSchema::compile(&def.parameters)
+        // Refused here, with the manifest's context, rather than at spawn.
+        CompiledSchema::compile(&def.parameters)
             .map_err(|e| ferr(format!("invalid argument schema: {e}")))?;
-        let fingerprint = def.fingerprint().map_err(|e| ferr(e.to_string()))?;
+        def.fingerprint().map_err(|e| ferr(e.to_string()))?;
         if out.contains_key(&name) {
             return Err(ferr(format!(
                 "two functions of this plugin are both named {name:?} for the model"
@@ -383,8 +381,6 @@ fn check_manifest(
             Function {
                 spec: f.clone(),
                 def,
-                fingerprint,
-                schema,
                 path,
             },
         );
@@ -433,41 +429,65 @@ pub fn spawn_plugin(
         clock,
         client: http_client(),
     });
-    let spawner = executor.clone();
-    let addr: ToolAddr = spawn_actor(
-        &*executor,
-        &format!("plugin:{}", manifest.id),
-        32,
-        None,
-        move |inbox: agent_kernel::Inbox<ToolMsg>| async move {
-            while let Ok(ToolMsg::Invoke { invocation, reply }) = inbox.recv().await {
-                let state = state.clone();
-                let span = tracing::info_span!(
-                    "plugin_call",
-                    plugin = %state.id,
-                    tool = %invocation.draft.tool,
-                    run = %invocation.draft.run,
-                    call = %invocation.draft.call_id,
-                    attempt = invocation.draft.attempt,
-                );
-                spawner.spawn(boxed(tracing::Instrument::instrument(
-                    async move { reply.send(call(&state, invocation).await) },
-                    span,
-                )));
-            }
-            Ok::<(), std::convert::Infallible>(())
-        },
-    );
-    Ok(defs
-        .into_iter()
-        .map(|definition| ToolRegistration {
+    // One shell actor per function (the one tool-actor shell checks the
+    // draft and verifies the capability); the functions share the state.
+    let mut registrations = Vec::with_capacity(defs.len());
+    for definition in defs {
+        let function = PluginFunctionTool {
+            state: state.clone(),
+            name: definition.name.clone(),
+        };
+        let options = ToolOptions {
+            mailbox: 32,
+            ..ToolOptions::default()
+        };
+        let (addr, definition) =
+            spawn_tool_with(executor.clone(), state.clock.clone(), function, options).map_err(
+                |e| PluginError::Function {
+                    id: manifest.id.clone(),
+                    function: definition.name.clone(),
+                    why: e.to_string(),
+                },
+            )?;
+        registrations.push(ToolRegistration {
             definition,
             modes: vec![RunMode::Agent],
             exposure: Exposure::Discoverable,
             trusted_external: trusted,
-            addr: addr.clone(),
-        })
-        .collect())
+            addr,
+        });
+    }
+    Ok(registrations)
+}
+
+/// One plugin function as a tool of the shell.
+struct PluginFunctionTool {
+    state: Arc<PluginState>,
+    /// Its model-facing name (the key of `PluginState::functions`).
+    name: String,
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Tool for PluginFunctionTool {
+    type Args = Value;
+
+    fn definition(&self) -> ToolDefinition {
+        match self.state.functions.get(&self.name) {
+            Some(f) => f.def.clone(),
+            // Built from the same map just before: cannot happen.
+            None => ToolDefinition::builder(self.name.clone()).build(),
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, _args: Value) -> Result<ToolSuccess, ToolFailure> {
+        // Inside the shell's `tool_call` span: which plugin sent the request.
+        let span = tracing::info_span!("plugin_call", plugin = %self.state.id);
+        match tracing::Instrument::instrument(call(&self.state, ctx), span).await {
+            ToolResult::Success(success) => Ok(success),
+            ToolResult::Error(failure) => Err(failure),
+        }
+    }
 }
 
 /// True when the request certainly never left (no connection, bad request).
@@ -512,28 +532,24 @@ fn failure(
     })
 }
 
-async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
-    let draft = &inv.draft;
-    let Some(f) = state.functions.get(&draft.tool) else {
+/// One checked call (the shell verified its draft and capability).
+async fn call(state: &PluginState, ctx: &ToolContext) -> ToolResult {
+    let Some(f) = state.functions.get(ctx.tool()) else {
         return ToolResult::error(
             codes::UNKNOWN_TOOL,
-            format!("plugin {} has no function {:?}", state.id, draft.tool),
-            &draft.tool,
+            format!("plugin {} has no function {:?}", state.id, ctx.tool()),
+            ctx.tool(),
         );
     };
-    if let Err(refusal) = check_draft(draft, &f.def, &f.fingerprint, &f.schema) {
-        return refusal;
-    }
-    if let Err(refusal) = verify_capability(&inv, state.clock.wall_ms()) {
-        return refusal;
-    }
+    // The shell checked that the draft's effects and idempotency are these.
+    let draft = &f.def;
     let read_only = is_read_only(&draft.effects);
-    let tool = draft.tool.as_str();
+    let tool = ctx.tool();
 
     // Build the URL: check 1 refuses placeholder values that could leave
     // their segment, check 2 (`admit`) refuses a finished URL outside the
     // function. Nothing is sent on either refusal.
-    let args = draft.arguments.as_object().cloned().unwrap_or_default();
+    let args = ctx.arguments().as_object().cloned().unwrap_or_default();
     let mut url = match f.path.fill(&args) {
         Ok(u) => u,
         Err(e @ FillError::Placeholder { .. }) => {
@@ -596,7 +612,7 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
         req = req.json(&Value::Object(rest));
     }
     if !read_only && draft.idempotency == Idempotency::Idempotent {
-        req = req.header(IDEMPOTENCY_KEY_HEADER, draft.idempotency_key.as_str());
+        req = req.header(IDEMPOTENCY_KEY_HEADER, ctx.idempotency_key.as_str());
     }
     let mut secret: Option<SecretValue> = None;
     if let Some(auth) = &state.auth {
@@ -765,7 +781,7 @@ async fn call(state: &PluginState, inv: ToolInvocation) -> ToolResult {
             detail: serde_json::json!({
                 "status": code,
                 "method": f.spec.method,
-                "idempotency_key": draft.idempotency_key,
+                "idempotency_key": ctx.idempotency_key,
             }),
         })
         .into_iter()

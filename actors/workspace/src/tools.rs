@@ -1,12 +1,13 @@
 //! The model-facing built-in tools over the workspace and Artifacts (S5.1,
-//! S7): their `ToolDefinition`s (effects declared) and one tool actor that
-//! handles `ToolMsg::Invoke` for all of them. The actor parses the
-//! arguments, derives the target itself, verifies the invocation's
-//! capability against its own definition before any effect, and answers
-//! with the `ToolResult` envelope carrying the effect receipts. The proof of
-//! that verification goes with the call: emptying the trash checks it for
-//! `destructive_local` again at the workspace
-//! ([`crate::store::authorise_empty_trash`]).
+//! S7): their `ToolDefinition`s (effects declared) and their tool actors,
+//! one per tool, made by the one tool-actor shell (`agent_kernel::tool`) and
+//! sharing the [`WorkspaceTools`] directory. Each tool parses its arguments
+//! and names the exact target its effect touches ([`Tool::effect_target`]:
+//! both paths of a move); the shell verifies the invocation's capability
+//! against it before any effect, and the tool answers with the `ToolResult`
+//! envelope carrying the effect receipts. The proof of that verification goes
+//! with the call: emptying the trash checks it for `destructive_local` again
+//! at the workspace ([`crate::store::authorise_empty_trash`]).
 //!
 //! | tool | effects | idempotency | target |
 //! | --- | --- | --- | --- |
@@ -23,18 +24,15 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tracing::Instrument;
 
 use agent_capabilities::{
-    EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Target,
-    TargetScope, Trust, Verified,
+    EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Target, TargetScope, Trust, Verified,
 };
-use agent_kernel::actor::{Inbox, spawn_actor};
-use agent_kernel::host::{Clock, Host};
+use agent_kernel::host::Host;
 use agent_kernel::protocol::{
-    Provenance, Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolFailure,
-    ToolInvocation, ToolMsg, ToolResult, ToolSuccess,
+    Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolSuccess,
 };
+use agent_kernel::tool::{SpawnError, Tool, ToolContext, spawn_tool};
 
 use crate::actor::{SessionActors, WorkspaceDirectory};
 use crate::artifact::PublishedFrom;
@@ -458,11 +456,9 @@ fn text_window(bytes: &[u8]) -> Option<&str> {
     }
 }
 
-/// The tool actor's state: where the sessions are and what time it is.
+/// What every workspace tool actor shares: where the sessions are open.
 pub struct WorkspaceTools {
     directory: WorkspaceDirectory,
-    clock: Arc<dyn Clock>,
-    definitions: Vec<(ToolDefinition, Option<Fingerprint>)>,
 }
 
 impl std::fmt::Debug for WorkspaceTools {
@@ -472,111 +468,98 @@ impl std::fmt::Debug for WorkspaceTools {
 }
 
 impl WorkspaceTools {
-    pub fn new(directory: WorkspaceDirectory, clock: Arc<dyn Clock>) -> WorkspaceTools {
-        let definitions = all_tool_definitions()
-            .into_iter()
-            .map(|d| {
-                let fp = d.fingerprint().ok();
-                (d, fp)
-            })
-            .collect();
-        WorkspaceTools {
-            directory,
-            clock,
-            definitions,
-        }
+    pub fn new(directory: WorkspaceDirectory) -> WorkspaceTools {
+        WorkspaceTools { directory }
+    }
+}
+
+/// A workspace error as the call's failure. A mutation that failed in the
+/// storage backend may have happened.
+fn failure(
+    ctx_provenance: agent_kernel::protocol::Provenance,
+    err: &WorkspaceError,
+    mutation: bool,
+) -> ToolFailure {
+    let mut message = err.to_string();
+    if let Some(latest) = err.latest() {
+        message.push_str(&format!("; latest: {}", entry_json(latest)));
+    }
+    let uncertain = mutation
+        && matches!(
+            err,
+            WorkspaceError::Storage(
+                agent_kernel::host::StorageError::Backend(_)
+                    | agent_kernel::host::StorageError::Unavailable(_)
+            )
+        );
+    ToolFailure {
+        code: err.code().to_owned(),
+        message,
+        retryable: err.retryable(),
+        trust: Trust::Internal,
+        provenance: ctx_provenance,
+        effect_may_have_happened: uncertain,
+    }
+}
+
+/// One workspace tool: its definition and the shared directory.
+struct WorkspaceTool {
+    definition: ToolDefinition,
+    shared: Arc<WorkspaceTools>,
+}
+
+fn builtin_provenance(tool: &str) -> agent_kernel::protocol::Provenance {
+    agent_kernel::protocol::Provenance {
+        origin: Origin::Builtin.to_string(),
+        tool: tool.to_owned(),
+        ..Default::default()
+    }
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Tool for WorkspaceTool {
+    type Args = Value;
+
+    fn definition(&self) -> ToolDefinition {
+        self.definition.clone()
     }
 
-    fn failure(tool: &str, err: &WorkspaceError, mutation: bool) -> ToolResult {
-        let mut message = err.to_string();
-        if let Some(latest) = err.latest() {
-            message.push_str(&format!("; latest: {}", entry_json(latest)));
-        }
-        let uncertain = mutation
-            && matches!(
-                err,
-                WorkspaceError::Storage(
-                    agent_kernel::host::StorageError::Backend(_)
-                        | agent_kernel::host::StorageError::Unavailable(_)
-                )
-            );
-        ToolResult::Error(ToolFailure {
-            code: err.code().to_owned(),
-            message,
-            retryable: err.retryable(),
-            trust: Trust::Internal,
-            provenance: provenance(tool),
-            effect_may_have_happened: uncertain,
-        })
+    /// The NFC path (or both paths of a move) the effect touches; a scope
+    /// spelled in NFD still covers it, because scopes read paths with the
+    /// same policy.
+    fn effect_target(&self, arguments: &Value) -> Result<Option<Target>, ToolFailure> {
+        let tool = &self.definition.name;
+        parse_call(tool, arguments)
+            .map(|call| Some(call.target()))
+            .map_err(|e| failure(builtin_provenance(tool), &e, false))
     }
 
-    /// Handle one invocation: nothing happens before the capability verifies.
-    pub async fn invoke(&self, invocation: ToolInvocation) -> ToolResult {
-        let draft = &invocation.draft;
-        let tool = draft.tool.as_str();
-        let Some((definition, fingerprint)) = self.definitions.iter().find(|(d, _)| d.name == tool)
-        else {
-            return ToolResult::error(
-                "unknown_tool",
-                format!("{tool:?} is not a workspace tool"),
-                tool,
-            );
-        };
-        let Some(fingerprint) = fingerprint else {
-            return ToolResult::error(
-                "definition_error",
-                "the tool definition could not be fingerprinted",
-                tool,
-            );
-        };
-        let call = match parse_call(tool, &draft.arguments) {
-            Ok(c) => c,
-            Err(e) => return Self::failure(tool, &e, false),
-        };
-        let request = EffectRequest {
-            run_id: draft.run.to_string(),
-            tool: definition.name.clone(),
-            fingerprint: fingerprint.clone(),
-            effects: definition.effects.clone(),
-            // The NFC path the effect touches; a scope spelled in NFD still
-            // covers it, because scopes read paths with the same policy.
-            target: call.target(),
-        };
-        let proof =
-            match invocation
-                .verifier
-                .verify(&invocation.capability, &request, self.clock.wall_ms())
-            {
-                Ok(proof) => proof,
-                Err(e) => {
-                    return ToolResult::error(
-                        "capability_refused",
-                        format!("nothing was done: {e}"),
-                        tool,
-                    );
-                }
-            };
-        let Some(actors) = self.directory.get(&draft.session) else {
-            return ToolResult::error(
+    /// Runs only after the shell verified the capability for the target.
+    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<ToolSuccess, ToolFailure> {
+        let tool = ctx.tool();
+        let call =
+            parse_call(tool, &arguments).map_err(|e| failure(ctx.provenance(), &e, false))?;
+        let Some(actors) = self.shared.directory.get(&ctx.session) else {
+            return Err(ctx.fail(
                 "workspace_not_open",
                 format!(
                     "the workspace of session {} is not open on this host; reopen the session",
-                    draft.session
+                    ctx.session
                 ),
-                tool,
-            );
+            ));
         };
         let source = Source::Tool {
             tool: tool.to_owned(),
-            run: draft.run.clone(),
-            call_id: draft.call_id.clone(),
+            run: ctx.run.clone(),
+            call_id: ctx.call_id.clone(),
         };
-        let mutation = !agent_capabilities::is_read_only(&definition.effects);
-        match run_call(&actors, call, source, &proof).await {
-            Ok(done) => ToolResult::Success(ToolSuccess {
+        let mutation = !agent_capabilities::is_read_only(&self.definition.effects);
+        match run_call(&actors, call, source, ctx.verified()).await {
+            Ok(done) => Ok(ToolSuccess {
                 content: done.content,
                 trust: done.trust,
-                provenance: provenance(tool),
+                provenance: ctx.provenance(),
                 references: done.references,
                 receipts: done
                     .receipts
@@ -584,16 +567,8 @@ impl WorkspaceTools {
                     .map(Receipt::to_effect_receipt)
                     .collect(),
             }),
-            Err(e) => Self::failure(tool, &e, mutation),
+            Err(e) => Err(failure(ctx.provenance(), &e, mutation)),
         }
-    }
-}
-
-fn provenance(tool: &str) -> Provenance {
-    Provenance {
-        origin: "builtin".into(),
-        tool: tool.to_owned(),
-        ..Provenance::default()
     }
 }
 
@@ -885,45 +860,23 @@ async fn run_call(
     }
 }
 
-async fn run_tools(tools: WorkspaceTools, inbox: Inbox<ToolMsg>) -> Result<(), WorkspaceError> {
-    while let Ok(msg) = inbox.recv().await {
-        match msg {
-            ToolMsg::Invoke { invocation, reply } => {
-                let span = tracing::debug_span!(
-                    "workspace_tool",
-                    run = %invocation.draft.run,
-                    call = %invocation.draft.call_id,
-                    tool = %invocation.draft.tool,
-                );
-                reply.send(tools.invoke(invocation).instrument(span).await);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Spawn the tool actor that serves every workspace tool for the sessions
-/// open in `directory`; register each definition of
-/// [`all_tool_definitions`] with the returned address.
-pub fn spawn_tools(host: &Host, directory: WorkspaceDirectory) -> ToolAddr {
-    let tools = WorkspaceTools::new(directory, host.clock.clone());
-    spawn_actor(
-        host.executor.as_ref(),
-        "workspace-tools",
-        32,
-        None,
-        move |inbox| run_tools(tools, inbox),
-    )
-}
-
-/// Every workspace tool definition with the address that serves it.
+/// Spawn one tool actor per workspace tool (the shell, `agent_kernel::tool`),
+/// all serving the sessions open in `directory`: every definition of
+/// [`all_tool_definitions`] with the address that serves it.
 pub fn tool_registrations(
     host: &Host,
     directory: WorkspaceDirectory,
-) -> Vec<(ToolDefinition, ToolAddr)> {
-    let addr = spawn_tools(host, directory);
+) -> Result<Vec<(ToolDefinition, ToolAddr)>, SpawnError> {
+    let shared = Arc::new(WorkspaceTools::new(directory));
     all_tool_definitions()
         .into_iter()
-        .map(|d| (d, addr.clone()))
+        .map(|definition| {
+            let tool = WorkspaceTool {
+                definition,
+                shared: shared.clone(),
+            };
+            spawn_tool(host.executor.clone(), host.clock.clone(), tool)
+                .map(|(addr, definition)| (definition, addr))
+        })
         .collect()
 }

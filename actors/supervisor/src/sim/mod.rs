@@ -359,7 +359,7 @@ where
             durable: false,
         };
         let tools = spawn_sim_tools(
-            &executor,
+            Arc::new(executor.clone()),
             host.clock.clone(),
             log.clone(),
             SimToolsConfig {

@@ -5,8 +5,9 @@
 //! `slow_ticket` (non-idempotent, takes clock time), `flaky_send` (on its
 //! first attempt its effect may have happened; later attempts succeed),
 //! `fail_op` (always fails), `destroy_note` (destructive), `hang_op`
-//! (read-only, never answers: a script spinning natively, a read that never
-//! ends; it holds the actor, so a test using it needs no other call after).
+//! (read-only, never answers by itself: a script spinning natively, a read
+//! that never ends; a stop cancels it). Each tool runs on the one tool-actor
+//! shell (`agent_kernel::tool`), which verifies every capability.
 //! Executions go to a [`ToolLog`] that outlives killed tabs, like an external
 //! system would.
 
@@ -17,18 +18,21 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use agent_capabilities::{
-    ApprovalIdentity, EffectClass, EffectRequest, EffectSet, Fingerprint, Idempotency, Origin,
-    PolicyInput, Sensitivity, Target, TargetScope, Trust, canonical_json, decide, sha256_hex,
+    ApprovalIdentity, EffectClass, EffectSet, Fingerprint, Idempotency, Origin, PolicyInput,
+    Sensitivity, Trust, canonical_json, decide, sha256_hex,
 };
 use agent_kernel::actor::spawn_actor;
 use agent_kernel::host::{Clock, Executor, Storage, StorageExt};
 use agent_kernel::ids::{RunId, SessionId};
 use agent_kernel::journal::{CallState, JournalRecord, idempotency_key};
+use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
     EffectReceipt, InvocationDraft, ModelToolSchema, PreparedCall, Provenance, RunToolConfig,
-    TargetRule, ToolCall, ToolDefinition, ToolFailure, ToolInvocation, ToolResult, ToolSuccess,
+    TargetRule, ToolAddr, ToolCall, ToolDefinition, ToolFailure, ToolMsg, ToolResult, ToolSuccess,
     ToolsAddr, ToolsMsg,
 };
+use agent_kernel::tool::validate::derive_target;
+use agent_kernel::tool::{Tool, ToolContext, spawn_tool};
 
 /// One execution of a tool with an effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,22 +218,39 @@ impl Default for SimToolsConfig {
     }
 }
 
-/// Spawn the test tools actor on `executor`.
+/// Spawn the test tools actor on `executor`: each test tool is its own
+/// actor on the one tool-actor shell (`agent_kernel::tool`, which checks
+/// the draft, verifies the capability and handles cancellation); this actor
+/// answers `Schemas` and `Prepare`, forwards each `Dispatch` on its own task
+/// and turns `CancelRun` into `ToolMsg::Cancel` for every tool.
 pub fn spawn_sim_tools(
-    executor: &dyn Executor,
+    executor: Arc<dyn Executor>,
     clock: Arc<dyn Clock>,
     log: ToolLog,
     config: SimToolsConfig,
 ) -> ToolsAddr {
+    let config = Arc::new(config);
     // Fingerprints are computed once, as a registry does at registration.
     let defs: Vec<SimDef> = definitions()
         .into_iter()
         .filter_map(|def| {
             let fingerprint = def.fingerprint().ok()?;
-            Some(SimDef { def, fingerprint })
+            let tool = SimTool {
+                def: def.clone(),
+                clock: clock.clone(),
+                log: log.clone(),
+                config: config.clone(),
+            };
+            let (addr, _) = spawn_tool(executor.clone(), clock.clone(), tool).ok()?;
+            Some(SimDef {
+                def,
+                fingerprint,
+                addr,
+            })
         })
         .collect();
-    spawn_actor(executor, "tools", 64, None, move |inbox| async move {
+    let spawner = executor.clone();
+    spawn_actor(&*executor, "tools", 64, None, move |inbox| async move {
         while let Ok(msg) = inbox.recv().await {
             match msg {
                 ToolsMsg::Schemas {
@@ -248,8 +269,32 @@ pub fn spawn_sim_tools(
                     reply,
                 } => reply.send(prepare(&defs, run, session, call, attempt, &run_config)),
                 ToolsMsg::Dispatch { invocation, reply } => {
-                    let result = dispatch(&defs, &*clock, &log, &config, invocation).await;
-                    reply.send(result);
+                    let Some(tool) = defs.iter().find(|d| d.def.name == invocation.draft.tool)
+                    else {
+                        reply.send(ToolResult::error(
+                            "unknown_tool",
+                            "no tool of that name is registered",
+                            &invocation.draft.tool,
+                        ));
+                        continue;
+                    };
+                    let addr = tool.addr.clone();
+                    let name = tool.def.name.clone();
+                    spawner.spawn(boxed(async move {
+                        let result = addr
+                            .ask(|reply| ToolMsg::Invoke { invocation, reply })
+                            .await
+                            .unwrap_or_else(|e| {
+                                ToolResult::error("tool_unavailable", e.to_string(), &name)
+                            });
+                        reply.send(result);
+                    }));
+                }
+                ToolsMsg::CancelRun { run } => {
+                    for d in &defs {
+                        // A tool actor that stopped has nothing to cancel.
+                        let _ = d.addr.send(ToolMsg::Cancel { run: run.clone() }).await;
+                    }
                 }
             }
         }
@@ -257,10 +302,11 @@ pub fn spawn_sim_tools(
     })
 }
 
-/// A definition with its fingerprint.
+/// A definition with its fingerprint and its tool actor.
 struct SimDef {
     def: ToolDefinition,
     fingerprint: Fingerprint,
+    addr: ToolAddr,
 }
 
 fn find<'a>(defs: &'a [SimDef], name: &str) -> Option<(&'a ToolDefinition, &'a Fingerprint)> {
@@ -281,6 +327,7 @@ fn schemas(defs: &[SimDef], config: &RunToolConfig) -> Vec<ModelToolSchema> {
             |SimDef {
                  def: d,
                  fingerprint,
+                 ..
              }| ModelToolSchema {
                 name: d.name.clone(),
                 description: d.description.clone(),
@@ -289,37 +336,6 @@ fn schemas(defs: &[SimDef], config: &RunToolConfig) -> Vec<ModelToolSchema> {
             },
         )
         .collect()
-}
-
-fn target_of(def: &ToolDefinition, args: &Value) -> Result<(Target, TargetScope), String> {
-    match &def.target {
-        TargetRule::WorkspacePathArg { field } => {
-            let path = args
-                .get(field)
-                .and_then(Value::as_str)
-                .filter(|p| !p.is_empty() && !p.starts_with('/') && !p.contains(".."))
-                .ok_or_else(|| format!("{field} must be a relative workspace path"))?;
-            Ok((
-                Target::WorkspacePath { path: path.into() },
-                TargetScope::Workspace {
-                    prefix: path.into(),
-                },
-            ))
-        }
-        TargetRule::Endpoint { origin } => {
-            let host = origin.split("://").nth(1).unwrap_or_default().to_owned();
-            Ok((
-                Target::Url {
-                    origin: origin.clone(),
-                    host,
-                },
-                TargetScope::Origins {
-                    origins: [origin.clone()].into_iter().collect(),
-                },
-            ))
-        }
-        _ => Ok((Target::Nothing, TargetScope::NoTarget)),
-    }
 }
 
 // The shape is the protocol's `ToolsMsg::Prepare` reply.
@@ -367,8 +383,8 @@ fn prepare(
             &def.name,
         )
     })?;
-    let (target, scope) = target_of(def, &arguments)
-        .map_err(|m| ToolResult::error("invalid_arguments", m, &def.name))?;
+    let (target, scope) = derive_target(&def.target, &arguments)
+        .map_err(|e| ToolResult::error("invalid_arguments", e.to_string(), &def.name))?;
     let fingerprint = fingerprint.clone();
     let identity = ApprovalIdentity {
         origin: def.origin.clone(),
@@ -433,55 +449,52 @@ fn ok(tool: &str, content: Value, receipts: Vec<EffectReceipt>) -> ToolResult {
     })
 }
 
-async fn dispatch(
-    defs: &[SimDef],
-    clock: &dyn Clock,
-    log: &ToolLog,
-    config: &SimToolsConfig,
-    invocation: ToolInvocation,
-) -> ToolResult {
-    let draft = &invocation.draft;
-    let Some((_, fingerprint)) = find(defs, &draft.tool) else {
-        return ToolResult::error(
-            "unknown_tool",
-            "no tool of that name is registered",
-            &draft.tool,
-        );
-    };
-    if *fingerprint != draft.fingerprint {
-        return ToolResult::error("definition_changed", "the definition changed", &draft.tool);
+/// One test tool on the shell.
+struct SimTool {
+    def: ToolDefinition,
+    clock: Arc<dyn Clock>,
+    log: ToolLog,
+    config: Arc<SimToolsConfig>,
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Tool for SimTool {
+    type Args = Value;
+
+    fn definition(&self) -> ToolDefinition {
+        self.def.clone()
     }
-    let request = EffectRequest {
-        run_id: draft.run.to_string(),
-        tool: draft.tool.clone(),
-        fingerprint: draft.fingerprint.clone(),
-        effects: draft.effects.clone(),
-        target: draft.target.clone(),
-    };
-    if let Err(e) = invocation
-        .verifier
-        .verify(&invocation.capability, &request, clock.wall_ms())
-    {
-        return ToolResult::error("capability_refused", e.to_string(), &draft.tool);
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolSuccess, ToolFailure> {
+        match run_tool(self, ctx, &args).await {
+            ToolResult::Success(success) => Ok(success),
+            ToolResult::Error(failure) => Err(failure),
+        }
     }
+}
+
+/// Carry out one checked call of a test tool.
+async fn run_tool(tool: &SimTool, ctx: &ToolContext, args: &Value) -> ToolResult {
+    let (clock, log, config) = (&*tool.clock, &tool.log, &*tool.config);
     if let Some(storage) = &config.storage
         && let Ok(Some(record)) = storage
-            .get_record::<JournalRecord>(&JournalRecord::key_for(&draft.run, &draft.call_id))
+            .get_record::<JournalRecord>(&JournalRecord::key_for(&ctx.run, &ctx.call_id))
             .await
         && record.state == CallState::Committed
     {
         log.violation(format!(
             "call {} of run {} executed again after it was committed",
-            draft.call_id, draft.run
+            ctx.call_id, ctx.run
         ));
     }
     let execution = Execution {
-        run: draft.run.to_string(),
-        call: draft.call_id.to_string(),
-        tool: draft.tool.clone(),
-        attempt: draft.attempt,
-        narrowed_to: invocation
-            .capability
+        run: ctx.run.to_string(),
+        call: ctx.call_id.to_string(),
+        tool: ctx.tool().to_owned(),
+        attempt: ctx.attempt,
+        narrowed_to: ctx
+            .capability()
             .caveats()
             .iter()
             .filter_map(|c| match c {
@@ -490,13 +503,12 @@ async fn dispatch(
             })
             .collect(),
     };
-    let args = &draft.arguments;
     let path = args
         .get("path")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    match draft.tool.as_str() {
+    match ctx.tool() {
         "read_note" => ok(
             "read_note",
             json!({"path": path, "text": config.note_text}),
@@ -538,7 +550,7 @@ async fn dispatch(
             log.record(execution, true);
             ok("slow_ticket", json!({"ticket": log.tickets()}), Vec::new())
         }
-        "flaky_send" if draft.attempt > 1 => {
+        "flaky_send" if ctx.attempt > 1 => {
             log.record(execution, true);
             ok("flaky_send", json!({"ticket": log.tickets()}), Vec::new())
         }
@@ -566,7 +578,7 @@ async fn dispatch(
             message: "this tool always fails".into(),
             retryable: false,
             trust: Trust::Internal,
-            provenance: provenance(&draft.tool),
+            provenance: provenance(ctx.tool()),
             effect_may_have_happened: false,
         }),
     }

@@ -338,6 +338,10 @@ impl Supervisor {
                 self.tools_lost(record, &actor, &e.to_string()).await
             }
             Watched::Stop(reply) => {
+                // Cancellation in the protocol: the tool actors holding this
+                // run's calls hear of the stop (a read ends at once).
+                let run = self.writer.run.id.clone();
+                let _ = self.ctx.tools.send(ToolsMsg::CancelRun { run }).await;
                 self.end_in_flight(Ending::Stop(reply), record, call, fut)
                     .await
             }

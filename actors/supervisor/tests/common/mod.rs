@@ -68,7 +68,12 @@ pub fn tab(
 ) -> Env {
     let host = mem.host();
     let log = ToolLog::default();
-    let tools = spawn_sim_tools(mem.executor(), host.clock.clone(), log.clone(), tools);
+    let tools = spawn_sim_tools(
+        Arc::new(mem.executor().clone()),
+        host.clock.clone(),
+        log.clone(),
+        tools,
+    );
     let scenario = Scenario::from_json(scenario).expect("test scenario is valid");
     let requests = Arc::new(Mutex::new(Vec::new()));
     let provider = Arc::new(Recording {

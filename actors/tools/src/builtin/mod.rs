@@ -4,9 +4,9 @@
 //!
 //! Each tool exports its [`ToolDefinition`] (origin `builtin`, effects
 //! declared); the host registers them. The two that run code on the host
-//! (`run_javascript`, `extract_document`) also export an actor that answers
-//! `ToolMsg::Invoke` and verifies the invocation's capability with its
-//! verifier before doing anything. Skills are not tools: a [`skill::Skill`] narrows the tools a run
+//! (`run_javascript`, `extract_document`) also export a tool made with the
+//! one tool-actor shell (`agent_kernel::tool`), which verifies each
+//! invocation's capability before anything runs. Skills are not tools: a [`skill::Skill`] narrows the tools a run
 //! may use, as a caveat on its capabilities.
 //!
 //! Crates chosen: `rquickjs` (QuickJS; small, embeddable, builds for wasm32,
@@ -16,7 +16,6 @@
 //! decoding).
 
 pub mod document;
-mod invoke;
 pub mod javascript;
 pub mod secrets;
 pub mod skill;

@@ -13,11 +13,13 @@ use agent_kernel::protocol::{
     InvocationDraft, ReferenceKind, ResultSpill, TargetRule, ToolAddr, ToolDefinition,
     ToolInvocation, ToolMsg, ToolResult, ToolSuccess,
 };
+use agent_kernel::tool::codes;
+use agent_kernel::tool::validate::{canonicalise, derive_target};
 use agent_kernel::{CallId, RunId};
 use agent_workspace::limits::MAX_SUMMARY_CHARS;
 use agent_workspace::{
     Quotas, SpillTarget, WorkspaceDirectory, WorkspaceSpill, all_tool_definitions, bounded_summary,
-    spawn_tools,
+    tool_registrations,
 };
 
 use super::{Env, p};
@@ -34,7 +36,8 @@ fn definition(name: &str) -> ToolDefinition {
 struct Harness {
     env: Env,
     dir: WorkspaceDirectory,
-    tools: ToolAddr,
+    /// Each workspace tool's actor, by tool name.
+    tools: std::collections::BTreeMap<String, ToolAddr>,
     authority: Authority,
 }
 
@@ -42,7 +45,11 @@ impl Harness {
     fn new() -> Harness {
         let env = Env::new("s1");
         let dir = env.directory(Quotas::default());
-        let tools = spawn_tools(&env.host, dir.clone());
+        let tools = tool_registrations(&env.host, dir.clone())
+            .expect("the workspace definitions are valid")
+            .into_iter()
+            .map(|(d, addr)| (d.name, addr))
+            .collect();
         Harness {
             env,
             dir,
@@ -72,23 +79,30 @@ impl Harness {
         cap: agent_capabilities::Capability,
     ) -> ToolInvocation {
         let def = definition(tool);
+        // What the tools actor prepares: the canonical hash, and the target
+        // and scope the definition's rule gives for these arguments.
+        let canonical = canonicalise(&arguments).expect("canonical arguments");
+        let (target, scope) = derive_target(&def.target, &canonical.value).unwrap_or((
+            Target::Nothing,
+            TargetScope::Workspace {
+                prefix: String::new(),
+            },
+        ));
         let draft = InvocationDraft {
             run: RunId::new(RUN).unwrap(),
             session: self.env.session.clone(),
             call_id: CallId::new(call).unwrap(),
             tool: tool.into(),
             fingerprint: def.fingerprint().unwrap(),
-            args_hash: sha256_hex(arguments.to_string().as_bytes()),
-            arguments,
+            args_hash: canonical.hash,
+            arguments: canonical.value,
             effects: def.effects.clone(),
             idempotency: def.idempotency,
             sensitivity: def.sensitivity,
             origin: def.origin.clone(),
             provider: None,
-            target: Target::Nothing,
-            scope: TargetScope::Workspace {
-                prefix: String::new(),
-            },
+            target,
+            scope,
             attempt: 1,
             idempotency_key: call.into(),
         };
@@ -99,12 +113,17 @@ impl Harness {
         }
     }
 
+    /// Send to the actor of the draft's tool.
     fn send(&self, invocation: ToolInvocation) -> ToolResult {
+        let tool = invocation.draft.tool.clone();
+        self.send_to(&tool, invocation)
+    }
+
+    /// Send to the actor of `tool`, whatever the draft names.
+    fn send_to(&self, tool: &str, invocation: ToolInvocation) -> ToolResult {
+        let addr = self.tools.get(tool).expect("a workspace tool");
         self.env
-            .run(
-                self.tools
-                    .ask(|reply| ToolMsg::Invoke { invocation, reply }),
-            )
+            .run(addr.ask(|reply| ToolMsg::Invoke { invocation, reply }))
             .unwrap()
     }
 
@@ -505,9 +524,10 @@ pub fn s5_3_capability_is_verified_before_any_effect() {
         json!({"path": "notes/x.md", "content": "x"}),
         cap,
     )));
-    // A scope the pipeline derived from an NFD spelling covers the NFC file.
+    // A scope spelled in NFD covers the NFC file (the draft's target is the
+    // NFC path the definition's rule derives).
     let nfd = "notes/cafe\u{301}.md";
-    let mut inv = h.invocation(
+    let inv = h.invocation(
         "workspace_write",
         "c8",
         json!({"path": nfd, "content": "x"}),
@@ -517,7 +537,6 @@ pub fn s5_3_capability_is_verified_before_any_effect() {
             Uses::Once,
         ),
     );
-    inv.draft.target = Target::WorkspacePath { path: nfd.into() };
     let s = ok(h.send(inv));
     assert_eq!(s.content["path"], "notes/caf\u{e9}.md");
     // An unknown tool name is refused by the actor.
@@ -528,7 +547,12 @@ pub fn s5_3_capability_is_verified_before_any_effect() {
         h.grant("workspace_read", notes, Uses::ForRun),
     );
     inv.draft.tool = "workspace_format_disk".into();
-    assert_eq!(err(h.send(inv)).0, "unknown_tool");
+    // Each tool has its own actor (the shell): one that is handed a draft
+    // for a tool it does not serve refuses it before anything runs.
+    assert_eq!(
+        err(h.send_to("workspace_read", inv)).0,
+        codes::DRAFT_MISMATCH
+    );
 }
 
 pub fn s2_3_replayed_write_is_recognised() {

@@ -1,6 +1,7 @@
 //! `extract_document`: text from workspace files and attachments (plain
 //! text, Markdown, HTML, JSON, CSV, PDF), bounded, with its tool definition
-//! and the actor that reads through a host-supplied [`DocumentSource`].
+//! and the tool (on the one tool-actor shell, `agent_kernel::tool`) that
+//! reads through a host-supplied [`DocumentSource`].
 
 pub mod extract;
 
@@ -12,7 +13,7 @@ use agent_capabilities::{EffectClass, Idempotency, Origin, Sensitivity, Target, 
 use agent_kernel::actor::{ParentLink, run_blocking};
 use agent_kernel::host::{Clock, Executor, timeout};
 use agent_kernel::protocol::{
-    Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult,
+    Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolSuccess,
 };
 // The store's side of a read (what `extract_document` asks the workspace
 // for) is protocol, so that this crate needs no workspace crate.
@@ -27,7 +28,7 @@ pub use extract::{
     DocumentFormat, DocumentHint, ExtractError, ExtractLimits, Extracted, detect_format, extract,
 };
 
-use super::invoke::{Definition, spawn_invoke_actor};
+use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "extract_document";
@@ -129,32 +130,26 @@ impl DocumentTool {
         }
     }
 
-    /// Start the actor; its address receives `ToolMsg::Invoke`.
+    /// Start the actor (the tool-actor shell, `agent_kernel::tool`); its
+    /// address receives `ToolMsg`.
     ///
-    /// Each invocation's capability is verified (tool, fingerprint,
-    /// `read_local`, the workspace path the pipeline derived) before the
-    /// store is read; the actor then reads exactly that path.
+    /// The shell checks each invocation against the definition and verifies
+    /// its capability (tool, fingerprint, `read_local`, the workspace path
+    /// its arguments give) before the store is read; the tool then reads
+    /// exactly that path. A stopped run's call ends `cancelled`.
     pub fn spawn(self, parent: Option<ParentLink>) -> Result<ToolAddr, String> {
-        let definition = Definition::new(definition())?;
         let executor = self.executor.clone();
-        let concurrency = self.concurrency;
-        // Send + Sync natively; on wasm32 the host types are neither, and
-        // the single-threaded executor shares the actor state all the same.
-        #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
-        let actor = Arc::new(DocActor {
-            definition,
-            tool: self,
-        });
-        Ok(spawn_invoke_actor(
-            &*executor,
-            TOOL_NAME,
-            concurrency,
+        let clock = self.clock.clone();
+        let concurrency = self.concurrency.max(1);
+        let options = ToolOptions {
+            mailbox: concurrency * 4,
+            concurrency: Some(concurrency),
             parent,
-            move |invocation| {
-                let actor = actor.clone();
-                async move { actor.invoke(invocation).await }
-            },
-        ))
+            ..ToolOptions::default()
+        };
+        spawn_tool_with(executor, clock, DocActor { tool: self }, options)
+            .map(|(addr, _)| addr)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -212,34 +207,44 @@ fn parse_arguments(arguments: &Value, limits: &ExtractLimits) -> Result<Document
 }
 
 struct DocActor {
-    definition: Definition,
     tool: DocumentTool,
 }
 
-impl DocActor {
-    async fn invoke(&self, invocation: ToolInvocation) -> ToolResult {
-        let def = &self.definition;
-        let args = match parse_arguments(&invocation.draft.arguments, &self.tool.limits) {
-            Ok(args) => args,
-            Err(message) => return def.invalid_arguments(message),
-        };
+/// A failure of `extract_document` with a stable `code`; nothing happened
+/// outside the run.
+fn failure(ctx: &ToolContext, code: &str, message: String, retryable: bool) -> ToolFailure {
+    if retryable {
+        ctx.fail_retryable(code, message)
+    } else {
+        ctx.fail(code, message)
+    }
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Tool for DocActor {
+    type Args = Value;
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<ToolSuccess, ToolFailure> {
+        let args = parse_arguments(&arguments, &self.tool.limits)
+            .map_err(|message| ctx.fail("invalid_arguments", message))?;
         // Read what the capability covers: the path the pipeline derived
-        // (normalised) must be the path of the arguments.
-        let path = match &invocation.draft.target {
+        // (normalised) from the arguments, checked again by the shell.
+        let path = match &ctx.target {
             Target::WorkspacePath { path } => path.clone(),
             other => {
-                return def.invalid_arguments(format!(
-                    "extract_document reads one workspace path, but the invocation's target is {other:?}"
+                return Err(ctx.fail(
+                    "invalid_arguments",
+                    format!(
+                        "extract_document reads one workspace path, but the invocation's target is {other:?}"
+                    ),
                 ));
             }
         };
-        if let Err(refused) = def.authorise(
-            &invocation,
-            Target::WorkspacePath { path: path.clone() },
-            self.tool.clock.wall_ms(),
-        ) {
-            return def.refused(refused);
-        }
         let limits = ExtractLimits {
             max_chars: args.max_chars.unwrap_or(self.tool.limits.max_chars),
             ..self.tool.limits
@@ -247,7 +252,7 @@ impl DocActor {
         let document = match self
             .tool
             .source
-            .read(&invocation.draft.session, &path, limits.max_input_bytes)
+            .read(&ctx.session, &path, limits.max_input_bytes)
             .await
         {
             Ok(doc) => doc,
@@ -257,7 +262,7 @@ impl DocActor {
                     DocumentSourceError::TooLarge { .. } => ("document_too_large", false),
                     DocumentSourceError::Unavailable(_) => ("document_store_unavailable", true),
                 };
-                return def.failure(code, e.to_string(), retryable);
+                return Err(failure(ctx, code, e.to_string(), retryable));
             }
         };
         let trust = document.origin.trust();
@@ -292,14 +297,15 @@ impl DocActor {
         let outcome = match timeout(&*self.tool.clock, self.tool.deadline, work).await {
             Ok(outcome) => outcome,
             Err(_) => {
-                return def.failure(
+                return Err(failure(
+                    ctx,
                     "document_timeout",
                     format!(
                         "the extraction did not finish within its {} ms deadline; try again when fewer documents are being read",
                         self.tool.deadline.as_millis()
                     ),
                     true,
-                );
+                ));
             }
         };
         match outcome {
@@ -337,22 +343,26 @@ impl DocActor {
                     size,
                     hash: hash.clone(),
                 };
-                def.success(content, trust, detail, Some(hash), vec![reference])
+                let mut success = ctx.ok(content);
+                success.trust = trust;
+                success.provenance.detail = detail;
+                success.provenance.content_hash = Some(hash);
+                success.references = vec![reference];
+                Ok(success)
             }
             Ok(Err(error)) => {
-                let mut failure = def.failure(error.code(), error.to_string(), false);
+                let mut failure = ctx.fail(error.code(), error.to_string());
                 // The message names only the format and the problem, never
                 // document content, but it is about an outside file: label it.
-                if let ToolResult::Error(f) = &mut failure {
-                    f.trust = trust;
-                }
-                failure
+                failure.trust = trust;
+                Err(failure)
             }
-            Err(lost) => def.failure(
+            Err(lost) => Err(failure(
+                ctx,
                 "document_worker_lost",
                 format!("{lost}; the extraction may be retried"),
                 true,
-            ),
+            )),
         }
     }
 }

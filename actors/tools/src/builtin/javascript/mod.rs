@@ -1,5 +1,5 @@
-//! `run_javascript` (S5.7): its tool definition, the actor that verifies
-//! each call and runs its script, and [`ScriptPlace`], where scripts run;
+//! `run_javascript` (S5.7): its tool definition, the tool (on the one
+//! tool-actor shell, `agent_kernel::tool`) that runs each call's script, and [`ScriptPlace`], where scripts run;
 //! the engine itself (one engine for every place) is in [`engine`].
 //!
 //! The engine's interrupt handler is a soft deadline: QuickJS does not check
@@ -24,16 +24,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_capabilities::{Idempotency, Origin, Sensitivity, Target, Trust};
+use agent_capabilities::{Idempotency, Origin, Sensitivity};
 use agent_kernel::actor::{ParentLink, run_blocking};
 use agent_kernel::host::{Clock, Executor};
-use agent_kernel::protocol::{TargetRule, ToolAddr, ToolDefinition, ToolInvocation, ToolResult};
+use agent_kernel::protocol::{TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolSuccess};
+use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
 use agent_kernel::{MaybeSend, MaybeSync};
 use serde_json::{Value, json};
 
 pub use engine::{JsError, JsLimitError, JsLimits, JsOutput, run_script};
-
-use super::invoke::{Definition, spawn_invoke_actor};
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "run_javascript";
@@ -232,85 +231,71 @@ impl JavascriptTool {
         self
     }
 
-    /// Start the actor; its address receives `ToolMsg::Invoke`.
+    /// Start the actor (the tool-actor shell, `agent_kernel::tool`); its
+    /// address receives `ToolMsg`.
     ///
-    /// Each invocation's capability is verified with its verifier (tool,
-    /// definition fingerprint, no effects, no target) before the script runs.
+    /// The shell checks each invocation against the definition and verifies
+    /// its capability (tool, definition fingerprint, no effects, no target)
+    /// before the script runs; a stopped run's script call ends `cancelled`.
     pub fn spawn(self, parent: Option<ParentLink>) -> Result<ToolAddr, String> {
-        let definition = Definition::new(definition())?;
         let executor = self.executor.clone();
-        let concurrency = self.concurrency;
-        // Send + Sync natively; on wasm32 the host types are neither, and
-        // the single-threaded executor shares the actor state all the same.
-        #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
-        let actor = Arc::new(JsActor {
-            definition,
-            tool: self,
-        });
-        Ok(spawn_invoke_actor(
-            &*executor,
-            TOOL_NAME,
-            concurrency,
+        let clock = self.clock.clone();
+        let concurrency = self.concurrency.max(1);
+        let options = ToolOptions {
+            mailbox: concurrency * 4,
+            concurrency: Some(concurrency),
             parent,
-            move |invocation| {
-                let actor = actor.clone();
-                async move { actor.invoke(invocation).await }
-            },
-        ))
+            ..ToolOptions::default()
+        };
+        spawn_tool_with(executor, clock, JsActor { tool: self }, options)
+            .map(|(addr, _)| addr)
+            .map_err(|e| e.to_string())
     }
 }
 
 struct JsActor {
-    definition: Definition,
     tool: JavascriptTool,
 }
 
-impl JsActor {
-    async fn invoke(&self, invocation: ToolInvocation) -> ToolResult {
-        let (code, input) = match parse_arguments(&invocation.draft.arguments) {
-            Ok(parsed) => parsed,
-            Err(message) => return self.definition.invalid_arguments(message),
-        };
-        if let Err(refused) =
-            self.definition
-                .authorise(&invocation, Target::Nothing, self.tool.clock.wall_ms())
-        {
-            return self.definition.refused(refused);
-        }
-        let outcome = self.run(code, input).await;
-        match outcome {
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Tool for JsActor {
+    type Args = Value;
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<ToolSuccess, ToolFailure> {
+        let (code, input) = parse_arguments(&arguments)
+            .map_err(|message| ctx.fail("invalid_arguments", message))?;
+        match self.run(code, input).await {
             Ok(output) => {
-                let mut detail = BTreeMap::new();
-                detail.insert(
-                    "elapsed_ms".to_owned(),
-                    json!(u64::try_from(output.elapsed.as_millis()).unwrap_or(u64::MAX)),
-                );
-                detail.insert("result_json_bytes".to_owned(), json!(output.json_bytes));
-                self.definition.success(
-                    json!({ "result": output.value }),
-                    Trust::Internal,
-                    detail,
-                    None,
-                    Vec::new(),
-                )
+                let mut success = ctx.ok(json!({ "result": output.value }));
+                success.provenance.detail = BTreeMap::from([
+                    (
+                        "elapsed_ms".to_owned(),
+                        json!(u64::try_from(output.elapsed.as_millis()).unwrap_or(u64::MAX)),
+                    ),
+                    ("result_json_bytes".to_owned(), json!(output.json_bytes)),
+                ]);
+                Ok(success)
             }
             Err(error) => {
                 let code = error.code();
                 tracing::debug!(code, "script refused, failed or lost");
-                match error {
-                    ScriptRunError::Script(error) => {
-                        self.definition.failure(code, error.to_string(), false)
+                Err(match error {
+                    ScriptRunError::Script(error) => ctx.fail(code, error.to_string()),
+                    ScriptRunError::Lost(lost) => {
+                        ctx.fail_retryable(code, format!("{lost}; the script may be retried"))
                     }
-                    ScriptRunError::Lost(lost) => self.definition.failure(
-                        code,
-                        format!("{lost}; the script may be retried"),
-                        true,
-                    ),
-                }
+                })
             }
         }
     }
+}
 
+impl JsActor {
     /// Run the script where the tool says.
     async fn run(&self, code: String, input: Value) -> Result<JsOutput, ScriptRunError> {
         let limits = self.tool.limits;

@@ -1,5 +1,7 @@
-//! User cancellation of a read: a handle that cancels, and tokens that a
-//! read awaits alongside its work. Clones of a token share one signal.
+//! The cancellation signal of a tool call: a handle that fires it, and
+//! tokens that the call awaits alongside its work (`ToolContext::cancelled`).
+//! Clones of a token share one signal. The shell fires it when the tool
+//! actor receives `ToolMsg::Cancel` for the call's run.
 
 use std::sync::{Arc, Mutex};
 
