@@ -41,6 +41,10 @@
 //!   come from [`demo::demo_steps`].
 //!   The terminal demo stays `cargo run -p agent-host-native --bin agentrt -- demo`.
 //!
+//! * `cargo xtask pack [--dry-run] [--no-install]` — the npm package of the
+//!   browser runtime for embedders ([`pack`]): the bundle built as for the
+//!   demo, then `host-browser/npm/pack.mjs` packs it into `target/npm/`.
+//!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
 //!
 //! * `cargo xtask layering` — only the layering check ([`layering`]).
@@ -64,6 +68,7 @@ use std::process::ExitCode;
 
 mod demo;
 mod layering;
+mod pack;
 mod prerequisites;
 mod release_check;
 mod runner;
@@ -71,6 +76,7 @@ mod test_plan;
 mod workspace;
 
 use demo::demo;
+use pack::pack;
 use prerequisites::{Prereq, ensure_prerequisites};
 use runner::{Failure, Runner};
 use test_plan::{Group, test};
@@ -121,6 +127,10 @@ Project automation. Usage:
       8787); open the printed http://127.0.0.1:PORT/#gateway-token=... URL.
       The terminal demo: cargo run -p agent-host-native --bin agentrt -- demo
 
+  cargo xtask pack [--no-install] [--dry-run]
+      Builds the browser bundle and packs it as an npm package for embedders:
+      target/npm/agent-runtime-browser-<version>.tgz (npm install ./that.tgz).
+
   cargo xtask install [--dry-run]
       Checks every prerequisite and installs the missing ones.
 
@@ -156,6 +166,7 @@ fn main() -> ExitCode {
         }
         Cmd::Test { only } => test(&mut runner, *only),
         Cmd::Demo { args } => demo(&mut runner, args),
+        Cmd::Pack => pack(&mut runner),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
@@ -182,6 +193,7 @@ enum Cmd {
     Help,
     Test { only: Option<Group> },
     Demo { args: Vec<String> },
+    Pack,
     Install,
     Layering,
 }
@@ -222,6 +234,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "-h" | "--help" | "help" => Cmd::Help,
         "test" => Cmd::Test { only },
         "demo" => Cmd::Demo { args: forwarded },
+        "pack" => Cmd::Pack,
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
         other => return Err(format!("unknown subcommand `{other}`")),

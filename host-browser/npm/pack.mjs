@@ -1,0 +1,67 @@
+// The npm package of the browser runtime (issue 14 item 8): the
+// `wasm-bindgen --target web` output in host-browser/pkg (built by
+// e2e/build.mjs), a package.json with its types and exports, and the
+// embedders' README, packed with `npm pack` into
+// target/npm/agent-runtime-browser-<version>.tgz and, under a stable name
+// for the example app, target/npm/agent-runtime-browser.tgz.
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const pkg = join(root, 'host-browser', 'pkg');
+const out = join(root, 'target', 'npm');
+const staging = join(out, 'package');
+const NAME = 'agent-runtime-browser';
+const FILES = ['agent_host_browser.js', 'agent_host_browser.d.ts', 'agent_host_browser_bg.wasm',
+  'agent_host_browser_bg.wasm.d.ts'];
+
+// The version is the workspace's, so the package and the crates never disagree.
+const cargo = readFileSync(join(root, 'Cargo.toml'), 'utf8');
+const section = cargo.slice(cargo.indexOf('[workspace.package]'));
+const version = /^version\s*=\s*"([^"]+)"/m.exec(section)?.[1];
+if (!version) throw new Error('no version in [workspace.package] of Cargo.toml');
+
+for (const f of FILES) {
+  if (!existsSync(join(pkg, f))) {
+    throw new Error(`${join(pkg, f)} is missing: build the bundle first (node host-browser/e2e/build.mjs)`);
+  }
+}
+rmSync(staging, { recursive: true, force: true });
+mkdirSync(staging, { recursive: true });
+for (const f of FILES) copyFileSync(join(pkg, f), join(staging, f));
+const files = [...FILES, 'README.md'];
+// Inline JavaScript snippets of the crate's dependencies, when there are any.
+if (existsSync(join(pkg, 'snippets'))) {
+  cpSync(join(pkg, 'snippets'), join(staging, 'snippets'), { recursive: true });
+  files.push('snippets/');
+}
+copyFileSync(join(here, 'README.md'), join(staging, 'README.md'));
+
+const manifest = {
+  name: NAME,
+  version,
+  description: 'The Trusted Agent Runtime in the browser: durable, capability-checked agent runs in a tab (IndexedDB, Web Locks, a Worker for run_javascript).',
+  license: 'MIT OR Apache-2.0',
+  type: 'module',
+  main: './agent_host_browser.js',
+  types: './agent_host_browser.d.ts',
+  exports: {
+    '.': { types: './agent_host_browser.d.ts', import: './agent_host_browser.js' },
+    // The glue again by name, for the run_javascript Worker (`workerGlueUrl`).
+    './agent_host_browser.js': './agent_host_browser.js',
+    './agent_host_browser_bg.wasm': './agent_host_browser_bg.wasm',
+    './package.json': './package.json',
+  },
+  files,
+  sideEffects: false,
+};
+writeFileSync(join(staging, 'package.json'), JSON.stringify(manifest, null, 2) + '\n');
+
+const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', out], { cwd: staging, encoding: 'utf8' });
+const [{ filename, size, unpackedSize }] = JSON.parse(packed);
+const tarball = join(out, filename);
+copyFileSync(tarball, join(out, `${NAME}.tgz`));
+console.log(`npm package: ${tarball}\n  ${size} bytes packed, ${unpackedSize} unpacked; also ${join(out, `${NAME}.tgz`)}`);
