@@ -274,8 +274,8 @@ impl App {
     }
 
     /// The run as every host shows it: see [`Assembly::run_view`].
-    pub async fn run_view(&self, run: &RunId) -> Result<RunView, AppError> {
-        Ok(self.assembly.run_view(run).await?)
+    pub async fn run_view(&self, run: &RunId) -> Result<RunView, RunError> {
+        self.assembly.run_view(run).await
     }
 
     /// Record how `run` talks to its model.
