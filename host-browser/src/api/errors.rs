@@ -9,6 +9,7 @@ use agent_supervisor::RunError;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+/// The stable error codes of the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
     InvalidConfig,
