@@ -392,8 +392,7 @@ async fn s5_2_always_on_plugins_are_offered_without_load_tools() {
 
     let err = call_plugin_first(json!(["ghost"]))
         .await
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert_eq!(code_of(&err), "invalid_config");
     let message = js_sys::Reflect::get(&err, &"message".into())
         .ok()

@@ -8,6 +8,10 @@
 //! - `open_session` takes the session over from an owner whose lease ran
 //!   out and recovers the run it left `running` (S2.5), and the run view
 //!   shows it interrupted.
+//!
+//! Native only: on wasm32 the browser's tests (`host-browser/tests/api.rs`)
+//! run the assembly in headless Chromium.
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,8 +28,7 @@ use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue
 /// No secrets at all.
 struct NoSecrets;
 
-#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
-#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[async_trait::async_trait]
 impl SecretResolver for NoSecrets {
     fn bound_origin(&self, _: &SecretHandle) -> Option<String> {
         None
@@ -41,8 +44,7 @@ struct Recording {
     tools: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
-#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
-#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[async_trait::async_trait]
 impl ModelProvider for Recording {
     fn name(&self) -> &str {
         "recording"
