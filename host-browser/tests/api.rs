@@ -1,6 +1,7 @@
 //! The embedder API in headless Chromium: configuration errors carry stable
 //! codes, the memory fallback reports `durable: false`, a scripted run
-//! completes and reads back (S1.1), and errors are JS `Error`s with `code`.
+//! completes and reads back (S1.1), and errors are JS `Error`s with `code`;
+//! `alwaysOnPlugins` is wired by the assembly as natively (S5.2).
 #![cfg(all(target_arch = "wasm32", feature = "runtime"))]
 
 use std::time::Duration;
@@ -309,4 +310,93 @@ async fn s5_1_respond_checks_the_answer_against_the_schema_and_choices() {
     respond(&rt, &run, &second, "EU").await.expect("a choice");
     let view = wait_for(&rt, &run, "completed").await;
     assert_eq!(view["output"], json!("booked"), "{view}");
+}
+
+/// A plugin with one function, `file_ticket`, on a port nothing listens on.
+fn tickets_plugin() -> Value {
+    json!({
+        "id": "tickets",
+        "base_url": "http://127.0.0.1:9",
+        "functions": [{
+            "name": "file_ticket",
+            "description": "File a ticket.",
+            "method": "POST",
+            "path": "/tickets",
+            "parameters": { "type": "object", "properties": { "title": { "type": "string" } },
+                            "required": ["title"], "additionalProperties": false },
+            "effects": ["write_external"],
+            "idempotency": "non_idempotent"
+        }]
+    })
+}
+
+/// The view of a run whose first model turn calls `file_ticket` without
+/// `load_tools`, once the run is no longer `running`.
+async fn call_plugin_first(always_on: Value) -> Result<Value, JsValue> {
+    let mut config = scripted(json!([
+        { "tool_calls": [{ "name": "file_ticket", "arguments": { "title": "x" } }] },
+        { "text": "Done." }
+    ]));
+    config["storage"] = json!("memory");
+    config["plugins"] = json!([tickets_plugin()]);
+    config["alwaysOnPlugins"] = always_on;
+    let rt = create(config).await?;
+    let run = start(&rt, "s-always-on", JsValue::UNDEFINED).await;
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        view = read(&rt, &run).await;
+        if view["run"]["status"] != json!("running") {
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(view)
+}
+
+/// S5.2 through the assembly, as natively: a plugin named in
+/// `alwaysOnPlugins` is offered from the first request, so its function,
+/// called without `load_tools`, is resolved and journaled; the same plugin
+/// not always on is refused before it is journaled (`tool_not_loaded`); an
+/// always-on id that names no plugin is refused with `invalid_config`.
+#[wasm_bindgen_test]
+async fn s5_2_always_on_plugins_are_offered_without_load_tools() {
+    let refused_call = |view: &Value| {
+        view["activities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| {
+                a["kind"]["kind"] == json!("tool_call")
+                    && a["kind"]["tool"] == json!("file_ticket")
+                    && a["kind"]["state"] == json!("failed")
+            })
+    };
+    let discoverable = call_plugin_first(json!([])).await.expect("created");
+    assert_eq!(
+        discoverable["run"]["status"],
+        json!("completed"),
+        "{discoverable}"
+    );
+    assert!(refused_call(&discoverable), "{discoverable}");
+    assert_eq!(discoverable["journal"], json!([]), "{discoverable}");
+
+    let always_on = call_plugin_first(json!(["tickets"]))
+        .await
+        .expect("created");
+    assert_ne!(always_on["run"]["status"], json!("running"), "{always_on}");
+    assert_eq!(
+        always_on["journal"][0]["tool"],
+        json!("file_ticket"),
+        "{always_on}"
+    );
+
+    let err = call_plugin_first(json!(["ghost"]))
+        .await
+        .expect_err("refused");
+    assert_eq!(code_of(&err), "invalid_config");
+    let message = js_sys::Reflect::get(&err, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .unwrap_or_default();
+    assert!(message.contains("ghost"), "{message}");
 }

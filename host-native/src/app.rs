@@ -1,7 +1,9 @@
-//! The wired native runtime: a [`NativeHost`], the tools actor with every
-//! tool actor registered (JavaScript, document extraction, workspace and
-//! Artifacts, `fetch_url`, configured HTTP plugins), and the supervisor's
-//! [`Runtime`] whose leases the host's heartbeat renews.
+//! The native runtime: a [`NativeHost`] and the [`Assembly`] over it (the
+//! tools, the workspaces and the supervisor's [`Runtime`], wired in
+//! `agent-assembly` as in every host), whose leases the host's heartbeat
+//! renews. What stays here is native: the host, the script sandbox choice
+//! for `run_javascript`, the URL policy and reader configuration that make
+//! the `fetch_url` backend, and the launch records.
 //!
 //! A run's model provider is recorded beside it ([`Launch`], `Table::Meta`
 //! key `agentrt/launch/<run>`), so that a later process (`approve`, `resume`)
@@ -11,21 +13,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_fetch::{
-    FetchActor, ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader,
-};
-use agent_kernel::host::{BlobRef, LeaseGuard, Record, Storage, StorageError, StorageExt, Table};
+use agent_assembly::{Assembly, AssemblyError, OpenedSession, Parts, RunView, WorkspaceDirectory};
+use agent_fetch::{ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader};
+use agent_kernel::host::{BlobRef, Record, Storage, StorageError, StorageExt, Table};
 use agent_kernel::{RunId, SessionId};
 use agent_supervisor::{
     ModelProvider, OpenAiConfig, OpenAiProvider, RunError, Runtime, RuntimeOptions, Scenario,
     ScriptedProvider,
 };
-use agent_tools::builtin::document::DocumentTool;
+use agent_tools::ToolsHandle;
 use agent_tools::builtin::javascript::{JavascriptTool, ScriptPlace};
-use agent_tools::{Registry, ToolRegistration, ToolsHandle, ToolsOptions, spawn_tools};
-use agent_workspace::{
-    Quotas, SpillTarget, WorkspaceDirectory, WorkspaceDocuments, WorkspaceSpill,
-};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -48,10 +45,26 @@ pub enum AppError {
     Run(#[from] RunError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Assembly(AssemblyError),
     #[error(
         "run {0} has no launch record (it was not started by agentrt); it cannot be continued from the command line"
     )]
     NoLaunch(RunId),
+}
+
+impl From<AssemblyError> for AppError {
+    fn from(e: AssemblyError) -> Self {
+        match e {
+            AssemblyError::Plugin { id, detail } => AppError::Plugin { id, detail },
+            AssemblyError::UnknownAlwaysOn(id) => AppError::Plugin {
+                detail: "always_on_plugins names it, but no [[plugins]] table defines it".into(),
+                id,
+            },
+            AssemblyError::Run(e) => AppError::Run(e),
+            other => AppError::Assembly(other),
+        }
+    }
 }
 
 /// Which model a run talks to, as recorded beside it.
@@ -151,9 +164,7 @@ pub struct AppOptions {
 /// The native runtime, wired.
 pub struct App {
     native: NativeHost,
-    runtime: Runtime,
-    tools: ToolsHandle,
-    workspaces: WorkspaceDirectory,
+    assembly: Assembly,
 }
 
 impl std::fmt::Debug for App {
@@ -165,8 +176,8 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// Open the host over `data_dir`, spawn and register every tool actor,
-    /// and build the runtime talking to `provider`.
+    /// Open the host over `data_dir` and wire the runtime over it, talking
+    /// to `provider`.
     pub async fn open(
         data_dir: &Path,
         options: AppOptions,
@@ -187,9 +198,6 @@ impl App {
         provider: Arc<dyn ModelProvider>,
     ) -> Result<App, AppError> {
         let host = native.host().clone();
-        let workspaces = WorkspaceDirectory::new();
-        let mut tools: Vec<ToolRegistration> = Vec::new();
-
         let mut js = JavascriptTool::native(host.executor.clone(), host.clock.clone());
         if let Some(command) = &options.script_sandbox {
             let sandbox = ScriptSandbox::new(command.clone(), js.concurrency)
@@ -197,26 +205,6 @@ impl App {
             js = js.run_in(ScriptPlace::Runner(Arc::new(sandbox)));
         }
         let js = js.spawn(None).map_err(AppError::Tools)?;
-        tools.push(ToolRegistration::builtin(
-            agent_tools::builtin::javascript::definition(),
-            js,
-        ));
-        let documents = DocumentTool::new(
-            host.executor.clone(),
-            host.clock.clone(),
-            Arc::new(WorkspaceDocuments::new(workspaces.clone())),
-        )
-        .spawn(None)
-        .map_err(AppError::Tools)?;
-        tools.push(ToolRegistration::builtin(
-            agent_tools::builtin::document::definition(),
-            documents,
-        ));
-        for (definition, addr) in agent_workspace::tool_registrations(&host, workspaces.clone())
-            .map_err(|e| AppError::Tools(e.to_string()))?
-        {
-            tools.push(ToolRegistration::builtin(definition, addr));
-        }
         let policy = options.url_policy.clone().unwrap_or_else(|| {
             UrlPolicy::public_web(Arc::new(SystemResolver::new(host.executor.clone())))
         });
@@ -235,104 +223,59 @@ impl App {
             host.clock.clone(),
         )
         .with_blocking(host.executor.clone());
-        let fetch = FetchActor::new(Arc::new(reader), host.storage.clone(), host.clock.clone())
-            .spawn(host.executor.clone(), None);
-        tools.push(ToolRegistration::builtin(
-            agent_fetch::fetch_url_definition(),
-            fetch,
-        ));
-        let secrets = options.config.secret_resolver();
-        for manifest in &options.config.plugins {
-            let regs = agent_tools::spawn_plugin(
-                host.executor.clone(),
-                host.clock.clone(),
-                manifest,
-                secrets.clone(),
-            )
-            .map_err(|e| AppError::Plugin {
-                id: manifest.id.clone(),
-                detail: e.to_string(),
-            })?;
-            let always_on = options.config.always_on_plugins.contains(&manifest.id);
-            tools.extend(regs.into_iter().map(|mut r| {
-                if always_on {
-                    r.exposure = agent_tools::registry::Exposure::AlwaysOn;
-                }
-                r
-            }));
-        }
-        let mut registry = Registry::new();
-        registry
-            .register_all(tools)
-            .map_err(|e| AppError::Tools(e.to_string()))?;
-        let spill = WorkspaceSpill::new(workspaces.clone(), SpillTarget::Workspace);
-        let tools = spawn_tools(
-            host.executor.clone(),
-            host.clock.clone(),
-            registry,
-            ToolsOptions {
-                spill: Some(Arc::new(spill)),
-                // A run's loaded tools survive a restart (S5.2).
-                storage: Some(host.storage.clone()),
-                ..ToolsOptions::default()
-            },
-        );
-        let runtime_options = RuntimeOptions {
-            lease_ttl: native.lease_ttl(),
-            ..RuntimeOptions::default()
-        };
-        let runtime = Runtime::new(
+        let assembly = Assembly::build(Parts {
             host,
-            native.owner().clone(),
-            tools.addr.clone(),
+            owner: native.owner().clone(),
             provider,
-            runtime_options,
-        );
-        native.keep_renewed(runtime.leases());
-        Ok(App {
-            native,
-            runtime,
-            tools,
-            workspaces,
-        })
+            javascript: Some(js),
+            fetch: Some(Arc::new(reader)),
+            secrets: options.config.secret_resolver(),
+            plugins: options.config.plugins.clone(),
+            always_on_plugins: options.config.always_on_plugins.clone(),
+            runtime: RuntimeOptions {
+                lease_ttl: native.lease_ttl(),
+                ..RuntimeOptions::default()
+            },
+        })?;
+        native.keep_renewed(assembly.runtime().leases());
+        Ok(App { native, assembly })
     }
 
     pub fn native(&self) -> &NativeHost {
         &self.native
     }
+    pub fn assembly(&self) -> &Assembly {
+        &self.assembly
+    }
     pub fn runtime(&self) -> &Runtime {
-        &self.runtime
+        self.assembly.runtime()
     }
     pub fn tools(&self) -> &ToolsHandle {
-        &self.tools
+        self.assembly.tools()
     }
     pub fn workspaces(&self) -> &WorkspaceDirectory {
-        &self.workspaces
+        self.assembly.workspaces()
     }
 
-    /// A person stops `run` (`cancelled` / `user_stopped`). The supervisor
-    /// tells the tools actor, which cancels the run's calls in flight (a
-    /// `fetch_url` read ends at once): `Runtime::stop` is the only stop.
+    /// A person stops `run` (`cancelled` / `user_stopped`), its `fetch_url`
+    /// reads in flight cancelled: see [`Assembly::stop`].
     pub async fn stop(&self, run: &RunId) -> Result<(), AppError> {
-        self.runtime.stop(run).await?;
+        self.assembly.stop(run).await?;
         Ok(())
     }
 
     /// Take the session's lease for this process (refused with
-    /// `LeaseError::Held` while another live process holds it) and open its
-    /// workspace with that lease's fence. Keep the guard while working.
-    pub async fn open_session(&self, session: &SessionId) -> Result<LeaseGuard, AppError> {
-        let guard = self
-            .runtime
-            .leases()
-            .acquire(session)
-            .await
-            .map_err(RunError::from)?;
-        if self.workspaces.get(session).is_none() {
-            self.workspaces
-                .open(self.native.host(), guard.fence(), Quotas::default());
-        }
-        Ok(guard)
+    /// `LeaseError::Held` while another live process holds it), open its
+    /// workspace with that lease's fence and recover what another process
+    /// left `running` there: see [`Assembly::open_session`]. Keep the
+    /// returned value (it holds the lease guard) while working.
+    pub async fn open_session(&self, session: &SessionId) -> Result<OpenedSession, AppError> {
+        Ok(self.assembly.open_session(session).await?)
+    }
+
+    /// The run as every host shows it: see [`Assembly::run_view`].
+    pub async fn run_view(&self, run: &RunId) -> Result<RunView, RunError> {
+        self.assembly.run_view(run).await
     }
 
     /// Record how `run` talks to its model.

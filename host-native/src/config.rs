@@ -238,13 +238,13 @@ impl Config {
                 )));
             }
         }
-        for id in &raw.always_on_plugins {
-            if !ids.contains(id) {
-                return Err(invalid(format!(
-                    "always_on_plugins names {id:?}, which no [[plugins]] table defines"
-                )));
-            }
-        }
+        // The rule is the assembly's (both hosts refuse such an id).
+        agent_assembly::check_always_on(ids.iter().map(String::as_str), &raw.always_on_plugins)
+            .map_err(|e| {
+                invalid(format!(
+                    "always_on_plugins: {e}; no [[plugins]] table defines it"
+                ))
+            })?;
         Ok(Config {
             always_on_plugins: raw.always_on_plugins,
             approval,

@@ -7,254 +7,40 @@
 //! `effect_unknown` call); 4 failed or cancelled (and internal failures);
 //! 5 interrupted.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_assembly::NoModel;
 use agent_host_native::app::{App, AppError, AppOptions, Launch, ProviderSpec, provider_for};
-use agent_host_native::config::{Config, ConfigError, parse_approval, parse_preset};
-use agent_host_native::host::{HostError, NativeHost, TokioExecutor};
+use agent_host_native::config::{Config, parse_approval, parse_preset};
+use agent_host_native::host::{NativeHost, TokioExecutor};
 #[cfg(feature = "test-hooks")]
 use agent_host_native::pause;
-use agent_host_native::sqlite::OpenError;
 use agent_host_native::{demo, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};
-use agent_kernel::journal::{CallState, JournalRecord};
-use agent_kernel::run::{
-    Activity, ActivityKind, AgentRun, PendingKind, PendingRequest, RunStatus, StopReason,
-};
-use agent_kernel::{CallId, IdError, RequestId, RunId, SessionId};
-use agent_supervisor::{Choice, RunConfig, RunError, RunEvent, Scenario};
+use agent_kernel::run::{AgentRun, PendingKind};
+use agent_kernel::{CallId, RequestId, RunId, SessionId};
+use agent_supervisor::{Choice, RunConfig, RunError, Scenario};
 use agent_tools::builtin::skill::Skill;
 use anyhow::{Context, anyhow};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::Parser;
 
-/// Run and inspect trusted agent runs on this machine.
-#[derive(Debug, Parser)]
-#[command(name = "agentrt", version, about, long_about = None)]
-struct Cli {
-    /// Configuration file (TOML): provider, plugins and secrets, reader, budget, approval.
-    #[arg(long, global = true, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Data directory (default: the platform's data directory; AGENTRT_DATA_DIR overrides it).
-    #[arg(long, global = true, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// Print one JSON object per line instead of text.
-    #[arg(long, global = true)]
-    json: bool,
-    #[command(subcommand)]
-    command: Command,
-}
+use cli::args::{
+    Action, ApprovalArg, BudgetArg, CheckWhat, Cli, Command, DecisionArg, ProviderArg, Source,
+};
+use cli::exit::{Exit, code, code_of, usage};
+use cli::follow::follow;
+use cli::render::{format_time, hint, pending_text, print_card, status_text};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum BudgetArg {
-    Light,
-    Standard,
-    Extended,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ApprovalArg {
-    Permissive,
-    Strict,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ProviderArg {
-    #[value(name = "openai-compatible")]
-    OpenaiCompatible,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum DecisionArg {
-    Retry,
-    Done,
-    Abandon,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the embedded demo scenario.
-    Demo,
-    /// Start a run.
-    Run {
-        /// The prompt (default: a fixed prompt when a scenario is given).
-        prompt: Option<String>,
-        /// A scripted scenario (JSON) instead of a model.
-        #[arg(long, value_name = "FILE", conflicts_with = "provider")]
-        scenario: Option<PathBuf>,
-        /// A model provider (its API key comes from the variable named in
-        /// the config file, or OPENAI_API_KEY).
-        #[arg(long, value_enum, requires_all = ["base_url", "model"])]
-        provider: Option<ProviderArg>,
-        #[arg(long, value_name = "URL")]
-        base_url: Option<String>,
-        #[arg(long, value_name = "NAME")]
-        model: Option<String>,
-        #[arg(long, value_enum)]
-        budget: Option<BudgetArg>,
-        #[arg(long, value_enum)]
-        approval: Option<ApprovalArg>,
-        /// Run in this session (default: a new one).
-        #[arg(long, value_name = "ID")]
-        session: Option<String>,
-        /// Apply a Skill (a JSON manifest: name, description, instructions,
-        /// allowed_tools): the run may use only the tools it allows, and its
-        /// instructions join the system prompt.
-        #[arg(long, value_name = "FILE")]
-        skill: Option<PathBuf>,
-    },
-    /// List the stored runs.
-    Runs,
-    /// Show one run: status, usage, activities, journal, pending requests.
-    Show { run: String },
-    /// Continue an interrupted run (the only way one continues).
-    Resume { run: String },
-    /// Approve a pending approval request.
-    Approve { run: String, request: String },
-    /// Deny a pending approval request.
-    Deny { run: String, request: String },
-    /// Answer the run's pending question.
-    Respond { run: String, text: String },
-    /// Decide about a call whose effect is unknown.
-    Decide {
-        run: String,
-        call: String,
-        #[arg(value_enum)]
-        decision: DecisionArg,
-    },
-    /// Stop (cancel) a run.
-    Stop { run: String },
-    /// Check a URL or a workspace path against the policies.
-    Check {
-        #[command(subcommand)]
-        what: CheckWhat,
-    },
-    /// Serve the local gateway (fetch for the browser, the demo page).
-    Serve {
-        #[arg(long, default_value_t = 8787)]
-        port: u16,
-        /// The demo page's directory, served at `/` (default: $AGENTRT_WWW,
-        /// else host-browser/www of the checkout).
-        #[arg(long, value_name = "DIR")]
-        www: Option<PathBuf>,
-        /// The wasm bundle's directory, served at `/pkg/` (default:
-        /// $AGENTRT_PKG, else host-browser/pkg of the checkout).
-        #[arg(long, value_name = "DIR")]
-        pkg: Option<PathBuf>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum CheckWhat {
-    /// Would `fetch_url` read this URL?
-    Url { url: String },
-    /// Is this a valid workspace path?
-    Path { path: String },
-}
-
-/// Exit codes (documented in the README and the crate docs).
-mod code {
-    pub const OK: u8 = 0;
-    pub const USAGE: u8 = 2;
-    pub const WAITING: u8 = 3;
-    pub const FAILED: u8 = 4;
-    pub const INTERRUPTED: u8 = 5;
-}
-
-/// An error with the exit code it deserves.
-#[derive(Debug)]
-struct Exit {
-    code: u8,
-    message: String,
-}
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-impl std::error::Error for Exit {}
-
-fn usage(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Exit {
-        code: code::USAGE,
-        message: message.into(),
-    })
-}
-
-/// The exit code for an error, by what it is.
-fn code_of(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<Exit>() {
-            return e.code;
-        }
-        if cause.is::<IdError>() || cause.is::<ConfigError>() || cause.is::<OpenError>() {
-            return code::USAGE;
-        }
-        if let Some(e) = cause.downcast_ref::<HostError>() {
-            return match e {
-                HostError::DataDir { .. } | HostError::Open(_) | HostError::LeaseTtl(_) => {
-                    code::USAGE
-                }
-                _ => code::FAILED,
-            };
-        }
-        if let Some(e) = cause.downcast_ref::<RunError>() {
-            return match e {
-                RunError::NotFound(_)
-                | RunError::NoSuchRequest { .. }
-                | RunError::WrongRequestKind { .. }
-                | RunError::InvalidAnswer { .. }
-                | RunError::NoSuchDecision { .. }
-                | RunError::WrongStatus { .. }
-                | RunError::Id(_)
-                | RunError::Config(_) => code::USAGE,
-                RunError::DecisionPending { .. } | RunError::Lease(LeaseError::Held { .. }) => {
-                    code::WAITING
-                }
-                _ => code::FAILED,
-            };
-        }
-        if let Some(LeaseError::Held { .. }) = cause.downcast_ref::<LeaseError>() {
-            return code::WAITING;
-        }
-        if let Some(e) = cause.downcast_ref::<AppError>() {
-            match e {
-                AppError::NoLaunch(_) | AppError::Plugin { .. } | AppError::Provider(_) => {
-                    return code::USAGE;
-                }
-                AppError::Host(h) => {
-                    return match h {
-                        HostError::DataDir { .. } | HostError::Open(_) | HostError::LeaseTtl(_) => {
-                            code::USAGE
-                        }
-                        _ => code::FAILED,
-                    };
-                }
-                AppError::Run(_) => {}
-                _ => return code::FAILED,
-            }
-        }
-    }
-    code::FAILED
-}
-
-/// The exit code for where a run stands.
-fn code_for(run: &AgentRun) -> u8 {
-    match run.status {
-        RunStatus::Completed => code::OK,
-        RunStatus::AwaitingApproval | RunStatus::AwaitingInput => code::WAITING,
-        RunStatus::Interrupted => match run.stop_reason {
-            Some(StopReason::EffectUnknown { .. }) => code::WAITING,
-            _ => code::INTERRUPTED,
-        },
-        RunStatus::Failed | RunStatus::Cancelled => code::FAILED,
-        RunStatus::Running => code::INTERRUPTED,
-    }
+mod cli {
+    pub(crate) mod args;
+    pub(crate) mod exit;
+    pub(crate) mod follow;
+    pub(crate) mod render;
 }
 
 fn main() -> ExitCode {
@@ -512,20 +298,6 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-enum Source {
-    Scenario(String),
-    Provider(ProviderSpec),
-}
-
-enum Action {
-    Resume,
-    Approve(RequestId),
-    Deny(RequestId),
-    Respond(String),
-    Decide(CallId, Choice),
-    Stop,
-}
-
 // ---------------------------------------------------------------------------
 // check
 // ---------------------------------------------------------------------------
@@ -709,275 +481,18 @@ async fn list_runs(cli: &Cli) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
-fn status_text(run: &AgentRun) -> String {
-    let status = serde_json::to_value(run.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    match &run.stop_reason {
-        Some(reason) => format!("{status} ({})", reason_text(reason)),
-        None => status,
-    }
-}
-
-fn reason_text(reason: &StopReason) -> String {
-    match reason {
-        StopReason::Completed => "completed".into(),
-        StopReason::UserStopped => "user_stopped".into(),
-        StopReason::BudgetExhausted { dimension } => format!("budget_exhausted: {dimension:?}"),
-        StopReason::Offline => "offline".into(),
-        StopReason::PageInterrupted => "page_interrupted".into(),
-        StopReason::EffectUnknown { call_id } => format!("effect_unknown: call {call_id}"),
-        StopReason::RuntimeError { actor, message } => {
-            format!("runtime_error in {actor}: {message}")
-        }
-    }
-}
-
-fn format_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-struct Card {
-    run: AgentRun,
-    activities: Vec<Activity>,
-    journal: Vec<JournalRecord>,
-    pending: Vec<PendingRequest>,
-    output: Option<String>,
-    /// Why each failed call failed (the tool's message, from its result blob).
-    failures: Vec<(CallId, String)>,
-}
-
-async fn card(storage: &dyn Storage, run: &RunId) -> anyhow::Result<Card> {
-    let record = load_run(storage, run).await?;
-    let prefix = format!("{run}/");
-    let activities: Vec<Activity> = storage.scan_records(&prefix).await?;
-    let journal: Vec<JournalRecord> = storage.scan_records(&prefix).await?;
-    let pending: Vec<PendingRequest> = storage.scan_records(&prefix).await?;
-    let output = match &record.output {
-        Some(blob) => storage
-            .get_blob(&blob.hash)
-            .await?
-            .and_then(|b| String::from_utf8(b).ok()),
-        None => None,
-    };
-    let mut failures = Vec::new();
-    for j in &journal {
-        let (CallState::Failed, Some(blob)) = (j.state, &j.result) else {
-            continue;
-        };
-        let message = storage
-            .get_blob(&blob.hash)
-            .await?
-            .and_then(|b| serde_json::from_slice::<agent_kernel::protocol::ToolResult>(&b).ok())
-            .and_then(|r| match r {
-                agent_kernel::protocol::ToolResult::Error(f) => {
-                    Some(format!("{}: {}", f.code, f.message))
-                }
-                agent_kernel::protocol::ToolResult::Success(_) => None,
-            });
-        if let Some(m) = message.or_else(|| j.error.as_ref().map(|e| e.code.clone())) {
-            failures.push((j.call_id.clone(), m));
-        }
-    }
-    Ok(Card {
-        run: record,
-        activities,
-        journal,
-        pending,
-        output,
-        failures,
-    })
-}
-
-fn state_text(state: CallState) -> String {
-    serde_json::to_value(state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-fn print_card(card: &Card, json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    let run = &card.run;
-    if json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({
-                "run": run.id, "session": run.session, "status": run.status,
-                "stop_reason": run.stop_reason, "usage": run.usage, "budget": run.budget,
-                "activities": card.activities, "journal": card.journal,
-                "pending": card.pending, "output": card.output,
-            })
-        )?;
-        return Ok(());
-    }
-    writeln!(out, "run {}  (session {})", run.id, run.session)?;
-    writeln!(out, "  status:   {}", status_text(run))?;
-    let b = &run.budget;
-    let u = &run.usage;
-    writeln!(
-        out,
-        "  usage:    {}/{} tool rounds, {}/{} tool calls, {} tokens{}, {:.1} s active{}",
-        u.tool_rounds,
-        b.max_tool_rounds,
-        u.tool_calls,
-        b.max_tool_calls,
-        u.total_tokens(),
-        b.max_tokens.map(|t| format!("/{t}")).unwrap_or_default(),
-        u.active_ms as f64 / 1000.0,
-        b.max_duration_ms
-            .map(|d| format!("/{:.0} s", d as f64 / 1000.0))
-            .unwrap_or_default()
-    )?;
-    writeln!(out, "  activities:")?;
-    for a in &card.activities {
-        writeln!(out, "    {:>3}  {}", a.seq, activity_text(&a.kind))?;
-    }
-    writeln!(out, "  journal:")?;
-    for j in &card.journal {
-        writeln!(
-            out,
-            "    {:<24} {:<22} {:<15} attempt {}",
-            j.call_id.as_str(),
-            j.tool,
-            state_text(j.state),
-            j.attempt
-        )?;
-    }
-    for (call, why) in &card.failures {
-        writeln!(out, "  refused:  {call}: {why}")?;
-    }
-    if let Some(text) = &card.output {
-        writeln!(out, "  answer:   {}", text.lines().next().unwrap_or(""))?;
-    }
-    for p in &card.pending {
-        writeln!(out, "  pending:  {}", pending_text(&run.id, p))?;
-    }
-    Ok(())
-}
-
-fn activity_text(kind: &ActivityKind) -> String {
-    match kind {
-        ActivityKind::StatusChanged { from, to, reason } => format!(
-            "status {} -> {}{}",
-            serde_json::to_value(from)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            serde_json::to_value(to)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            reason
-                .as_ref()
-                .map(|r| format!(" ({})", reason_text(r)))
-                .unwrap_or_default()
-        ),
-        ActivityKind::ModelRequest { round } => format!("model request, round {round}"),
-        ActivityKind::ModelResponse {
-            round, tool_calls, ..
-        } => {
-            format!("model response, round {round}, {tool_calls} tool call(s)")
-        }
-        ActivityKind::ToolCall {
-            call_id,
-            tool,
-            state,
-        } => {
-            format!("tool {tool} [{call_id}] {}", state_text(*state))
-        }
-        ActivityKind::ApprovalRequested { request, call_id } => {
-            format!("approval requested: {request} for call {call_id}")
-        }
-        ActivityKind::ApprovalAnswered { request, approved } => format!(
-            "approval {request} {}",
-            if *approved { "granted" } else { "denied" }
-        ),
-        ActivityKind::InputRequested { request } => format!("question asked: {request}"),
-        ActivityKind::InputAnswered { request } => format!("question answered: {request}"),
-        ActivityKind::DecisionRequested { request, call_id } => {
-            format!("decision needed: {request} for call {call_id} (effect unknown)")
-        }
-        ActivityKind::DecisionTaken { request, choice } => format!("decision {request}: {choice}"),
-        ActivityKind::PlanUpdated { .. } => "plan updated".into(),
-        ActivityKind::ChildStarted { child } => format!("child run {child} started"),
-        ActivityKind::ConversationTrimmed {
-            dropped_turns,
-            kept_turns,
-        } => format!(
-            "conversation: {dropped_turns} oldest turn(s) left out to fit the context, {kept_turns} kept"
-        ),
-    }
-}
-
-/// A line telling the person what to type next: on stdout, or on stderr
-/// with `--json` so that stdout stays one JSON object per line.
-fn hint(cli: &Cli, line: &str) {
-    if cli.json {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
-}
-
-fn pending_text(run: &RunId, p: &PendingRequest) -> String {
-    match &p.kind {
-        PendingKind::Approval {
-            tool,
-            target_summary,
-            reason,
-            ..
-        } => format!(
-            "approval {} for {tool} on {target_summary} ({reason})",
-            p.id
-        ),
-        PendingKind::Input {
-            choices: Some(choices),
-            ..
-        } => format!(
-            "question {} (one of: {}); answer with `agentrt respond {run} TEXT`",
-            p.id,
-            choices.join(", ")
-        ),
-        PendingKind::Input {
-            schema: Some(_), ..
-        } => format!(
-            "question {} (the answer must satisfy its JSON Schema); answer with `agentrt respond {run} JSON`",
-            p.id
-        ),
-        PendingKind::Input { .. } => format!(
-            "question {}; answer with `agentrt respond {run} TEXT`",
-            p.id
-        ),
-        PendingKind::Decision { call_id, tool } => format!(
-            "call {call_id} ({tool}) may or may not have happened; decide with `agentrt decide {run} {call_id} retry|done|abandon`"
-        ),
-    }
-}
-
+/// The run card, from the assembly's run view (the one `readRun` shows):
+/// the runtime is wired without a model ([`NoModel`]), since showing a run
+/// never drives it.
 async fn show(cli: &Cli, run: &RunId) -> anyhow::Result<u8> {
-    let host = open_host(cli).await?;
-    let card = card(host.host().storage.as_ref(), run).await?;
-    print_card(&card, cli.json)?;
+    let native = open_host(cli).await?;
+    let options = AppOptions {
+        config: load_config(cli)?,
+        ..AppOptions::default()
+    };
+    let app = App::on_host(native, options, Arc::new(NoModel)).await?;
+    let view = app.run_view(run).await?;
+    print_card(&view, cli.json)?;
     Ok(code::OK)
 }
 
@@ -1113,8 +628,8 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
             if let Err(e) = rt.resume(run).await {
                 if matches!(e, RunError::DecisionPending { .. }) {
                     eprintln!("agentrt: {e}");
-                    let card = card(app.native().host().storage.as_ref(), run).await?;
-                    for p in &card.pending {
+                    let card = app.run_view(run).await?;
+                    for p in card.pending_requests() {
                         hint(cli, &pending_text(run, p));
                     }
                     return Ok(code::WAITING);
@@ -1136,202 +651,4 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
         Action::Stop => app.stop(run).await?,
     }
     follow(cli, &app, run, events, is_demo).await
-}
-
-/// Show progress until the run settles; on a terminal, ask for approvals;
-/// otherwise print the commands that answer what the run waits for.
-async fn follow(
-    cli: &Cli,
-    app: &App,
-    run: &RunId,
-    events: async_channel::Receiver<RunEvent>,
-    show_card: bool,
-) -> anyhow::Result<u8> {
-    let interactive = std::io::stdin().is_terminal() && !cli.json;
-    let fancy = std::io::stderr().is_terminal() && !cli.json;
-    loop {
-        let printer = Printer::new(fancy, cli.json, app.runtime().run(run).await.ok());
-        let watcher = {
-            let events = events.clone();
-            let run = run.clone();
-            async move {
-                let mut printer = printer;
-                while let Ok(event) = events.recv().await {
-                    if event.run() == &run {
-                        printer.event(&event);
-                    }
-                }
-                printer
-            }
-        };
-        let settled = {
-            let waiter = app.runtime().wait_settled(run);
-            futures::pin_mut!(waiter);
-            let watcher = watcher;
-            futures::pin_mut!(watcher);
-            match futures::future::select(waiter, watcher).await {
-                futures::future::Either::Left((settled, _)) => settled?,
-                futures::future::Either::Right((_, waiter)) => waiter.await?,
-            }
-        };
-        // Drain what is left of the events of this stretch.
-        while let Ok(event) = events.try_recv() {
-            if event.run() == run && cli.json {
-                print_event(&event);
-            }
-        }
-        if interactive && settled.status == RunStatus::AwaitingApproval {
-            let pending = app.runtime().pending(run).await?;
-            if let Some(p) = pending
-                .iter()
-                .find(|p| matches!(p.kind, PendingKind::Approval { .. }))
-                && let PendingKind::Approval {
-                    tool,
-                    target_summary,
-                    reason,
-                    ..
-                } = &p.kind
-            {
-                eprint!("{tool} on {target_summary}: {reason}. Approve? [y/N] ");
-                let _ = std::io::stderr().flush();
-                let mut answer = String::new();
-                std::io::stdin()
-                    .read_line(&mut answer)
-                    .context("reading the answer")?;
-                if answer.trim().eq_ignore_ascii_case("y")
-                    || answer.trim().eq_ignore_ascii_case("yes")
-                {
-                    app.runtime().approve(run, &p.id).await?;
-                } else {
-                    app.runtime().deny(run, &p.id).await?;
-                }
-                continue;
-            }
-        }
-        let card = card(app.native().host().storage.as_ref(), run).await?;
-        if show_card && !cli.json {
-            print_card(&card, false)?;
-        } else if !cli.json {
-            eprintln!("run {run}: {}", status_text(&card.run));
-        }
-        if cli.json {
-            println!(
-                "{}",
-                serde_json::json!({"event": "settled", "run": run, "status": card.run.status,
-                    "stop_reason": card.run.stop_reason, "usage": card.run.usage,
-                    "pending": card.pending})
-            );
-        }
-        for p in &card.pending {
-            match &p.kind {
-                PendingKind::Approval { .. } => {
-                    hint(
-                        cli,
-                        &format!(
-                            "awaiting approval; to approve run: agentrt approve {run} {}",
-                            p.id
-                        ),
-                    );
-                    hint(cli, &format!("to deny run: agentrt deny {run} {}", p.id));
-                }
-                _ => hint(cli, &pending_text(run, p)),
-            }
-        }
-        return Ok(code_for(&card.run));
-    }
-}
-
-fn print_event(event: &RunEvent) {
-    match event {
-        RunEvent::Activity(a) => println!(
-            "{}",
-            serde_json::json!({"event": "activity", "activity": a})
-        ),
-        RunEvent::TextDelta { run, text } => {
-            println!(
-                "{}",
-                serde_json::json!({"event": "text", "run": run, "text": text})
-            );
-        }
-    }
-}
-
-/// Live progress: indicatif on a terminal, plain lines otherwise, JSON lines with `--json`.
-struct Printer {
-    bar: Option<indicatif::ProgressBar>,
-    json: bool,
-    run: Option<AgentRun>,
-    rounds: u64,
-    calls: u64,
-    tool: String,
-}
-
-impl Printer {
-    fn new(fancy: bool, json: bool, run: Option<AgentRun>) -> Printer {
-        let bar = fancy.then(|| {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
-        let (rounds, calls) = run
-            .as_ref()
-            .map(|r| (r.usage.tool_rounds, r.usage.tool_calls))
-            .unwrap_or((0, 0));
-        Printer {
-            bar,
-            json,
-            run,
-            rounds,
-            calls,
-            tool: String::new(),
-        }
-    }
-
-    fn event(&mut self, event: &RunEvent) {
-        if self.json {
-            print_event(event);
-            return;
-        }
-        let RunEvent::Activity(activity) = event else {
-            return;
-        };
-        match &activity.kind {
-            ActivityKind::ModelResponse { tool_calls, .. } if *tool_calls > 0 => self.rounds += 1,
-            ActivityKind::ToolCall { tool, state, .. } => {
-                if *state == CallState::Running {
-                    self.calls += 1;
-                }
-                self.tool = tool.clone();
-            }
-            _ => {}
-        }
-        let line = format!("{:>3}  {}", activity.seq, activity_text(&activity.kind));
-        match &self.bar {
-            Some(bar) => {
-                let (max_rounds, max_calls) = self
-                    .run
-                    .as_ref()
-                    .map(|r| (r.budget.max_tool_rounds, r.budget.max_tool_calls))
-                    .unwrap_or((0, 0));
-                bar.println(line);
-                bar.set_message(format!(
-                    "rounds {}/{max_rounds}  calls {}/{max_calls}  {}",
-                    self.rounds, self.calls, self.tool
-                ));
-            }
-            None => eprintln!("{line}"),
-        }
-    }
-}
-
-impl Drop for Printer {
-    fn drop(&mut self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }

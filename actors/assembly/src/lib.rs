@@ -1,0 +1,313 @@
+//! `agent-assembly`: the one place that wires the runtime, for every host.
+//!
+//! It owns:
+//! - which tool actors a runtime offers and how they are registered: the
+//!   JavaScript tool a host spawned (`run_javascript`), `extract_document`,
+//!   the workspace and Artifact tools, `fetch_url` over the host's
+//!   [`FetchBackend`], and the configured HTTP plugins ([`Parts`]);
+//! - which plugins are always on (the rule that an always-on id must name a
+//!   configured plugin: [`check_always_on`]);
+//! - the tools actor (with workspace spill and stored loaded tools, S5.2),
+//!   the [`WorkspaceDirectory`], and the supervisor's [`Runtime`];
+//! - opening a session ([`Assembly::open_session`]: the stored lease, the
+//!   session's workspace with that lease's fence, recovery of a run another
+//!   owner left `running`);
+//! - stopping a run and cancelling its `fetch_url` reads ([`Assembly::stop`]);
+//! - the one view of a run that every host shows ([`view::RunView`]).
+//!
+//! A host passes in only what is host-specific ([`Parts`]): its `Host`
+//! (storage, clock, executor, entropy, lifecycle), lease owner, model
+//! provider, JavaScript engine, fetch backend, secrets and plugins, and the
+//! runtime options (the lease TTL among them). It keeps what only it has:
+//! process or tab leases, heartbeats, launch records, its command line or
+//! JavaScript API.
+//!
+//! Where things are wired:
+//! - a new **built-in tool**: spawn its actor in [`Assembly::build`] and push
+//!   its registration there; both hosts then offer it;
+//! - a new **model provider**: implement `agent_supervisor::ModelProvider`
+//!   and have the host build it (it reaches the assembly as
+//!   [`Parts::provider`]);
+//! - a new **host**: implement the kernel's host traits (`Storage`, `Clock`,
+//!   `Executor`, `Entropy`), build a `Host`, fill [`Parts`] and call
+//!   [`Assembly::build`];
+//! - a new **storage backend**: implement `agent_kernel::host::Storage`
+//!   (and pass the kernel's conformance cases); it reaches the assembly
+//!   inside [`Parts::host`].
+//!
+//! Builds for native and `wasm32-unknown-unknown`; it depends on no host
+//! runtime (tokio, web-sys).
+
+use std::sync::Arc;
+
+use agent_fetch::{FetchActor, FetchBackend};
+use agent_kernel::host::{Host, LeaseGuard};
+use agent_kernel::protocol::ToolAddr;
+use agent_kernel::{OwnerId, RunId, SessionId};
+use agent_supervisor::{ModelProvider, RunError, Runtime, RuntimeOptions};
+use agent_tools::builtin::document::DocumentTool;
+use agent_tools::registry::Exposure;
+use agent_tools::{
+    PluginManifest, Registry, RegistryError, SecretResolver, ToolRegistration, ToolsHandle,
+    ToolsOptions, spawn_tools,
+};
+use agent_workspace::{Quotas, SpillTarget, WorkspaceDocuments, WorkspaceSpill};
+
+pub mod no_model;
+pub mod view;
+
+pub use agent_workspace::WorkspaceDirectory;
+pub use no_model::NoModel;
+pub use view::{CallFailure, PendingView, RunView};
+
+/// Building the runtime or opening a session failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AssemblyError {
+    /// A built-in tool actor could not be spawned.
+    #[error("cannot start the tool {tool}: {detail}")]
+    Spawn { tool: &'static str, detail: String },
+    /// A plugin manifest was refused.
+    #[error("plugin {id}: {detail}")]
+    Plugin { id: String, detail: String },
+    /// `always_on_plugins` names an id no configured plugin has.
+    #[error("always-on plugin {0:?} is not one of the configured plugins")]
+    UnknownAlwaysOn(String),
+    /// The registry refused the tools (a name taken twice, a bad schema).
+    #[error("cannot register the tools: {0}")]
+    Registry(#[from] RegistryError),
+    /// Taking the lease or recovering the session failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+impl AssemblyError {
+    /// True when the error is in what the embedder or person configured
+    /// (plugins, always-on ids, tool names), not in the runtime.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            AssemblyError::Plugin { .. }
+                | AssemblyError::UnknownAlwaysOn(_)
+                | AssemblyError::Registry(_)
+        )
+    }
+}
+
+/// Refuse an always-on id that names no configured plugin (S5.2: an
+/// always-on plugin's functions are in every request without `load_tools`).
+/// Both hosts' configuration parsers and [`Assembly::build`] use this rule.
+pub fn check_always_on<'a>(
+    plugins: impl IntoIterator<Item = &'a str>,
+    always_on: &[String],
+) -> Result<(), AssemblyError> {
+    let ids: Vec<&str> = plugins.into_iter().collect();
+    match always_on.iter().find(|id| !ids.contains(&id.as_str())) {
+        Some(id) => Err(AssemblyError::UnknownAlwaysOn(id.clone())),
+        None => Ok(()),
+    }
+}
+
+/// What a host passes in: only what is host-specific.
+pub struct Parts {
+    /// Storage, clock, executor, entropy and lifecycle of this host.
+    pub host: Host,
+    /// The lease owner: this process or tab.
+    pub owner: OwnerId,
+    /// The model every run of this runtime talks to.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The already spawned `run_javascript` actor, or `None` (not offered).
+    pub javascript: Option<ToolAddr>,
+    /// What `fetch_url` reads through, or `None` (not offered).
+    pub fetch: Option<Arc<dyn FetchBackend>>,
+    /// Resolves the secret handles plugins name.
+    pub secrets: Arc<dyn SecretResolver>,
+    /// The HTTP plugins to offer.
+    pub plugins: Vec<PluginManifest>,
+    /// Ids of `plugins` whose functions are always on (no `load_tools`).
+    pub always_on_plugins: Vec<String>,
+    /// The runtime's options; `lease_ttl` is the TTL of the stored leases.
+    pub runtime: RuntimeOptions,
+}
+
+/// A session opened by [`Assembly::open_session`].
+#[derive(Debug)]
+pub struct OpenedSession {
+    /// The stored lease of this owner; keep it while working.
+    pub guard: LeaseGuard,
+    /// Runs of the session another owner had left `running`, now
+    /// `interrupted` / `page_interrupted` (S2.5).
+    pub recovered: Vec<RunId>,
+}
+
+/// The wired runtime: the [`Runtime`], the tools actor and the workspaces.
+pub struct Assembly {
+    host: Host,
+    runtime: Runtime,
+    tools: ToolsHandle,
+    workspaces: WorkspaceDirectory,
+}
+
+impl std::fmt::Debug for Assembly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assembly")
+            .field("runtime", &self.runtime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Assembly {
+    /// Spawn every tool actor, register them, spawn the tools actor and
+    /// build the runtime. Nothing here awaits.
+    pub fn build(parts: Parts) -> Result<Assembly, AssemblyError> {
+        check_always_on(
+            parts.plugins.iter().map(|p| p.id.as_str()),
+            &parts.always_on_plugins,
+        )?;
+        let host = parts.host;
+        let workspaces = WorkspaceDirectory::new();
+        let mut tools: Vec<ToolRegistration> = Vec::new();
+        if let Some(js) = parts.javascript {
+            tools.push(ToolRegistration::builtin(
+                agent_tools::builtin::javascript::definition(),
+                js,
+            ));
+        }
+        let documents = DocumentTool::new(
+            host.executor.clone(),
+            host.clock.clone(),
+            Arc::new(WorkspaceDocuments::new(workspaces.clone())),
+        )
+        .spawn(None)
+        .map_err(|detail| AssemblyError::Spawn {
+            tool: "extract_document",
+            detail,
+        })?;
+        tools.push(ToolRegistration::builtin(
+            agent_tools::builtin::document::definition(),
+            documents,
+        ));
+        let workspace_tools = agent_workspace::tool_registrations(&host, workspaces.clone())
+            .map_err(|e| AssemblyError::Spawn {
+                tool: "workspace",
+                detail: e.to_string(),
+            })?;
+        for (definition, addr) in workspace_tools {
+            tools.push(ToolRegistration::builtin(definition, addr));
+        }
+        if let Some(backend) = parts.fetch {
+            let fetch = FetchActor::new(backend, host.storage.clone(), host.clock.clone())
+                .spawn(host.executor.clone(), None);
+            tools.push(ToolRegistration::builtin(
+                agent_fetch::fetch_url_definition(),
+                fetch,
+            ));
+        }
+        for manifest in &parts.plugins {
+            let registrations = agent_tools::spawn_plugin(
+                host.executor.clone(),
+                host.clock.clone(),
+                manifest,
+                parts.secrets.clone(),
+            )
+            .map_err(|e| AssemblyError::Plugin {
+                id: manifest.id.clone(),
+                detail: e.to_string(),
+            })?;
+            let always_on = parts.always_on_plugins.contains(&manifest.id);
+            tools.extend(registrations.into_iter().map(|mut r| {
+                if always_on {
+                    r.exposure = Exposure::AlwaysOn;
+                }
+                r
+            }));
+        }
+        let mut registry = Registry::new();
+        registry.register_all(tools)?;
+        let spill = WorkspaceSpill::new(workspaces.clone(), SpillTarget::Workspace);
+        let tools = spawn_tools(
+            host.executor.clone(),
+            host.clock.clone(),
+            registry,
+            ToolsOptions {
+                spill: Some(Arc::new(spill)),
+                // A run's loaded tools survive a restart or reload (S5.2).
+                storage: Some(host.storage.clone()),
+                ..ToolsOptions::default()
+            },
+        );
+        let runtime = Runtime::new(
+            host.clone(),
+            parts.owner,
+            tools.addr.clone(),
+            parts.provider,
+            parts.runtime,
+        );
+        Ok(Assembly {
+            host,
+            runtime,
+            tools,
+            workspaces,
+        })
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+    pub fn tools(&self) -> &ToolsHandle {
+        &self.tools
+    }
+    pub fn workspaces(&self) -> &WorkspaceDirectory {
+        &self.workspaces
+    }
+
+    /// Take the session's stored lease for this owner (refused with
+    /// `LeaseError::Held` while another live owner holds it), open the
+    /// session's workspace with that lease's fence, and recover the runs of
+    /// the session another owner left `running` (S2.5): now that this owner
+    /// holds the session, nobody else executes them. Keep the guard while
+    /// working; on an error nothing stays open.
+    pub async fn open_session(&self, session: &SessionId) -> Result<OpenedSession, AssemblyError> {
+        let guard = self
+            .runtime
+            .leases()
+            .acquire(session)
+            .await
+            .map_err(RunError::from)?;
+        let opened_here = self.workspaces.get(session).is_none();
+        if opened_here {
+            // The workspace actors write with this tenure's fence.
+            self.workspaces
+                .open(&self.host, guard.fence(), Quotas::default());
+        }
+        match self.runtime.recover_session(session).await {
+            Ok(recovered) => Ok(OpenedSession { guard, recovered }),
+            Err(e) => {
+                if opened_here {
+                    self.workspaces.close(session);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// A person stops `run` (`cancelled` / `user_stopped`). The supervisor
+    /// tells the tools actor (`ToolsMsg::CancelRun`), which cancels the
+    /// run's calls in flight: a `fetch_url` read ends at once.
+    pub async fn stop(&self, run: &RunId) -> Result<(), RunError> {
+        self.runtime.stop(run).await
+    }
+
+    /// The run as every host shows it (`agentrt show`, `readRun`).
+    pub async fn run_view(&self, run: &RunId) -> Result<RunView, RunError> {
+        RunView::read(&self.runtime, run).await
+    }
+
+    /// One pending request as every host shows it.
+    pub async fn pending_view(&self, request: agent_kernel::run::PendingRequest) -> PendingView {
+        PendingView::read(&self.runtime, request).await
+    }
+}

@@ -1,0 +1,148 @@
+//! The one view of a run that every host shows: `agentrt show` renders it
+//! as text or JSON, the browser's `readRun` hands it to the page. Read
+//! through the [`Runtime`] (hash-checked blobs), never from raw storage keys.
+
+use agent_kernel::journal::{CallState, JournalRecord};
+use agent_kernel::protocol::ToolResult;
+use agent_kernel::run::{Activity, AgentRun, PendingKind, PendingRequest};
+use agent_kernel::{CallId, RunId};
+use agent_supervisor::{RunError, Runtime};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+/// One run with its activities, journal, pending requests, output and plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    pub run: AgentRun,
+    pub activities: Vec<Activity>,
+    pub journal: Vec<JournalRecord>,
+    pub pending: Vec<PendingView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Value>,
+    /// Why each failed call failed (the tool's code and message from its
+    /// result blob, else the journal's error code), in journal order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<CallFailure>,
+}
+
+/// Why one call failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallFailure {
+    pub call_id: CallId,
+    /// `code: message` of the tool's error, or the journal's error code.
+    pub reason: String,
+}
+
+/// A pending request with an `ask_user` question's text and answer schema
+/// resolved (its `choices` are in the request itself). Serialized as the
+/// request with `question_text` and `answer_schema` added to its `kind`.
+#[derive(Debug, Clone)]
+pub struct PendingView {
+    pub request: PendingRequest,
+    pub question_text: Option<String>,
+    pub answer_schema: Option<Value>,
+}
+
+impl RunView {
+    /// Read `run` through `runtime`.
+    pub async fn read(runtime: &Runtime, run: &RunId) -> Result<RunView, RunError> {
+        let record = runtime.run(run).await?;
+        let journal = runtime.journal(run).await?;
+        let mut pending = Vec::new();
+        for p in runtime.pending(run).await? {
+            pending.push(PendingView::read(runtime, p).await);
+        }
+        let mut failures = Vec::new();
+        for j in &journal {
+            let (CallState::Failed, Some(blob)) = (j.state, &j.result) else {
+                continue;
+            };
+            let message = runtime
+                .blob(run, blob)
+                .await
+                .ok()
+                .and_then(|b| serde_json::from_slice::<ToolResult>(&b).ok())
+                .and_then(|r| match r {
+                    ToolResult::Error(f) => Some(format!("{}: {}", f.code, f.message)),
+                    ToolResult::Success(_) => None,
+                });
+            if let Some(reason) = message.or_else(|| j.error.as_ref().map(|e| e.code.clone())) {
+                failures.push(CallFailure {
+                    call_id: j.call_id.clone(),
+                    reason,
+                });
+            }
+        }
+        Ok(RunView {
+            activities: runtime.activities(run).await?,
+            pending,
+            output: runtime.output(run).await?,
+            plan: runtime.plan(run).await?,
+            journal,
+            failures,
+            run: record,
+        })
+    }
+
+    /// The pending requests themselves, without the resolved question texts.
+    pub fn pending_requests(&self) -> Vec<&PendingRequest> {
+        self.pending.iter().map(|p| &p.request).collect()
+    }
+}
+
+impl PendingView {
+    /// Resolve `request`'s question text and answer schema through
+    /// `runtime`; a blob that cannot be read leaves its field empty.
+    pub async fn read(runtime: &Runtime, request: PendingRequest) -> PendingView {
+        let mut question_text = None;
+        let mut answer_schema = None;
+        if let PendingKind::Input {
+            question, schema, ..
+        } = &request.kind
+        {
+            if let Ok(bytes) = runtime.blob(&request.run, question).await {
+                question_text = Some(
+                    serde_json::from_slice::<Value>(&bytes)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned()),
+                );
+            }
+            if let Some(schema) = schema
+                && let Ok(bytes) = runtime.blob(&request.run, schema).await
+                && let Ok(schema) = serde_json::from_slice::<Value>(&bytes)
+            {
+                answer_schema = Some(schema);
+            }
+        }
+        PendingView {
+            request,
+            question_text,
+            answer_schema,
+        }
+    }
+
+    /// The JSON the page sees.
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        let mut value = serde_json::to_value(&self.request)?;
+        if let Some(kind) = value.get_mut("kind").and_then(Value::as_object_mut) {
+            if let Some(text) = &self.question_text {
+                kind.insert("question_text".into(), Value::String(text.clone()));
+            }
+            if let Some(schema) = &self.answer_schema {
+                kind.insert("answer_schema".into(), schema.clone());
+            }
+        }
+        Ok(value)
+    }
+}
+
+impl Serialize for PendingView {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
