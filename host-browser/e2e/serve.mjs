@@ -88,7 +88,8 @@ export async function startCountingServer() {
  * $AGENTRT_BIN, else the debug build, brought up to date by `cargo build`
  * (a no-op when fresh). Resolves with { url, token, pageUrl, close }.
  */
-export async function startAgentrt() {
+/** `agentrt serve` on loopback; `globalArgs` go before the subcommand (`--config FILE`). */
+export async function startAgentrt(globalArgs = []) {
   const root = join(here, '..', '..');
   let bin = process.env.AGENTRT_BIN;
   if (!bin) {
@@ -97,7 +98,7 @@ export async function startAgentrt() {
     bin = join(process.env.CARGO_TARGET_DIR || join(root, 'target'), 'debug', 'agentrt');
   }
   const data = mkdtempSync(join(tmpdir(), 'agentrt-e2e-'));
-  const child = spawn(bin, ['--json', 'serve', '--port', '0', '--www', WWW, '--pkg', PKG], {
+  const child = spawn(bin, ['--json', ...globalArgs, 'serve', '--port', '0', '--www', WWW, '--pkg', PKG], {
     env: { ...process.env, AGENTRT_DATA_DIR: data }, stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout });

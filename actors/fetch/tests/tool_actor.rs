@@ -17,29 +17,17 @@ use agent_fetch::{
     ExtractionSlots, FETCH_URL, FetchActor, HtmlLimits, SUMMARY_CHARS, ScriptedResolver,
     fetch_url_definition,
 };
-use agent_kernel::host::{Executor, ManualClock, Storage};
+use agent_kernel::host::{ManualClock, Storage};
 use agent_kernel::memory::MemoryStorage;
 use agent_kernel::protocol::{
     InvocationDraft, ReferenceKind, TargetRule, ToolAddr, ToolInvocation, ToolMsg, ToolResult,
 };
-use agent_kernel::{BoxFuture, CallId, RunId, SessionId};
+use agent_kernel::{CallId, RunId, SessionId};
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::get;
 use common::*;
 use serde_json::json;
-
-/// Spawns onto the test's tokio runtime (the native host does the same).
-struct TokioExecutor;
-
-impl Executor for TokioExecutor {
-    fn spawn(&self, task: BoxFuture<'static, ()>) {
-        tokio::spawn(task);
-    }
-    fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
-        tokio::task::spawn_blocking(job);
-    }
-}
 
 struct Setup {
     addr: ToolAddr,
@@ -96,11 +84,11 @@ async fn setup() -> Setup {
     // this test's own (so that they can be counted).
     let slots = ExtractionSlots::new(2);
     let reader = reader(test_policy(resolver, &[server]), None, &clock)
-        .with_blocking(Arc::new(TokioExecutor))
+        .with_blocking(agent_test_support::executor())
         .with_extraction_slots(slots.clone());
     let storage = Arc::new(MemoryStorage::new());
     let addr = FetchActor::new(Arc::new(reader), storage.clone(), Arc::new(clock.clone()))
-        .spawn(Arc::new(TokioExecutor), None);
+        .spawn(agent_test_support::executor(), None);
     Setup {
         addr,
         storage,

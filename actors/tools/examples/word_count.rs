@@ -102,54 +102,16 @@ impl Tool for WordCount {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-mod host {
-    //! The two host parts the example needs (the native host crate has real ones).
-    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-    use agent_kernel::host::{Clock, Executor};
-    use agent_kernel::maybe_send::BoxFuture;
-
-    pub struct Tokio;
-    impl Executor for Tokio {
-        fn spawn(&self, task: BoxFuture<'static, ()>) {
-            tokio::spawn(task);
-        }
-        fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
-            tokio::task::spawn_blocking(job);
-        }
-    }
-
-    pub struct System(pub Instant);
-    impl Clock for System {
-        fn wall_ms(&self) -> u64 {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64)
-        }
-        fn monotonic(&self) -> Duration {
-            self.0.elapsed()
-        }
-        fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
-            Box::pin(tokio::time::sleep(d))
-        }
-    }
-}
-
-/// Register, show, prepare, approve and dispatch one `word_count` call, and
-/// return what the model would receive.
-#[cfg(not(target_arch = "wasm32"))]
 pub async fn demo(text: &str) -> agent_kernel::protocol::ToolResult {
-    use std::sync::Arc;
-
     use agent_capabilities::{Authority, Grant, Uses};
     use agent_kernel::ids::{CallId, RunId, SessionId};
     use agent_kernel::protocol::{RunToolConfig, ToolCall, ToolInvocation, ToolsMsg};
     use agent_tools::registry::{Registry, ToolRegistration};
     use agent_tools::{ToolsOptions, spawn_tool, spawn_tools};
 
-    let executor: Arc<dyn agent_kernel::host::Executor> = Arc::new(host::Tokio);
-    let clock: Arc<dyn agent_kernel::host::Clock> =
-        Arc::new(host::System(std::time::Instant::now()));
+    // The tokio test host; a real host (agent-host-native) brings its own.
+    let executor = agent_test_support::executor();
+    let clock = agent_test_support::clock();
 
     // 1. The host spawns the tool and registers it.
     let (addr, definition) =

@@ -507,8 +507,8 @@ fn code(result: &ToolResult) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actor_runs_a_script_only_with_a_verified_capability() {
-    let executor: Arc<dyn Executor> = Arc::new(TokioExecutor(tokio::runtime::Handle::current()));
-    let clock: Arc<dyn Clock> = Arc::new(RealClock::new());
+    let executor: Arc<dyn Executor> = Arc::new(TokioExecutor::current());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let addr = js_tool(executor, clock.clone(), 1_000)
         .spawn(None)
         .expect("spawn");
@@ -650,8 +650,8 @@ enum Ping {
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn native_another_actor_keeps_answering_while_a_script_spins() {
     // One async worker thread: if the script ran on it, nothing else could.
-    let executor: Arc<dyn Executor> = Arc::new(TokioExecutor(tokio::runtime::Handle::current()));
-    let clock: Arc<dyn Clock> = Arc::new(RealClock::new());
+    let executor: Arc<dyn Executor> = Arc::new(TokioExecutor::current());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let js = js_tool(executor.clone(), clock.clone(), 1_500)
         .spawn(None)
         .expect("spawn");

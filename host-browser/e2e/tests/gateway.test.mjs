@@ -82,3 +82,59 @@ test('S8.1: fetch_url on a private address is refused by the gateway, not fetche
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+/**
+ * Issue 13 item 2: a Stop during a slow gateway read ends the run well within
+ * the stop grace (5 s), as natively: the supervisor's CancelRun reaches the
+ * browser's fetch_url actor, which ends the read at once. The gateway here
+ * reads through a Jina-compatible reader on loopback that never answers (a
+ * reader is user configuration, so loopback is allowed for it), so without
+ * the cancellation the Stop would wait out the whole grace.
+ */
+test('a Stop during a slow gateway read ends the run within the stop grace', async () => {
+  const { createServer } = await import('node:http');
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  let arrived = 0;
+  const hanging = createServer(() => { arrived += 1; });
+  await new Promise((r) => hanging.listen(0, '127.0.0.1', r));
+  const dir = mkdtempSync(join(tmpdir(), 'agentrt-slow-reader-'));
+  const configFile = join(dir, 'agentrt.toml');
+  writeFileSync(configFile, `[reader]\nendpoint = "http://127.0.0.1:${hanging.address().port}/"\n`);
+  const slow = await startAgentrt(['--config', configFile]);
+  const context = await browser.newContext();
+  try {
+    const scenario = {
+      turns: [
+        { text: 'Reading.', tool_calls: [{ name: 'fetch_url', arguments: { url: 'https://93.184.216.34/' } }] },
+        { text: 'Done.' },
+      ],
+    };
+    const page = await context.newPage();
+    await page.addInitScript((c) => { window.AGENTRT_CONFIG = c; }, config(scenario));
+    await page.goto(`${slow.url}/?session=${uniqueSession('slow-read')}#gateway-token=${slow.token}`);
+    await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+    await send(page, 'Read the slow page.');
+    // The read is in flight: the reader has the request and will never answer.
+    const deadline = Date.now() + 30_000;
+    while (arrived === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(arrived, 1, 'the read reached the slow reader');
+    const stopped = Date.now();
+    await page.click('#stop');
+    await waitStatus(page, 'cancelled', 30_000);
+    const took = Date.now() - stopped;
+    console.log(`stop during a slow gateway read: cancelled after ${took} ms (grace 5000 ms)`);
+    assert.ok(took < 4_000, `the run ended ${took} ms after Stop, not well within the 5 s grace`);
+    const view = await page.evaluate(async () => window.agentrtDemo.runtime.readRun(window.agentrtDemo.runId));
+    const call = view.journal.find((j) => j.tool === 'fetch_url');
+    assert.equal(call.state, 'failed', JSON.stringify(call));
+    assert.equal(call.error.code, 'cancelled', JSON.stringify(call));
+  } finally {
+    await context.close();
+    await slow.close();
+    hanging.closeAllConnections();
+    await new Promise((r) => hanging.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

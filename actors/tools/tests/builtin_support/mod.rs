@@ -1,54 +1,18 @@
-//! Shared helpers of the built-in tool tests: a tokio-backed executor and
-//! clock (native host stand-ins local to the tests), and capabilities minted
-//! by a real `Authority` for hand-built invocations.
+//! Shared helpers of the built-in tool tests: the tokio test host
+//! (`agent-test-support`), and capabilities minted by a real `Authority`
+//! for hand-built invocations.
 #![allow(dead_code)]
-
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent_capabilities::{
     Authority, Capability, Fingerprint, Grant, Origin, Target, TargetScope, Uses,
 };
-use agent_kernel::BoxFuture;
-use agent_kernel::host::{Clock, Executor};
 use agent_kernel::ids::{CallId, RunId, SessionId};
 use agent_kernel::protocol::{InvocationDraft, ToolDefinition, ToolInvocation};
 use serde_json::Value;
 
-/// Spawns on a tokio runtime; blocking work goes to tokio's blocking pool.
-pub struct TokioExecutor(pub tokio::runtime::Handle);
-
-impl Executor for TokioExecutor {
-    fn spawn(&self, task: BoxFuture<'static, ()>) {
-        self.0.spawn(task);
-    }
-    fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
-        self.0.spawn_blocking(job);
-    }
-}
-
-/// Real time: wall clock from `SystemTime`, monotonic from `Instant`.
-pub struct RealClock(pub Instant);
-
-impl RealClock {
-    pub fn new() -> Self {
-        RealClock(Instant::now())
-    }
-}
-
-impl Clock for RealClock {
-    fn wall_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
-    }
-    fn monotonic(&self) -> Duration {
-        self.0.elapsed()
-    }
-    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep(duration))
-    }
-}
+/// The tokio test host (not every test file of these helpers uses it).
+#[allow(unused_imports)]
+pub use agent_test_support::{SystemClock, TokioExecutor};
 
 pub const RUN: &str = "run-builtin-1";
 pub const SESSION: &str = "session-1";

@@ -1,5 +1,4 @@
-//! Shared test fixtures: a tokio executor and a system clock (the real host
-//! parts live in host-native, which depends on this crate), a stand-in for
+//! Shared test fixtures: the tokio test host (`agent-test-support`), a stand-in for
 //! the supervisor (it holds the run's `Authority` and mints after approval),
 //! counting HTTP servers on loopback (axum, on their own thread and runtime,
 //! so that their logs are not ours), and a secret resolver.
@@ -7,14 +6,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use agent_capabilities::{Authority, Capability, Grant, Uses};
-use agent_kernel::host::{Clock, Executor};
+use agent_kernel::host::Clock;
 use agent_kernel::ids::{CallId, RunId, SessionId};
-use agent_kernel::maybe_send::BoxFuture;
 use agent_kernel::protocol::{
     ModelToolSchema, PreparedCall, RunToolConfig, ToolCall, ToolInvocation, ToolResult, ToolsMsg,
 };
@@ -25,51 +23,7 @@ use agent_tools::{ToolsHandle, ToolsOptions};
 // Host parts
 // ----------------------------------------------------------------------------
 
-pub struct TokioExecutor;
-
-impl Executor for TokioExecutor {
-    fn spawn(&self, task: BoxFuture<'static, ()>) {
-        tokio::spawn(task);
-    }
-    fn spawn_blocking(&self, job: Box<dyn FnOnce() + Send + 'static>) {
-        tokio::task::spawn_blocking(job);
-    }
-}
-
-pub struct SystemClock {
-    start: Instant,
-}
-
-impl SystemClock {
-    pub fn new() -> SystemClock {
-        SystemClock {
-            start: Instant::now(),
-        }
-    }
-}
-
-impl Clock for SystemClock {
-    fn wall_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
-    }
-    fn monotonic(&self) -> Duration {
-        self.start.elapsed()
-    }
-    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep(duration))
-    }
-}
-
-pub fn executor() -> Arc<dyn Executor> {
-    Arc::new(TokioExecutor)
-}
-
-pub fn clock() -> Arc<dyn Clock> {
-    Arc::new(SystemClock::new())
-}
+pub use agent_test_support::{clock, executor};
 
 // ----------------------------------------------------------------------------
 // Supervisor stand-in
