@@ -1,7 +1,8 @@
 //! A provider that plays a JSON scenario, for demos, tests and the crash
 //! simulator. The turn it plays is chosen from the request itself (the number
-//! of assistant messages so far), so a replayed or resumed run gets the same
-//! answer for the same conversation. The format is documented in the crate docs.
+//! of assistant messages since the person's last message, the run's prompt),
+//! so a replayed or resumed run gets the same answer for the same
+//! conversation, and each run of a session starts at the first turn. The format is documented in the crate docs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -154,7 +155,13 @@ impl ScriptedProvider {
         seen.truncate(messages.len());
         for m in &messages[seen.len()..] {
             let (turns, chars) = seen.last().copied().unwrap_or((0, 0));
-            let turns = turns + usize::from(matches!(m, Message::Assistant { .. }));
+            // A run's turns count from its prompt: the session's earlier
+            // turns before it do not move the scenario on.
+            let turns = match m {
+                Message::User { .. } => 0,
+                Message::Assistant { .. } => turns + 1,
+                _ => turns,
+            };
             let chars = chars + serde_json::to_string(m).map(|s| s.len()).unwrap_or(0);
             seen.push((turns, chars));
         }
