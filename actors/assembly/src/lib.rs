@@ -12,7 +12,8 @@
 //! - opening a session ([`Assembly::open_session`]: the stored lease, the
 //!   session's workspace with that lease's fence, recovery of a run another
 //!   owner left `running`);
-//! - stopping a run and cancelling its `fetch_url` reads ([`Assembly::stop`]);
+//! - stopping a run ([`Assembly::stop`]; its calls in flight are cancelled
+//!   through the protocol, `ToolsMsg::CancelRun`);
 //! - the one view of a run that every host shows ([`view::RunView`]).
 //!
 //! A host passes in only what is host-specific ([`Parts`]): its `Host`
