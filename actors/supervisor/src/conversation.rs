@@ -536,5 +536,12 @@ mod tests {
         )));
         let short = "é".repeat(10);
         assert_eq!(cut_tool_result(&short), short);
+        // At the bound nothing is cut; one byte above, one byte is.
+        let at = "x".repeat(TOOL_RESULT_IN_HISTORY_BYTES);
+        assert_eq!(cut_tool_result(&at), at);
+        let below = "x".repeat(TOOL_RESULT_IN_HISTORY_BYTES - 1);
+        assert_eq!(cut_tool_result(&below), below);
+        let above = "x".repeat(TOOL_RESULT_IN_HISTORY_BYTES + 1);
+        assert!(cut_tool_result(&above).starts_with(&format!("{at}\n[1 more bytes")));
     }
 }
