@@ -3,9 +3,13 @@
 //! finish reason out. [`openai`] speaks Chat Completions over SSE;
 //! [`scripted`] plays a JSON scenario.
 
+pub mod anthropic;
+pub mod gemini;
+pub mod http;
 pub mod openai;
 pub mod scripted;
 pub mod sse;
+pub mod wire;
 
 use std::pin::Pin;
 use std::sync::Arc;
