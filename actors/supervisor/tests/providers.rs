@@ -37,6 +37,8 @@ use agent_supervisor::{
 
 #[derive(Default)]
 struct Server {
+    /// While set, mode `outage` answers 503 with `retry-after: 10`.
+    down: std::sync::atomic::AtomicBool,
     hits: Mutex<HashMap<String, u32>>,
     bodies: Mutex<Vec<Value>>,
     headers: Mutex<Vec<HeaderMap>>,
@@ -226,10 +228,17 @@ async fn answer(
         "limited" if hit <= 2 => return status(429, Some("1")),
         "limited" => {}
         "unauthorised" => return status(401, None),
+        "outage" if server.down.load(std::sync::atomic::Ordering::SeqCst) => {
+            return status(503, Some("10"));
+        }
         "malformed" => return stream_response(Body::from("data: {not json\n\n")),
         _ => {}
     }
-    let mode = if mode == "limited" { "normal" } else { &mode };
+    let mode = match mode.as_str() {
+        "limited" => "normal",
+        "outage" => "agent",
+        other => other,
+    };
     let text = if format == "gemini" {
         gemini_stream(mode, turn)
     } else {
@@ -289,6 +298,16 @@ fn provider(base: &str, format: &str, mode: &str, clock: Arc<dyn Clock>) -> Arc<
         max_retries: 2,
         ..RetryPolicy::default()
     };
+    provider_with(base, format, mode, clock, retry)
+}
+
+fn provider_with(
+    base: &str,
+    format: &str,
+    mode: &str,
+    clock: Arc<dyn Clock>,
+    retry: RetryPolicy,
+) -> Arc<dyn ModelProvider> {
     match format {
         "gemini" => {
             let mut c = GeminiConfig::new(format!("{base}/gemini/{mode}/v1beta"));
@@ -626,4 +645,170 @@ async fn an_anthropic_run_sends_back_tool_results_and_never_dispatches_a_malform
         headers[0]["anthropic-version"],
         anthropic::ANTHROPIC_VERSION
     );
+}
+
+/// S13.2: no retry starts whose wait would end past `max_elapsed` from the
+/// first attempt. The server asks for 10 s between attempts, so a bound of
+/// 30 s allows attempts at 0, 10, 20 and 30 s; 29 s one fewer; 40 s one more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_bound_in_time_is_held_at_below_and_above() {
+    let (base, server) = start_server().await;
+    server.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    for (i, (bound_s, attempts)) in [(30, 4u32), (29, 3), (40, 5)].into_iter().enumerate() {
+        let format = FORMATS[i % 2];
+        let clock = recording_clock();
+        let retry = RetryPolicy {
+            max_retries: 10,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+            max_elapsed: Duration::from_secs(bound_s),
+        };
+        let p = provider_with(&base, format, "outage", clock.clone(), retry);
+        let e = ask(&*p).await.expect_err("down the whole time");
+        assert!(
+            matches!(e, ProviderError::Http { status: 503, attempts: a, .. } if a == attempts),
+            "bound {bound_s} s: {e}"
+        );
+        assert!(e.is_outage());
+        let slept: Duration = clock.sleeps.lock().unwrap().iter().sum();
+        assert!(
+            slept <= Duration::from_secs(bound_s),
+            "bound {bound_s} s: slept {slept:?}"
+        );
+    }
+}
+
+#[test]
+fn backoff_doubles_with_jitter_in_its_upper_half_and_honours_retry_after() {
+    let retry = RetryPolicy {
+        max_retries: 10,
+        initial_backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(8),
+        max_elapsed: Duration::from_secs(60),
+    };
+    for (n, full) in [(0, 1), (1, 2), (2, 4), (3, 8), (4, 8), (9, 8)] {
+        let full = Duration::from_secs(full);
+        assert_eq!(retry.backoff(n, None, 0.0), full / 2, "retry {n}");
+        assert_eq!(retry.backoff(n, None, 1.0), full, "retry {n}");
+        let mid = retry.backoff(n, None, 0.5);
+        assert!(mid > full / 2 && mid < full, "retry {n}: {mid:?}");
+    }
+    assert_eq!(
+        retry.backoff(0, Some(Duration::from_secs(3)), 0.9),
+        Duration::from_secs(3),
+        "retry-after is honoured as sent"
+    );
+    assert_eq!(
+        retry.backoff(0, Some(Duration::from_secs(300)), 0.0),
+        Duration::from_secs(8),
+        "but never past max_backoff"
+    );
+}
+
+/// S13.2: an outage past the bound interrupts the run naming the provider;
+/// Resume, once the provider is back, completes it. A 401 fails at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_interrupts_the_run_and_resume_completes_it_but_a_401_fails() {
+    use agent_kernel::run::StopReason;
+    for format in FORMATS {
+        let (base, server) = start_server().await;
+        server.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+        let host = agent_test_support::memory_host(clock.clone(), 1);
+        let log = ToolLog::default();
+        let tools = spawn_sim_tools(
+            host.executor.clone(),
+            clock.clone(),
+            log.clone(),
+            SimToolsConfig::default(),
+        );
+        let retry = RetryPolicy {
+            max_retries: 10,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+            max_elapsed: Duration::from_secs(30),
+        };
+        // Backoff sleeps pass at once on their own clock.
+        let p = provider_with(&base, format, "outage", recording_clock(), retry);
+        let runtime = Runtime::new(
+            host,
+            OwnerId::new("proc").unwrap(),
+            tools,
+            p,
+            RuntimeOptions::default(),
+        );
+        let session = SessionId::new("s").unwrap();
+        let run = runtime
+            .start(&session, "read a.txt", RunConfig::default())
+            .await
+            .unwrap();
+        let record = tokio::time::timeout(Duration::from_secs(20), runtime.wait_settled(&run))
+            .await
+            .expect("settles")
+            .unwrap();
+        assert_eq!(
+            record.status,
+            RunStatus::Interrupted,
+            "{format}: {record:?}"
+        );
+        match &record.stop_reason {
+            Some(StopReason::ProviderUnavailable { provider, message }) => {
+                assert_eq!(provider, format);
+                assert!(message.contains("503"), "{message}");
+            }
+            other => panic!("{format}: {other:?}"),
+        }
+        let hits_while_down = server.hits.lock().unwrap()[&format!("{format}/outage")];
+        assert_eq!(hits_while_down, 4, "{format}: attempts at 0, 10, 20, 30 s");
+
+        server
+            .down
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        runtime.resume(&run).await.unwrap();
+        let record = tokio::time::timeout(Duration::from_secs(20), runtime.wait_settled(&run))
+            .await
+            .expect("settles")
+            .unwrap();
+        assert_eq!(record.status, RunStatus::Completed, "{format}: {record:?}");
+        assert_eq!(
+            runtime.output(&run).await.unwrap().as_deref(),
+            Some("Done.")
+        );
+
+        // An authentication failure is not an outage: failed, one attempt.
+        let p = provider_with(&base, format, "unauthorised", recording_clock(), retry);
+        let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+        let host = agent_test_support::memory_host(clock.clone(), 2);
+        let tools = spawn_sim_tools(
+            host.executor.clone(),
+            clock,
+            ToolLog::default(),
+            SimToolsConfig::default(),
+        );
+        let runtime = Runtime::new(
+            host,
+            OwnerId::new("proc").unwrap(),
+            tools,
+            p,
+            RuntimeOptions::default(),
+        );
+        let run = runtime
+            .start(&session, "read a.txt", RunConfig::default())
+            .await
+            .unwrap();
+        let record = tokio::time::timeout(Duration::from_secs(20), runtime.wait_settled(&run))
+            .await
+            .expect("settles")
+            .unwrap();
+        assert_eq!(record.status, RunStatus::Failed, "{format}: {record:?}");
+        assert!(
+            matches!(&record.stop_reason, Some(StopReason::RuntimeError { message, .. }) if message.contains("401")),
+            "{format}: {:?}",
+            record.stop_reason
+        );
+        assert_eq!(
+            server.hits.lock().unwrap()[&format!("{format}/unauthorised")],
+            1
+        );
+    }
 }

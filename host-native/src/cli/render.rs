@@ -34,6 +34,9 @@ pub(crate) fn reason_text(reason: &StopReason) -> String {
         StopReason::RuntimeError { actor, message } => {
             format!("runtime_error in {actor}: {message}")
         }
+        StopReason::ProviderUnavailable { provider, message } => {
+            format!("provider_unavailable ({provider}): {message}; resume when it is back")
+        }
     }
 }
 

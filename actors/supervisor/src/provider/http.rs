@@ -1,8 +1,10 @@
 //! The HTTP side every remote model provider shares: one POST with a JSON
-//! body, retried a bounded number of times with capped exponential backoff
-//! (honouring `retry-after`) when the endpoint is unreachable or answers
-//! 429 or 5xx, sleeping through the host clock; any other status fails at
-//! once. Through reqwest, so it builds natively and for wasm32 (where
+//! body, retried when the endpoint is unreachable or answers 429 or 5xx —
+//! with capped, jittered exponential backoff (a server's `retry-after` is
+//! honoured as sent), sleeping through the host clock, bounded both in
+//! attempts and in time ([`RetryPolicy`]); any other status fails at once.
+//! Past the bound the error is an outage ([`ProviderError::is_outage`]),
+//! which interrupts the run (S13.2). Through reqwest, so it builds natively and for wasm32 (where
 //! reqwest uses the browser's fetch). Never logs a header value or a body.
 
 use std::pin::Pin;
@@ -31,6 +33,9 @@ pub struct RetryPolicy {
     /// Delay before the first retry; doubles each time up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// No retry is started whose wait would end later than this after the
+    /// first attempt: the time an outage may take from the run.
+    pub max_elapsed: Duration,
 }
 
 /// The most retries a configuration may ask for.
@@ -42,18 +47,39 @@ impl Default for RetryPolicy {
             max_retries: 3,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
+            max_elapsed: Duration::from_secs(60),
         }
     }
 }
 
 impl RetryPolicy {
     /// The wait before retry number `retry` (0-based): the server's
-    /// `retry-after` when it sent one, else the doubling delay; never more
+    /// `retry-after` when it sent one, else the doubling delay with "equal
+    /// jitter" (its upper half scaled by `jitter`, a fraction in 0..1, so
+    /// that clients refused together do not return together); never more
     /// than `max_backoff`.
-    pub fn backoff(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        let exp = self.initial_backoff.saturating_mul(1u32 << retry.min(16));
-        retry_after.unwrap_or(exp).min(self.max_backoff)
+    pub fn backoff(&self, retry: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
+        if let Some(after) = retry_after {
+            return after.min(self.max_backoff);
+        }
+        let exp = self
+            .initial_backoff
+            .saturating_mul(1u32 << retry.min(16))
+            .min(self.max_backoff);
+        let half = exp / 2;
+        half + half.mul_f64(jitter.clamp(0.0, 1.0))
     }
+}
+
+/// A fraction in 0..1 for the backoff's jitter, mixed from the wall clock
+/// and the attempt (SplitMix64's finaliser): no entropy source is needed,
+/// and a manual clock makes it repeatable.
+fn jitter_fraction(wall_ms: u64, attempt: u32) -> f64 {
+    let mut z = wall_ms ^ (u64::from(attempt) << 32) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Check a provider's base URL: absolute, http or https. Returns it
@@ -113,6 +139,7 @@ impl ModelHttp {
         headers: &[(&'static str, String)],
         body: &Value,
     ) -> Result<ByteStream, ProviderError> {
+        let started = self.clock.monotonic();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -120,19 +147,27 @@ impl ModelHttp {
             for (name, value) in headers {
                 req = req.header(*name, value);
             }
-            let retries_left = attempt <= self.retry.max_retries;
+            // The wait before the next attempt, if one is still allowed.
+            let next_wait = |retry_after: Option<Duration>| {
+                let wait = self.retry.backoff(
+                    attempt - 1,
+                    retry_after,
+                    jitter_fraction(self.clock.wall_ms(), attempt),
+                );
+                let ends = self.clock.monotonic().saturating_sub(started) + wait;
+                (attempt <= self.retry.max_retries && ends <= self.retry.max_elapsed)
+                    .then_some(wait)
+            };
             match req.send().await {
                 Err(e) => {
-                    if !retries_left {
+                    let Some(wait) = next_wait(None) else {
                         return Err(ProviderError::Transport {
                             attempts: attempt,
                             detail: e.without_url().to_string(),
                         });
-                    }
+                    };
                     tracing::warn!(attempt, "model endpoint unreachable; retrying");
-                    self.clock
-                        .sleep(self.retry.backoff(attempt - 1, None))
-                        .await;
+                    self.clock.sleep(wait).await;
                 }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
@@ -151,27 +186,25 @@ impl ModelHttp {
                             },
                         });
                     }
-                    if !retries_left {
-                        return Err(ProviderError::Http {
-                            status,
-                            attempts: attempt,
-                            hint: "the endpoint is overloaded or failing; try again later",
-                        });
-                    }
                     let retry_after = resp
                         .headers()
                         .get("retry-after")
                         .and_then(|v| v.to_str().ok())
                         .and_then(|s| s.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
+                    let Some(wait) = next_wait(retry_after) else {
+                        return Err(ProviderError::Http {
+                            status,
+                            attempts: attempt,
+                            hint: "the endpoint is overloaded or failing; try again later",
+                        });
+                    };
                     tracing::warn!(
                         attempt,
                         status,
                         "model endpoint refused the request; retrying"
                     );
-                    self.clock
-                        .sleep(self.retry.backoff(attempt - 1, retry_after))
-                        .await;
+                    self.clock.sleep(wait).await;
                 }
             }
         }

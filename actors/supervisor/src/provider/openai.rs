@@ -80,6 +80,7 @@ impl OpenAiProvider {
                 max_retries: config.max_retries,
                 initial_backoff: config.initial_backoff,
                 max_backoff: config.max_backoff,
+                ..RetryPolicy::default()
             },
         )?;
         Ok(Self {
