@@ -263,6 +263,55 @@ pub async fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await
 }
 
+/// Where `agentrt serve --listen ADDR` listens: one exact address. The
+/// `Host` check accepts only the bound `IP:PORT`, so an unspecified address
+/// (`0.0.0.0`, `::`), which names no address a client could put in `Host`,
+/// is refused; a reverse proxy in front (which holds the TLS) forwards to
+/// the exact address and sends it as `Host`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddress(SocketAddr);
+
+/// Why a `--listen` address cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--listen {given}: {problem}")]
+pub struct ListenError {
+    pub given: SocketAddr,
+    pub problem: &'static str,
+}
+
+impl ListenAddress {
+    /// Accept one exact address (loopback or not).
+    pub fn check(addr: SocketAddr) -> Result<ListenAddress, ListenError> {
+        if addr.ip().is_unspecified() {
+            return Err(ListenError {
+                given: addr,
+                problem: "an unspecified address names no host a request can send in Host; give the exact address the reverse proxy forwards to",
+            });
+        }
+        if addr.ip().is_multicast() {
+            return Err(ListenError {
+                given: addr,
+                problem: "a multicast address cannot be listened on",
+            });
+        }
+        Ok(ListenAddress(addr))
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.0
+    }
+
+    /// True for 127.0.0.0/8 and ::1: nothing beyond this machine reaches it.
+    pub fn is_loopback(&self) -> bool {
+        self.0.ip().is_loopback()
+    }
+
+    /// Bind the listener at this address.
+    pub async fn bind(&self) -> std::io::Result<tokio::net::TcpListener> {
+        tokio::net::TcpListener::bind(self.0).await
+    }
+}
+
 /// The gateway alone (`POST /v1/fetch` and its CORS preflight) with every
 /// protection of [`router_with_page`].
 pub fn router(state: GatewayState) -> Router {

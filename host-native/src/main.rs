@@ -15,14 +15,14 @@ use std::time::Duration;
 
 use agent_assembly::NoModel;
 use agent_host_native::app::{App, AppError, AppOptions, Launch, ProviderSpec, provider_for};
-use agent_host_native::config::{Config, parse_approval, parse_preset};
+use agent_host_native::config::{Config, parse_approval};
 use agent_host_native::host::{NativeHost, TokioExecutor};
 #[cfg(feature = "test-hooks")]
 use agent_host_native::pause;
 use agent_host_native::{demo, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};
-use agent_kernel::run::{AgentRun, PendingKind};
+use agent_kernel::run::{AgentRun, PendingKind, RunMode};
 use agent_kernel::{CallId, RequestId, RunId, SessionId};
 use agent_supervisor::{Choice, RunConfig, RunError, Scenario};
 use agent_tools::builtin::skill::Skill;
@@ -30,7 +30,7 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 
 use cli::args::{
-    Action, ApprovalArg, BudgetArg, CheckWhat, Cli, Command, DecisionArg, ProviderArg, Source,
+    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, ProviderArg, Source,
 };
 use cli::exit::{Exit, code, code_of, usage};
 use cli::follow::follow;
@@ -145,6 +145,16 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     }
 }
 
+/// The run mode `--mode` names.
+fn run_mode(mode: ModeArg) -> anyhow::Result<RunMode> {
+    match mode {
+        ModeArg::Agent => Ok(RunMode::Agent),
+        ModeArg::Chat => Err(usage(
+            "--mode chat needs the runtime's Chat mode, which this build does not have yet",
+        )),
+    }
+}
+
 fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
     RunId::new(text).map_err(|e| usage(e.to_string()))
 }
@@ -152,7 +162,19 @@ fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
 async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Check { what } => check(&cli, what).await,
-        Command::Serve { port, www, pkg } => serve(&cli, *port, www.clone(), pkg.clone()).await,
+        Command::Serve {
+            port,
+            listen,
+            allow_origins,
+            www,
+            pkg,
+        } => {
+            let listen = listen.unwrap_or(std::net::SocketAddr::from((
+                std::net::Ipv4Addr::LOCALHOST,
+                *port,
+            )));
+            serve(&cli, listen, allow_origins, www.clone(), pkg.clone()).await
+        }
         Command::Runs => list_runs(&cli).await,
         Command::Show { run } => show(&cli, &parse_run_id(run)?).await,
         Command::Demo => start_demo(&cli).await,
@@ -162,6 +184,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             provider,
             base_url,
             model,
+            mode,
+            system,
+            system_extension,
             budget,
             approval,
             session,
@@ -215,14 +240,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             if let Some(b) = config.budget {
                 run_config.budget = b;
             }
-            if let Some(b) = budget {
-                let name = match b {
-                    BudgetArg::Light => "light",
-                    BudgetArg::Standard => "standard",
-                    BudgetArg::Extended => "extended",
-                };
-                run_config.budget = parse_preset(name).map(Budget::preset).unwrap_or_default();
+            if let Some(spec) = budget.spec(config.budget_spec.as_ref()) {
+                run_config.budget = Budget::from_spec(&spec)
+                    .map_err(|e| usage(format!("the budget is refused: {e}")))?;
             }
+            if let Some(mode) = mode {
+                run_config.mode = run_mode(*mode)?;
+            }
+            run_config.model.system_prompt = system.clone();
+            run_config.model.system_extension = system_extension.clone();
             if let Some(a) = config.approval {
                 run_config.approval = a;
             }
@@ -353,11 +379,17 @@ async fn check(cli: &Cli, what: &CheckWhat) -> anyhow::Result<u8> {
 
 async fn serve(
     cli: &Cli,
-    port: u16,
+    listen: std::net::SocketAddr,
+    allow_origins: &[String],
     www: Option<PathBuf>,
     pkg: Option<PathBuf>,
 ) -> anyhow::Result<u8> {
     use agent_host_native::{gateway, page};
+    let allowed = allow_origins
+        .iter()
+        .map(|o| gateway::AllowedOrigin::parse(o).map_err(|e| usage(e.to_string())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let listen = gateway::ListenAddress::check(listen).map_err(|e| usage(e.to_string()))?;
     let config = load_config(cli)?;
     let executor: Arc<dyn agent_kernel::host::Executor> =
         Arc::new(TokioExecutor::current().ok_or_else(|| anyhow!("no async runtime"))?);
@@ -385,26 +417,37 @@ async fn serve(
         }
     }
     let dirs = page::PageDirs::resolve(www, pkg);
-    let listener = gateway::bind(port).await.map_err(|e| {
+    let listener = listen.bind().await.map_err(|e| {
         usage(format!(
-            "cannot listen on 127.0.0.1:{port}: {e}; choose another --port"
+            "cannot listen on {}: {e}; choose another --port or --listen address",
+            listen.addr()
         ))
     })?;
     let addr = listener.local_addr()?;
+    if !listen.is_loopback() {
+        eprintln!(
+            "agentrt: listening beyond loopback on {addr} over plain HTTP: TLS belongs to a reverse proxy in front, which must send Host: {addr}"
+        );
+    }
     let entropy = agent_host_native::host::OsEntropy::probe()?;
     let token = gateway::random_token(&entropy);
     let origin = gateway::page_origin(addr);
-    let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()]);
+    let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()])
+        .also_allowing(&allowed);
     let page_url = dirs
         .as_ref()
         .map(|_| format!("{origin}/#gateway-token={token}"));
     if cli.json {
         println!(
             "{}",
-            serde_json::json!({"event": "listening", "url": origin, "token": token, "page": page_url})
+            serde_json::json!({"event": "listening", "url": origin, "token": token, "page": page_url,
+                "allowed_origins": allowed.iter().map(|o| o.as_str()).collect::<Vec<_>>()})
         );
     } else {
         println!("gateway listening on {origin}");
+        for o in &allowed {
+            println!("also allowing pages of {}", o.as_str());
+        }
         println!("token: {token}");
         match (&page_url, &dirs) {
             (Some(url), Some(dirs)) => {
