@@ -1,7 +1,10 @@
 //! The local gateway (`agentrt serve`): `POST /v1/fetch` reads a public page
 //! for the browser through the same URL policy and limits as native reads
-//! (S8), bound to 127.0.0.1, behind a random per-process token, with CORS
-//! limited to the page it serves. The browser never fetches model URLs itself.
+//! (S8), bound to 127.0.0.1 (or to the one exact address of `--listen`,
+//! [`ListenAddress`], behind a reverse proxy that holds the TLS), behind a
+//! random per-process token, with CORS limited to the page it serves and the
+//! exact origins of `--allow-origin` ([`AllowedOrigin`]). The browser never
+//! fetches model URLs itself.
 //!
 //! This module owns every protection of the server as a whole (issue 12
 //! item 6), so that the demo page's routes ([`crate::page`]) get them too:
