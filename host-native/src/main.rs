@@ -146,12 +146,10 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 }
 
 /// The run mode `--mode` names.
-fn run_mode(mode: ModeArg) -> anyhow::Result<RunMode> {
+fn run_mode(mode: ModeArg) -> RunMode {
     match mode {
-        ModeArg::Agent => Ok(RunMode::Agent),
-        ModeArg::Chat => Err(usage(
-            "--mode chat needs the runtime's Chat mode, which this build does not have yet",
-        )),
+        ModeArg::Agent => RunMode::Agent,
+        ModeArg::Chat => RunMode::Chat,
     }
 }
 
@@ -245,7 +243,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                     .map_err(|e| usage(format!("the budget is refused: {e}")))?;
             }
             if let Some(mode) = mode {
-                run_config.mode = run_mode(*mode)?;
+                run_config.mode = run_mode(*mode);
             }
             run_config.model.system_prompt = system.clone();
             run_config.model.system_extension = system_extension.clone();

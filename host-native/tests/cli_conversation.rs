@@ -241,3 +241,40 @@ fn with_json_the_answer_is_the_last_event() {
     assert_eq!(answer["run"], settled["run"]);
     assert_eq!(events.iter().filter(|e| e["event"] == "answer").count(), 1);
 }
+
+/// S9.1 (issue 14 item 4): `--mode chat` offers the model no tools and no
+/// default Agent system prompt (`--system` still applies); Agent mode, the
+/// default, offers tools.
+#[test]
+fn chat_mode_sends_no_tools_and_no_default_system_prompt() {
+    let dir = private_dir();
+    let (base, bodies) = start_model();
+    let out = run(dir.path(), &base, false, "hi", &["--mode", "chat"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "You said: hi\n");
+    let out = run(
+        dir.path(),
+        &base,
+        false,
+        "hi again",
+        &["--mode", "chat", "--system", "Be kind."],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(dir.path(), &base, false, "work", &["--mode", "agent"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let bodies = bodies.lock().expect("bodies");
+    let tools = |b: &serde_json::Value| b["tools"].as_array().map_or(0, Vec::len);
+    assert_eq!(messages(&bodies[0]), pairs(&[("user", "hi")]));
+    assert_eq!(tools(&bodies[0]), 0, "{}", bodies[0]);
+    assert_eq!(
+        messages(&bodies[1]),
+        pairs(&[("system", "Be kind."), ("user", "hi again")])
+    );
+    assert_eq!(tools(&bodies[1]), 0);
+    assert_eq!(messages(&bodies[2])[0].1, AGENT_SYSTEM_PROMPT.trim_end());
+    assert!(tools(&bodies[2]) > 0, "Agent mode offers tools");
+    // An unknown mode is a usage error.
+    let out = run(dir.path(), &base, false, "x", &["--mode", "research"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(bodies.len(), 3);
+}
