@@ -30,7 +30,8 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 
 use cli::args::{
-    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, ProviderArg, Source,
+    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, ProviderArg, SessionAction,
+    Source,
 };
 use cli::exit::{Exit, code, code_of, usage};
 use cli::follow::follow;
@@ -41,6 +42,7 @@ mod cli {
     pub(crate) mod exit;
     pub(crate) mod follow;
     pub(crate) mod render;
+    pub(crate) mod sessions;
 }
 
 fn main() -> ExitCode {
@@ -153,6 +155,10 @@ fn run_mode(mode: ModeArg) -> RunMode {
     }
 }
 
+fn parse_session(text: &str) -> anyhow::Result<SessionId> {
+    SessionId::new(text).map_err(|e| usage(e.to_string()))
+}
+
 fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
     RunId::new(text).map_err(|e| usage(e.to_string()))
 }
@@ -176,6 +182,47 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Runs => list_runs(&cli).await,
         Command::Show { run } => show(&cli, &parse_run_id(run)?).await,
         Command::Demo => start_demo(&cli).await,
+        Command::Attach {
+            session,
+            file,
+            as_path,
+            mime,
+        } => {
+            let session = parse_session(session)?;
+            let app = open_viewer(&cli).await?;
+            let opened = app.open_session(&session).await.map_err(session_busy)?;
+            let entry = cli::sessions::attach(
+                &app,
+                &opened.guard,
+                file,
+                as_path.as_deref(),
+                mime.as_deref(),
+            )
+            .await?;
+            cli::sessions::print_attached(&cli, &entry, false)?;
+            Ok(code::OK)
+        }
+        Command::Session { action } => {
+            let app = open_viewer(&cli).await?;
+            match action {
+                SessionAction::List => cli::sessions::list(&cli, &app).await?,
+                SessionAction::Files { session } => {
+                    cli::sessions::files(&cli, &app, &parse_session(session)?).await?
+                }
+                SessionAction::Copy { from, to } => {
+                    let from = parse_session(from)?;
+                    let to = parse_session(to)?;
+                    let opened = app.open_session(&to).await.map_err(session_busy)?;
+                    cli::sessions::copy(&cli, &app, &from, &opened.guard).await?
+                }
+                SessionAction::Delete { session } => {
+                    let session = parse_session(session)?;
+                    let opened = app.open_session(&session).await.map_err(session_busy)?;
+                    cli::sessions::delete(&cli, &app, &opened.guard).await?
+                }
+            }
+            Ok(code::OK)
+        }
         Command::Run {
             prompt,
             scenario,
@@ -189,6 +236,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             approval,
             session,
             skill,
+            attach,
         } => {
             let config = load_config(&cli)?;
             let spec_source = match (scenario, provider) {
@@ -269,7 +317,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             }
             let prompt = prompt.clone().unwrap_or_else(|| "Run the scenario.".into());
             let session = match session {
-                Some(s) => Some(SessionId::new(s.clone()).map_err(|e| usage(e.to_string()))?),
+                Some(s) => Some(parse_session(s)?),
                 None => None,
             };
             start_run(
@@ -279,6 +327,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 &prompt,
                 run_config,
                 session,
+                attach,
                 false,
             )
             .await
@@ -522,16 +571,22 @@ async fn list_runs(cli: &Cli) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
-/// The run card, from the assembly's run view (the one `readRun` shows):
-/// the runtime is wired without a model ([`NoModel`]), since showing a run
-/// never drives it.
-async fn show(cli: &Cli, run: &RunId) -> anyhow::Result<u8> {
+/// The runtime wired without a model ([`NoModel`]), for what never drives
+/// a run: showing one, and a person's session actions.
+async fn open_viewer(cli: &Cli) -> anyhow::Result<App> {
     let native = open_host(cli).await?;
     let options = AppOptions {
         config: load_config(cli)?,
         ..AppOptions::default()
     };
-    let app = App::on_host(native, options, Arc::new(NoModel)).await?;
+    Ok(App::on_host(native, options, Arc::new(NoModel)).await?)
+}
+
+/// The run card, from the assembly's run view (the one `readRun` shows):
+/// the runtime is wired without a model ([`NoModel`]), since showing a run
+/// never drives it.
+async fn show(cli: &Cli, run: &RunId) -> anyhow::Result<u8> {
+    let app = open_viewer(cli).await?;
     let view = app.run_view(run).await?;
     print_card(&view, cli.json)?;
     Ok(code::OK)
@@ -579,6 +634,7 @@ async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
         demo::PROMPT,
         run_config,
         None,
+        &[],
         true,
     )
     .await
@@ -591,6 +647,7 @@ async fn start_run(
     prompt: &str,
     run_config: RunConfig,
     session: Option<SessionId>,
+    attachments: &[PathBuf],
     is_demo: bool,
 ) -> anyhow::Result<u8> {
     // Store the scenario first (through a host) so that the launch record can name it.
@@ -614,7 +671,11 @@ async fn start_run(
             "session-",
         ))?,
     };
-    let _guard = app.open_session(&session).await.map_err(session_busy)?;
+    let opened = app.open_session(&session).await.map_err(session_busy)?;
+    for file in attachments {
+        let entry = cli::sessions::attach(&app, &opened.guard, file, None, None).await?;
+        cli::sessions::print_attached(cli, &entry, true)?;
+    }
     app.runtime().recover().await?;
     let events = app.runtime().subscribe();
     let run = app.runtime().start(&session, prompt, run_config).await?;

@@ -102,6 +102,27 @@ pub(crate) enum Command {
         /// instructions join the system prompt.
         #[arg(long, value_name = "FILE")]
         skill: Option<PathBuf>,
+        /// Bring this file into the run's session before it starts, at its
+        /// base name (repeatable; as `agentrt attach`).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<PathBuf>,
+    },
+    /// Bring a file into a session's workspace (an attachment: its content
+    /// is external and untrusted to every tool that reads it).
+    Attach {
+        session: String,
+        file: PathBuf,
+        /// The workspace path (default: the file's base name).
+        #[arg(long = "as", value_name = "PATH")]
+        as_path: Option<String>,
+        /// The MIME type (default: guessed from the name).
+        #[arg(long, value_name = "TYPE")]
+        mime: Option<String>,
+    },
+    /// List, inspect, copy and delete sessions.
+    Session {
+        #[command(subcommand)]
+        action: SessionAction,
     },
     /// List the stored runs.
     Runs,
@@ -222,6 +243,19 @@ impl BudgetArg {
             BudgetArg::Extended => "extended",
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionAction {
+    /// Every session: its runs, files and Artifacts.
+    List,
+    /// The files of a session's workspace.
+    Files { session: String },
+    /// Copy a session's workspace, trash and Artifacts into a new session.
+    Copy { from: String, to: String },
+    /// Delete a session's workspace, trash and Artifact references (a
+    /// copy's Artifacts stay readable); its runs stay, as history.
+    Delete { session: String },
 }
 
 #[derive(Debug, Subcommand)]
