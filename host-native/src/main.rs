@@ -1,6 +1,9 @@
 //! `agentrt`: the command line of the native host. Runs agent turns over the
-//! SQLite data directory, answers their pending requests, resumes them,
-//! shows them, checks URLs and workspace paths, and serves the gateway.
+//! SQLite data directory (a session's runs are one conversation; the answer
+//! is printed when a run ends), answers their pending requests, resumes
+//! them, shows them, brings a person's files into sessions and lists,
+//! copies and deletes sessions (the assembly's session actions), checks
+//! URLs and workspace paths, and serves the gateway.
 //!
 //! Exit codes: 0 completed (or allowed); 2 usage error or unknown run;
 //! 3 refused, or waiting for the person (approval, input, or a decision on an
@@ -326,8 +329,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 spec_source,
                 &prompt,
                 run_config,
-                session,
-                attach,
+                RunPlace {
+                    session,
+                    attachments: attach,
+                },
                 false,
             )
             .await
@@ -633,11 +638,20 @@ async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
         Source::Scenario(demo::SCENARIO.to_owned()),
         demo::PROMPT,
         run_config,
-        None,
-        &[],
+        RunPlace {
+            session: None,
+            attachments: &[],
+        },
         true,
     )
     .await
+}
+
+/// Where a new run goes: its session (default: a new one) and the files
+/// brought into it first.
+struct RunPlace<'a> {
+    session: Option<SessionId>,
+    attachments: &'a [PathBuf],
 }
 
 async fn start_run(
@@ -646,10 +660,13 @@ async fn start_run(
     source: Source,
     prompt: &str,
     run_config: RunConfig,
-    session: Option<SessionId>,
-    attachments: &[PathBuf],
+    place: RunPlace<'_>,
     is_demo: bool,
 ) -> anyhow::Result<u8> {
+    let RunPlace {
+        session,
+        attachments,
+    } = place;
     // Store the scenario first (through a host) so that the launch record can name it.
     let spec = match source {
         Source::Provider(spec) => spec,
