@@ -58,4 +58,9 @@ pub enum RunError {
     Id(#[from] agent_kernel::ids::IdError),
     #[error("stored data of run {run} is inconsistent: {detail}")]
     Inconsistent { run: RunId, detail: String },
+    /// The model does not call tools, so it runs chat only (S13.1, S9.1).
+    #[error(
+        "model {model} does not call tools, so it cannot run in {mode} mode; start a chat run instead"
+    )]
+    ModelWithoutTools { model: String, mode: &'static str },
 }

@@ -142,6 +142,7 @@ pub use provider::gemini::{GeminiConfig, GeminiProvider};
 pub use provider::http::RetryPolicy;
 pub use provider::openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
+pub use provider::select::{ProviderKind, RemoteModel};
 pub use provider::{ModelProvider, ProviderError};
 pub use runtime::{RunHandle, Runtime};
 #[cfg(feature = "sim")]

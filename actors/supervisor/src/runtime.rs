@@ -16,7 +16,7 @@ use agent_kernel::journal::{CallState, JournalRecord, ReplayDecision, replay_dec
 use agent_kernel::protocol::ToolsAddr;
 use agent_kernel::run::{
     Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
-    RunStatus, StopReason, Usage,
+    RunMode, RunStatus, StopReason, Usage,
 };
 
 use crate::config::{RunConfig, RuntimeOptions};
@@ -273,9 +273,29 @@ impl Runtime {
         session: &SessionId,
         parent: Option<RunId>,
         prompt: &str,
-        config: RunConfig,
+        mut config: RunConfig,
     ) -> Result<RunId, RunError> {
         config.validate()?;
+        // What the model can do decides what the run may be (S13.1, S9.1)
+        // and, unless the run says otherwise, its context window.
+        let capabilities = self.inner.ctx.provider.capabilities(&config.model.model);
+        if !capabilities.tool_calling && config.mode != RunMode::Chat {
+            return Err(RunError::ModelWithoutTools {
+                model: config.model.model.clone(),
+                mode: match config.mode {
+                    RunMode::Agent => "agent",
+                    RunMode::Research => "research",
+                    RunMode::Chat => "chat",
+                },
+            });
+        }
+        if config.model.context_window_tokens.is_none() {
+            config.model.context_window_tokens = Some(
+                capabilities
+                    .context_window_tokens
+                    .max(crate::conversation::MIN_CONTEXT_WINDOW_TOKENS),
+            );
+        }
         let host = self.host();
         // One start at a time in this process: the session's conversation
         // record is read, extended and written by the start's batch. (The

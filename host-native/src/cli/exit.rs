@@ -83,7 +83,8 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
                 | RunError::NoSuchDecision { .. }
                 | RunError::WrongStatus { .. }
                 | RunError::Id(_)
-                | RunError::Config(_) => code::USAGE,
+                | RunError::Config(_)
+                | RunError::ModelWithoutTools { .. } => code::USAGE,
                 RunError::DecisionPending { .. } | RunError::Lease(LeaseError::Held { .. }) => {
                     code::WAITING
                 }

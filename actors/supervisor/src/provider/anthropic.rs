@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use agent_kernel::host::Clock;
 
+use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{ModelHttp, RetryPolicy, check_base_url};
 use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
@@ -36,6 +37,8 @@ pub struct AnthropicConfig {
     /// Sent as `x-api-key` when present. Never logged.
     pub api_key: Option<String>,
     pub retry: RetryPolicy,
+    /// What the host says its model can do, over the built-in table.
+    pub capabilities: CapabilityOverrides,
 }
 
 impl std::fmt::Debug for AnthropicConfig {
@@ -54,6 +57,7 @@ impl AnthropicConfig {
             base_url: base_url.into(),
             api_key: None,
             retry: RetryPolicy::default(),
+            capabilities: CapabilityOverrides::default(),
         }
     }
 }
@@ -64,6 +68,7 @@ pub struct AnthropicProvider {
     endpoint: String,
     api_key: Option<String>,
     http: ModelHttp,
+    capabilities: CapabilityOverrides,
 }
 
 impl AnthropicProvider {
@@ -74,6 +79,7 @@ impl AnthropicProvider {
             endpoint: format!("{base}/messages"),
             api_key: config.api_key,
             http: ModelHttp::new(clock, config.retry)?,
+            capabilities: config.capabilities,
         })
     }
 }
@@ -161,6 +167,10 @@ pub fn request_body(request: &ModelRequest) -> Value {
 impl ModelProvider for AnthropicProvider {
     fn name(&self) -> &str {
         "anthropic"
+    }
+
+    fn capabilities(&self, model: &str) -> ModelCapabilities {
+        lookup(model).with(&self.capabilities)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use agent_kernel::host::Clock;
 
+use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{ModelHttp, RetryPolicy, check_base_url};
 use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
@@ -34,6 +35,8 @@ pub struct GeminiConfig {
     /// Sent as `x-goog-api-key` when present. Never logged.
     pub api_key: Option<String>,
     pub retry: RetryPolicy,
+    /// What the host says its model can do, over the built-in table.
+    pub capabilities: CapabilityOverrides,
 }
 
 impl std::fmt::Debug for GeminiConfig {
@@ -52,6 +55,7 @@ impl GeminiConfig {
             base_url: base_url.into(),
             api_key: None,
             retry: RetryPolicy::default(),
+            capabilities: CapabilityOverrides::default(),
         }
     }
 }
@@ -62,6 +66,7 @@ pub struct GeminiProvider {
     base: String,
     api_key: Option<String>,
     http: ModelHttp,
+    capabilities: CapabilityOverrides,
 }
 
 impl GeminiProvider {
@@ -71,6 +76,7 @@ impl GeminiProvider {
             base: check_base_url(&config.base_url, GEMINI_BASE_URL)?,
             api_key: config.api_key,
             http: ModelHttp::new(clock, config.retry)?,
+            capabilities: config.capabilities,
         })
     }
 
@@ -214,6 +220,10 @@ fn called_name(before: &[Message], id: &str) -> Option<String> {
 impl ModelProvider for GeminiProvider {
     fn name(&self) -> &str {
         "gemini"
+    }
+
+    fn capabilities(&self, model: &str) -> ModelCapabilities {
+        lookup(model).with(&self.capabilities)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {

@@ -1,13 +1,18 @@
 //! Model providers behind one streaming trait: a request (transcript and tool
 //! schemas) in, a stream of text deltas, complete tool calls, usage and a
-//! finish reason out. [`openai`] speaks Chat Completions over SSE;
-//! [`scripted`] plays a JSON scenario.
+//! finish reason out. [`openai`] speaks Chat Completions over SSE,
+//! [`gemini`] `streamGenerateContent`, [`anthropic`] the Messages API;
+//! [`scripted`] plays a JSON scenario. [`http`] and [`wire`] are what the
+//! remote ones share; [`capabilities`] says what a model can do; [`select`]
+//! builds a provider from a host's settings.
 
 pub mod anthropic;
+pub mod capabilities;
 pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod scripted;
+pub mod select;
 pub mod sse;
 pub mod wire;
 
@@ -149,6 +154,11 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderErro
 pub trait ModelProvider: MaybeSend + MaybeSync {
     /// A short name for logs ("openai-compatible", "scripted").
     fn name(&self) -> &str;
+    /// What `model` can do (S13.1): the built-in table unless the provider
+    /// was told otherwise.
+    fn capabilities(&self, model: &str) -> capabilities::ModelCapabilities {
+        capabilities::lookup(model)
+    }
     /// Send the request; retries of refused requests (429, 5xx) happen inside.
     /// The stream ends after `Finish`, or with an error.
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use agent_kernel::host::Clock;
 
+use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{ModelHttp, RetryPolicy, check_base_url};
 use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
@@ -30,6 +31,8 @@ pub struct OpenAiConfig {
     /// Delay before the first retry; doubles each time up to `max_backoff`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// What the host says its model can do, over the built-in table.
+    pub capabilities: CapabilityOverrides,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -51,6 +54,7 @@ impl OpenAiConfig {
             max_retries: retry.max_retries,
             initial_backoff: retry.initial_backoff,
             max_backoff: retry.max_backoff,
+            capabilities: CapabilityOverrides::default(),
         }
     }
 }
@@ -158,6 +162,10 @@ fn wire_message(m: &Message) -> Value {
 impl ModelProvider for OpenAiProvider {
     fn name(&self) -> &str {
         "openai-compatible"
+    }
+
+    fn capabilities(&self, model: &str) -> ModelCapabilities {
+        lookup(model).with(&self.config.capabilities)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use agent_kernel::host::Clock;
 
+use super::capabilities::{CapabilityOverrides, ModelCapabilities};
 use super::{
     FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError,
 };
@@ -23,6 +24,15 @@ use crate::transcript::{AssistantToolCall, Message, Messages};
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub turns: Vec<Turn>,
+    /// What the scripted model says it can do (S13.1), over
+    /// [`ModelCapabilities::ASSUMED`]: a scenario can play a model
+    /// without tool calling, or with a small context window.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub capabilities: CapabilityOverrides,
+}
+
+fn is_default(c: &CapabilityOverrides) -> bool {
+    *c == CapabilityOverrides::default()
 }
 
 /// One model answer.
@@ -178,6 +188,10 @@ impl ScriptedProvider {
 impl ModelProvider for ScriptedProvider {
     fn name(&self) -> &str {
         "scripted"
+    }
+
+    fn capabilities(&self, _model: &str) -> ModelCapabilities {
+        ModelCapabilities::ASSUMED.with(&self.scenario.capabilities)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {

@@ -39,6 +39,13 @@ impl ModelProvider for Recording {
         self.inner.name()
     }
 
+    fn capabilities(
+        &self,
+        model: &str,
+    ) -> agent_supervisor::provider::capabilities::ModelCapabilities {
+        self.inner.capabilities(model)
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         self.requests.lock().unwrap().push(request.clone());
         self.inner.stream(request).await
