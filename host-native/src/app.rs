@@ -17,8 +17,9 @@ use agent_assembly::{Assembly, AssemblyError, OpenedSession, Parts, RunView, Wor
 use agent_fetch::{ReaderConfig as FetchReaderConfig, SystemResolver, UrlPolicy, WebReader};
 use agent_kernel::host::{BlobRef, Record, Storage, StorageError, StorageExt, Table};
 use agent_kernel::{RunId, SessionId};
+use agent_supervisor::provider::capabilities::CapabilityOverrides;
 use agent_supervisor::{
-    ModelProvider, OpenAiConfig, OpenAiProvider, RunError, Runtime, RuntimeOptions, Scenario,
+    ModelProvider, ProviderKind, RemoteModel, RunError, Runtime, RuntimeOptions, Scenario,
     ScriptedProvider,
 };
 use agent_tools::ToolsHandle;
@@ -67,19 +68,47 @@ impl From<AssemblyError> for AppError {
     }
 }
 
-/// Which model a run talks to, as recorded beside it.
+/// Which model a run talks to, as recorded beside it (never a key: only
+/// the name of the variable it is read from).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProviderSpec {
     /// A scripted scenario, stored as a blob.
     Scripted { scenario: BlobRef },
-    /// An OpenAI-compatible endpoint; the key is read from `api_key_env`.
+    /// A remote model: OpenAI-compatible, Gemini or Anthropic.
+    Remote {
+        provider: ProviderKind,
+        /// `None`: the provider's public endpoint.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_url: Option<String>,
+        model: String,
+        /// The variable the key is read from when it was named explicitly
+        /// (then it must be set); otherwise the provider's usual variable,
+        /// when set (a keyless local server needs none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_key_env: Option<String>,
+        #[serde(default)]
+        capabilities: CapabilityOverrides,
+    },
+    /// Launch records written before `Remote`: an OpenAI-compatible endpoint.
     OpenaiCompatible {
         base_url: String,
         model: String,
         #[serde(default)]
         api_key_env: Option<String>,
     },
+}
+
+impl ProviderSpec {
+    /// The model name a remote spec names.
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            ProviderSpec::Scripted { .. } => None,
+            ProviderSpec::Remote { model, .. } | ProviderSpec::OpenaiCompatible { model, .. } => {
+                Some(model)
+            }
+        }
+    }
 }
 
 /// The launch record of a run started by agentrt.
@@ -127,25 +156,61 @@ pub async fn provider_for(
                 Scenario::from_json(&text).map_err(|e| AppError::Provider(e.to_string()))?;
             Ok(Arc::new(ScriptedProvider::new(scenario, clock)))
         }
+        ProviderSpec::Remote {
+            provider,
+            base_url,
+            api_key_env,
+            capabilities,
+            ..
+        } => remote(
+            *provider,
+            base_url.clone(),
+            api_key_env.as_deref(),
+            *capabilities,
+            clock,
+        ),
         ProviderSpec::OpenaiCompatible {
             base_url,
             api_key_env,
             ..
-        } => {
-            let mut config = OpenAiConfig::new(base_url.clone());
-            if let Some(var) = api_key_env {
-                config.api_key = Some(std::env::var(var).map_err(|_| {
-                    AppError::Provider(format!(
-                        "environment variable {var} (the API key) is not set; export it and retry"
-                    ))
-                })?);
-            }
-            Ok(Arc::new(
-                OpenAiProvider::new(config, clock)
-                    .map_err(|e| AppError::Provider(e.to_string()))?,
-            ))
-        }
+        } => remote(
+            ProviderKind::OpenaiCompatible,
+            Some(base_url.clone()),
+            api_key_env.as_deref(),
+            CapabilityOverrides::default(),
+            clock,
+        ),
     }
+}
+
+/// A remote provider, its key from the environment: from `api_key_env`
+/// when one was named (then it must be set), else from the provider's
+/// usual variable when that is set.
+fn remote(
+    kind: ProviderKind,
+    base_url: Option<String>,
+    api_key_env: Option<&str>,
+    capabilities: CapabilityOverrides,
+    clock: Arc<dyn agent_kernel::host::Clock>,
+) -> Result<Arc<dyn ModelProvider>, AppError> {
+    let api_key = match api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            AppError::Provider(format!(
+                "environment variable {var} (the API key) is not set; export it and retry"
+            ))
+        })?),
+        None => std::env::var(kind.key_variable())
+            .ok()
+            .filter(|k| !k.is_empty()),
+    };
+    RemoteModel {
+        kind,
+        base_url,
+        api_key,
+        capabilities,
+    }
+    .provider(clock)
+    .map_err(|e| AppError::Provider(e.to_string()))
 }
 
 /// Options for [`App::open`].

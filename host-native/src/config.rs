@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::{Budget, BudgetPreset};
+use agent_supervisor::ProviderKind;
+use agent_supervisor::provider::capabilities::CapabilityOverrides;
 use agent_tools::plugin::SecretError;
 use agent_tools::{PluginManifest, SecretHandle, SecretResolver, SecretValue};
 use serde::Deserialize;
@@ -35,13 +37,22 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
-    /// Only `openai-compatible` today.
-    pub kind: String,
-    pub base_url: String,
+    /// `openai-compatible`, `gemini` or `anthropic`.
+    pub kind: ProviderKind,
+    /// Default: the provider's public endpoint.
+    #[serde(default)]
+    pub base_url: Option<String>,
     pub model: String,
-    /// The environment variable holding the API key (never the key itself).
+    /// The environment variable holding the API key (never the key itself);
+    /// default: the provider's usual one (`OPENAI_API_KEY`,
+    /// `GEMINI_API_KEY`, `ANTHROPIC_API_KEY`), which a keyless local server
+    /// does not need.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// What the model can do, over the built-in table (`[provider.capabilities]`:
+    /// `tool_calling`, `context_window_tokens`, `max_output_tokens`).
+    #[serde(default)]
+    pub capabilities: CapabilityOverrides,
 }
 
 /// The public web reader section.
@@ -199,13 +210,9 @@ impl Config {
             )));
         }
         if let Some(p) = &raw.provider {
-            if p.kind != "openai-compatible" {
-                return Err(invalid(format!(
-                    "provider.kind = {:?}; the only provider is \"openai-compatible\"",
-                    p.kind
-                )));
+            if let Some(base_url) = &p.base_url {
+                check_http_url(base_url).map_err(|e| invalid(format!("provider.base_url: {e}")))?;
             }
-            check_http_url(&p.base_url).map_err(|e| invalid(format!("provider.base_url: {e}")))?;
             if p.model.trim().is_empty() {
                 return Err(invalid("provider.model is empty; name the model".into()));
             }

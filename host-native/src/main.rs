@@ -33,8 +33,7 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 
 use cli::args::{
-    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, ProviderArg, SessionAction,
-    Source,
+    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, SessionAction, Source,
 };
 use cli::exit::{Exit, code, code_of, usage};
 use cli::follow::follow;
@@ -232,6 +231,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             provider,
             base_url,
             model,
+            temperature,
             mode,
             system,
             system_extension,
@@ -252,33 +252,37 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                     })?;
                     Source::Scenario(text)
                 }
-                (None, Some(ProviderArg::OpenaiCompatible)) => {
-                    Source::Provider(ProviderSpec::OpenaiCompatible {
-                        base_url: base_url.clone().unwrap_or_default(),
+                (None, Some(p)) => {
+                    // The config file's provider section still names the
+                    // key variable and capabilities of the same provider.
+                    let same = config.provider.as_ref().filter(|c| c.kind == p.kind());
+                    Source::Provider(ProviderSpec::Remote {
+                        provider: p.kind(),
+                        base_url: base_url.clone(),
                         model: model.clone().unwrap_or_default(),
-                        api_key_env: Some(
-                            config
-                                .provider
-                                .as_ref()
-                                .and_then(|p| p.api_key_env.clone())
-                                .unwrap_or_else(|| "OPENAI_API_KEY".into()),
-                        ),
+                        api_key_env: same.and_then(|c| c.api_key_env.clone()),
+                        capabilities: same.map(|c| c.capabilities).unwrap_or_default(),
                     })
                 }
                 (None, None) => match &config.provider {
-                    Some(p) => Source::Provider(ProviderSpec::OpenaiCompatible {
+                    Some(p) => Source::Provider(ProviderSpec::Remote {
+                        provider: p.kind,
                         base_url: p.base_url.clone(),
                         model: p.model.clone(),
                         api_key_env: p.api_key_env.clone(),
+                        capabilities: p.capabilities,
                     }),
                     None => {
                         return Err(usage(
-                            "no model to talk to: give --scenario FILE, --provider openai-compatible --base-url URL --model NAME, or a [provider] section in --config",
+                            "no model to talk to: give --scenario FILE, --provider openai-compatible|gemini|anthropic --model NAME [--base-url URL], or a [provider] section in --config",
                         ));
                     }
                 },
             };
-            if let Source::Provider(ProviderSpec::OpenaiCompatible { base_url, .. }) = &spec_source
+            if let Source::Provider(ProviderSpec::Remote {
+                base_url: Some(base_url),
+                ..
+            }) = &spec_source
                 && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
             {
                 return Err(usage(format!(
@@ -308,9 +312,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 };
                 run_config.approval = parse_approval(name).unwrap_or_default();
             }
-            if let Source::Provider(ProviderSpec::OpenaiCompatible { model, .. }) = &spec_source {
-                run_config.model.model = model.clone();
+            if let Source::Provider(spec) = &spec_source
+                && let Some(model) = spec.model()
+            {
+                run_config.model.model = model.to_owned();
             }
+            run_config.model.temperature = *temperature;
             if let Some(path) = skill {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| usage(format!("cannot read the Skill {}: {e}", path.display())))?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use agent_host_native::app::ProviderSpec;
 use agent_kernel::{CallId, RequestId};
-use agent_supervisor::Choice;
+use agent_supervisor::{Choice, ProviderKind};
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// Run and inspect trusted agent runs on this machine.
@@ -51,6 +51,18 @@ pub(crate) enum ApprovalArg {
 pub(crate) enum ProviderArg {
     #[value(name = "openai-compatible")]
     OpenaiCompatible,
+    Gemini,
+    Anthropic,
+}
+
+impl ProviderArg {
+    pub(crate) fn kind(self) -> ProviderKind {
+        match self {
+            ProviderArg::OpenaiCompatible => ProviderKind::OpenaiCompatible,
+            ProviderArg::Gemini => ProviderKind::Gemini,
+            ProviderArg::Anthropic => ProviderKind::Anthropic,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -71,14 +83,20 @@ pub(crate) enum Command {
         /// A scripted scenario (JSON) instead of a model.
         #[arg(long, value_name = "FILE", conflicts_with = "provider")]
         scenario: Option<PathBuf>,
-        /// A model provider (its API key comes from the variable named in
-        /// the config file, or OPENAI_API_KEY).
-        #[arg(long, value_enum, requires_all = ["base_url", "model"])]
+        /// A model provider. Its API key comes from the variable named in
+        /// the config file, else OPENAI_API_KEY, GEMINI_API_KEY or
+        /// ANTHROPIC_API_KEY; a keyless server (llama.cpp, Ollama) at
+        /// --base-url needs none.
+        #[arg(long, value_enum, requires = "model")]
         provider: Option<ProviderArg>,
-        #[arg(long, value_name = "URL")]
+        /// The provider's endpoint (default: its public one).
+        #[arg(long, value_name = "URL", requires = "provider")]
         base_url: Option<String>,
         #[arg(long, value_name = "NAME")]
         model: Option<String>,
+        /// Sampling temperature, 0 to 2.
+        #[arg(long, value_name = "T")]
+        temperature: Option<f32>,
         /// Agent mode (the default: tools and the default Agent system
         /// prompt) or Chat mode (no tools, no default system prompt).
         #[arg(long, value_enum)]
