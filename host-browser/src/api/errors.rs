@@ -115,11 +115,21 @@ pub(crate) fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, JsValue
         })
 }
 
+/// An embedder's configuration object read as `T`, through JSON so that
+/// `deny_unknown_fields` holds (serde-wasm-bindgen reads only the fields a
+/// struct names, so a misspelt option would otherwise be ignored). A
+/// field set to `undefined` or `null` counts as absent.
 pub(crate) fn from_js<T: serde::de::DeserializeOwned>(
     value: JsValue,
     what: &str,
 ) -> Result<T, JsValue> {
-    serde_wasm_bindgen::from_value(value)
+    let mut json: serde_json::Value = serde_wasm_bindgen::from_value(value)
+        .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("{what}: {e}")))?;
+    // An option given as `undefined` (or null) is an option not given.
+    if let Some(fields) = json.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    serde_json::from_value(json)
         .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("{what}: {e}")))
 }
 

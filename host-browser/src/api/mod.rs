@@ -45,7 +45,7 @@ use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
 use crate::worker::ScriptWorker;
 use config::{
     PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, open_storage,
-    provider, run_config,
+    provider, run_config, run_config_for,
 };
 use errors::{assembly_error, from_js, run_error, run_id, session_id, storage_code, to_js};
 use hold::Hold;
@@ -56,7 +56,6 @@ mod errors;
 mod hold;
 mod views;
 
-pub use config::budget_from;
 pub use errors::{ErrorCode, js_error, run_error_code};
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -70,8 +69,11 @@ export type AgentErrorCode =
 
 export interface AgentError extends Error { code: AgentErrorCode; }
 
-export type BudgetSpec = "light" | "standard" | "extended" | {
-  max_tool_rounds?: number; max_tool_calls?: number; max_tokens?: number; max_duration_ms?: number;
+export type BudgetPreset = "light" | "standard" | "extended";
+
+/** A preset, or an object whose given limits replace the preset's (or the fallback's) one by one. */
+export type BudgetSpec = BudgetPreset | {
+  preset?: BudgetPreset; max_tool_rounds?: number; max_tool_calls?: number; max_tokens?: number; max_duration_ms?: number;
 };
 
 export interface PluginManifest {
@@ -112,6 +114,16 @@ export interface RunOptions {
   /** A Skill manifest (S5.6): the run may use only the tools it allows (and the allowlist), and its instructions join the system prompt. A malformed manifest, or one holding a secret, is refused with code `invalid_config`. */
   skill?: { name: string; description: string; instructions: string; allowed_tools: string[] };
   model?: { model?: string; system_prompt?: string; temperature?: number; max_output_tokens?: number };
+  /** "agent" (default: tools, the default Agent system prompt) or "chat" (no tools, no default system prompt). */
+  mode?: "agent" | "chat";
+  /** Replaces the default Agent system prompt (at most 64 KiB). */
+  system?: string;
+  /** Added after the system prompt (at most 64 KiB). */
+  systemExtension?: string;
+  /** Used verbatim instead of the session's conversation; a bad role, more than 256 messages or 512 KiB is `invalid_argument`. */
+  history?: Array<{ role: "user" | "assistant"; content: string }>;
+  /** The model's context window in tokens (at least 1024); earlier turns may take half of it. */
+  contextWindowTokens?: number;
 }
 
 export type RunStatus = "running" | "awaiting_input" | "awaiting_approval" | "interrupted" | "completed" | "failed" | "cancelled";
@@ -405,36 +417,7 @@ impl AgentRuntime {
             } else {
                 from_js(options, "run options")?
             };
-            let mut config = inner.defaults.clone();
-            if let Some(b) = &options.budget {
-                config.budget = budget_from(b)
-                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("budget: {e}")))?;
-            }
-            if let Some(mode) = options.approval_mode {
-                config.approval = mode;
-            }
-            if options.allowlist.is_some() {
-                config.allowlist = options.allowlist;
-            }
-            if let Some(manifest) = &options.skill {
-                let skill = agent_tools::builtin::skill::Skill::from_json(manifest)
-                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("skill: {e}")))?;
-                config.skill = Some(skill.applied());
-            }
-            if let Some(model) = options.model {
-                let mut merged = serde_json::to_value(&config.model)
-                    .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
-                if let (Some(m), Some(o)) = (merged.as_object_mut(), model.as_object()) {
-                    for (k, v) in o {
-                        m.insert(k.clone(), v.clone());
-                    }
-                }
-                config.model = serde_json::from_value(merged)
-                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model: {e}")))?;
-            }
-            config
-                .validate()
-                .map_err(|e| js_error(ErrorCode::InvalidConfig, e))?;
+            let config = run_config_for(&inner.defaults, options)?;
             inner.ensure_hold(&session).await?;
             let started = inner
                 .assembly
