@@ -14,7 +14,9 @@
 //!   owner left `running`);
 //! - stopping a run ([`Assembly::stop`]; its calls in flight are cancelled
 //!   through the protocol, `ToolsMsg::CancelRun`);
-//! - the one view of a run that every host shows ([`view::RunView`]).
+//! - the one view of a run that every host shows ([`view::RunView`]);
+//! - what a person does to a session besides running turns: attachments,
+//!   listing, reading files and Artifacts, copy and delete ([`sessions`]).
 //!
 //! A host passes in only what is host-specific ([`Parts`]): its `Host`
 //! (storage, clock, executor, entropy, lifecycle), lease owner, model
@@ -55,10 +57,12 @@ use agent_tools::{
 use agent_workspace::{Quotas, SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
 pub mod no_model;
+pub mod sessions;
 pub mod view;
 
 pub use agent_workspace::WorkspaceDirectory;
 pub use no_model::NoModel;
+pub use sessions::{Attachment, SessionActionError, SessionSummary};
 pub use view::{CallFailure, PendingView, RunView};
 
 /// Building the runtime or opening a session failed.
@@ -278,11 +282,17 @@ impl Assembly {
             .acquire(session)
             .await
             .map_err(RunError::from)?;
-        let opened_here = self.workspaces.get(session).is_none();
+        // The workspace actors write with this tenure's fence: actors left
+        // open from an earlier tenure (its lease released, then taken
+        // again with a newer epoch) are replaced, or every write would be
+        // refused as stale.
+        let fence = guard.fence();
+        let opened_here = self
+            .workspaces
+            .get(session)
+            .is_none_or(|open| open.fence != fence);
         if opened_here {
-            // The workspace actors write with this tenure's fence.
-            self.workspaces
-                .open(&self.host, guard.fence(), Quotas::default());
+            self.workspaces.open(&self.host, fence, Quotas::default());
         }
         match self.runtime.recover_session(session).await {
             Ok(recovered) => Ok(OpenedSession { guard, recovered }),

@@ -4,23 +4,32 @@
 
 use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::protocol::ToolResult;
-use agent_kernel::run::{Activity, AgentRun, PendingKind, PendingRequest};
+use agent_kernel::run::{Activity, AgentRun, Evidence, PendingKind, PendingRequest};
 use agent_kernel::{CallId, RunId};
+use agent_supervisor::builtin::plan::Plan;
 use agent_supervisor::{RunError, Runtime};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-/// One run with its activities, journal, pending requests, output and plan.
+/// The run card (S6, S12): one run with its activities, its journal (each
+/// call with the target summary journaled before it was dispatched, so an
+/// automatic external write shows what it wrote to), the pending requests,
+/// the evidence with provenance, the plan's steps and the final answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunView {
     pub run: AgentRun,
     pub activities: Vec<Activity>,
     pub journal: Vec<JournalRecord>,
     pub pending: Vec<PendingView>,
+    /// What each tool result was, where it came from and how far it is
+    /// trusted (S5.4), in the order the results arrived.
+    pub evidence: Vec<Evidence>,
+    /// The final answer, once the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// The latest `update_plan`: steps with their statuses.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Value>,
+    pub plan: Option<Plan>,
     /// Why each failed call failed (the tool's code and message from its
     /// result blob, else the journal's error code), in journal order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -79,7 +88,22 @@ impl RunView {
             activities: runtime.activities(run).await?,
             pending,
             output: runtime.output(run).await?,
-            plan: runtime.plan(run).await?,
+            plan: match runtime.plan(run).await? {
+                None => None,
+                Some(value) => {
+                    Some(
+                        serde_json::from_value(value).map_err(|e| RunError::Inconsistent {
+                            run: run.clone(),
+                            detail: format!("the stored plan does not decode ({e})"),
+                        })?,
+                    )
+                }
+            },
+            evidence: {
+                let mut evidence = runtime.evidence(run).await?;
+                evidence.sort_by_key(|e| e.at_ms);
+                evidence
+            },
             journal,
             failures,
             run: record,

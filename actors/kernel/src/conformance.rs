@@ -376,6 +376,7 @@ fn sample_journal(run: &str, call: &str) -> JournalRecord {
         attempt: 1,
         state: CallState::Running,
         idempotency_key: format!("{run}/{call}"),
+        target_summary: None,
         result: None,
         receipts: Vec::new(),
         error: None,

@@ -104,6 +104,13 @@ pub struct JournalRecord {
     /// [`idempotency_key`] of the run and call id, fixed when the record is
     /// first written; sent with idempotent writes, the same on every retry.
     pub idempotency_key: String,
+    /// What the call acts on, in the person's words (a URL's origin, a
+    /// workspace file), derived from its arguments by the tool's target
+    /// rule and journaled with the record before anything is dispatched, so
+    /// an automatic external write is shown as clearly as an approved one.
+    /// `None` for the supervisor's own tools and records older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_summary: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<BlobRef>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -171,13 +171,33 @@ impl Usage {
     }
 }
 
-/// Agent or Research (S9); decides which tools the host registers.
+/// Agent, Chat or Research (S9, S5.1); decides which tools the host
+/// registers and whether the run is a turn of its session's conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunMode {
+    /// Tools, approvals and the default Agent system prompt.
     #[default]
     Agent,
+    /// Deep Research (S9): its own phases, none of the Agent's tools.
     Research,
+    /// Plain chat: the model answers from the conversation, with no tools
+    /// and without the Agent system prompt.
+    Chat,
+}
+
+impl RunMode {
+    /// True when the model may be offered tools in this mode.
+    pub fn offers_tools(self) -> bool {
+        self != RunMode::Chat
+    }
+
+    /// True when a run of this mode is a turn of its session's
+    /// conversation (S12.1): Agent and Chat turns are; Research runs keep
+    /// their own record (S9.2).
+    pub fn is_conversation_turn(self) -> bool {
+        matches!(self, RunMode::Agent | RunMode::Chat)
+    }
 }
 
 /// The persisted `AgentRun` (S1.1): hashes and references only, never raw text.

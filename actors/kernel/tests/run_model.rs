@@ -426,6 +426,7 @@ fn record(state: CallState, effects: &[EffectClass], idempotency: Idempotency) -
         attempt: 3,
         state,
         idempotency_key: "run-1/call-1".into(),
+        target_summary: None,
         result: None,
         receipts: Vec::new(),
         error: None,

@@ -179,13 +179,13 @@ impl RunConfig {
     /// The system prompt the model is sent, in this order: the run's own
     /// (`model.system_prompt`), or else for an Agent run the default Agent
     /// system prompt ([`AGENT_SYSTEM_PROMPT`]; a Research run shares none of
-    /// it, S9.1); then `model.system_extension`; then the applied Skill's
+    /// it, S9.1, and a Chat run has no tools for it to describe); then `model.system_extension`; then the applied Skill's
     /// instructions under its name (S5.6). Parts are separated by a blank line.
     pub fn system_prompt(&self) -> Option<String> {
         let base = match (&self.model.system_prompt, self.mode) {
             (Some(own), _) => Some(own.as_str()),
             (None, RunMode::Agent) => Some(AGENT_SYSTEM_PROMPT.trim_end()),
-            (None, RunMode::Research) => None,
+            (None, RunMode::Research | RunMode::Chat) => None,
         };
         let skill = self
             .skill

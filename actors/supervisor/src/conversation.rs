@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use agent_kernel::host::{BlobRef, Record, Storage, StorageExt, Table};
 use agent_kernel::ids::{RunId, SessionId};
-use agent_kernel::run::{AgentRun, RunMode, RunStatus, StopReason};
+use agent_kernel::run::{AgentRun, RunStatus, StopReason};
 
 use crate::error::RunError;
 use crate::store::{RunMeta, latest_checkpoint, put_blob, verified_blob};
@@ -166,7 +166,7 @@ impl SessionConversation {
         runs.retain(|r| {
             r.session == self.session
                 && r.parent.is_none()
-                && r.mode == RunMode::Agent
+                && r.mode.is_conversation_turn()
                 && r.status.is_final()
                 && !known.contains(&r.id)
         });

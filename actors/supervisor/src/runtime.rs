@@ -16,7 +16,7 @@ use agent_kernel::journal::{CallState, JournalRecord, ReplayDecision, replay_dec
 use agent_kernel::protocol::ToolsAddr;
 use agent_kernel::run::{
     Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingRequest,
-    RunMode, RunStatus, StopReason, Usage,
+    RunStatus, StopReason, Usage,
 };
 
 use crate::config::{RunConfig, RuntimeOptions};
@@ -372,7 +372,7 @@ impl Runtime {
                 conversation: None,
             });
         }
-        if parent.is_some() || config.mode != RunMode::Agent {
+        if parent.is_some() || !config.mode.is_conversation_turn() {
             return Ok(ConversationStart::default());
         }
         let storage = &*self.host().storage;

@@ -22,7 +22,7 @@ use agent_kernel::host::{
 };
 use agent_kernel::ids::{CallId, RequestId, RunId};
 use agent_kernel::journal::{CallError, CallState, JournalRecord, idempotency_key};
-use agent_kernel::protocol::{InvocationDraft, ToolResult};
+use agent_kernel::protocol::{PreparedCall, ToolResult};
 use agent_kernel::run::{
     Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingKind,
     PendingRequest, RunStatus, StopReason, Usage, check_transition,
@@ -570,9 +570,11 @@ impl Tx {
         });
     }
 
-    /// A fresh `prepared` record for a draft; its arguments blob goes in
-    /// this change (the record itself is put by the step that follows).
-    pub fn new_record(&mut self, draft: &InvocationDraft) -> Result<JournalRecord, RunError> {
+    /// A fresh `prepared` record for a prepared call, with its target
+    /// summary; its arguments blob goes in this change (the record itself
+    /// is put by the step that follows).
+    pub fn new_record(&mut self, prepared: &PreparedCall) -> Result<JournalRecord, RunError> {
+        let draft = &prepared.draft;
         let canonical = agent_capabilities::canonical_json(&draft.arguments).map_err(|e| {
             RunError::Inconsistent {
                 run: self.run.id.clone(),
@@ -591,6 +593,7 @@ impl Tx {
             attempt: draft.attempt.max(1),
             state: CallState::Prepared,
             idempotency_key: idempotency_key(&self.run.id, &draft.call_id),
+            target_summary: Some(prepared.target_summary.clone()),
             result: None,
             receipts: Vec::new(),
             error: None,
@@ -952,6 +955,7 @@ mod tests {
             attempt: 1,
             state,
             idempotency_key: "k".into(),
+            target_summary: None,
             result: None,
             receipts: Vec::new(),
             error: None,

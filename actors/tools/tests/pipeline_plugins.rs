@@ -160,6 +160,7 @@ async fn journal(
             CallState::Failed
         },
         idempotency_key: d.idempotency_key.clone(),
+        target_summary: None,
         result: Some(result_ref),
         receipts: match result {
             ToolResult::Success(s) => s.receipts.clone(),

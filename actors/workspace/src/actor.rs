@@ -438,6 +438,8 @@ impl ArtifactHandle {
 pub struct SessionActors {
     pub workspace: WorkspaceHandle,
     pub artifacts: ArtifactHandle,
+    /// The lease tenure both actors write with.
+    pub fence: Fence,
 }
 
 /// Spawn the workspace and artifact actors of `fence.session`.
@@ -449,7 +451,8 @@ pub fn spawn_session(
 ) -> SessionActors {
     SessionActors {
         workspace: spawn_workspace(host, fence.clone(), quotas, parent.clone()),
-        artifacts: spawn_artifacts(host, fence, quotas, parent),
+        artifacts: spawn_artifacts(host, fence.clone(), quotas, parent),
+        fence,
     }
 }
 

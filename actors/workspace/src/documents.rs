@@ -63,7 +63,7 @@ impl DocumentSource for WorkspaceDocuments {
         let origin = match entry.source {
             Source::User => DocumentOrigin::User,
             Source::Tool { .. } => DocumentOrigin::Runtime,
-            _ => DocumentOrigin::External,
+            Source::Import { .. } | Source::Attachment { .. } => DocumentOrigin::External,
         };
         Ok(SourceDocument {
             bytes,

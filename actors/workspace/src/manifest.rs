@@ -25,8 +25,11 @@ pub enum Source {
         run: RunId,
         call_id: CallId,
     },
-    /// Imported by the host from elsewhere (an attachment, a copied session).
+    /// Imported by the host from elsewhere (a copied session, a migration).
     Import { from: String },
+    /// A person's file brought into the session (S12.3), under its
+    /// original `name`; its content is `external_untrusted`.
+    Attachment { name: String },
 }
 
 /// One file of a session's workspace: what the manifest knows about it.

@@ -387,7 +387,9 @@ fn in_reserved(path: &WorkspacePath) -> bool {
         .is_some_and(|s| s.to_lowercase() == RESULTS_FOLDER)
 }
 
-fn refuse_reserved(path: &WorkspacePath) -> Result<(), WorkspaceError> {
+/// Refuse a path in the reserved folder only the runtime writes to (result
+/// spills): for the tools and for a person's attachments alike.
+pub fn refuse_reserved(path: &WorkspacePath) -> Result<(), WorkspaceError> {
     if in_reserved(path) {
         return Err(WorkspaceError::Reserved {
             path: path.to_string(),
@@ -437,12 +439,15 @@ impl Done {
     }
 }
 
-/// Content a person wrote is `user`; anything a tool or import wrote may
-/// carry web or plugin text and stays `external_untrusted` (S5.4).
+/// Content a person wrote is `user`; anything a tool, an import or an
+/// attachment brought may carry web or plugin text, or someone else's
+/// instructions, and stays `external_untrusted` (S5.4, S12.3).
 fn trust_of(entry: &FileEntry) -> Trust {
     match entry.source {
         Source::User => Trust::User,
-        _ => Trust::ExternalUntrusted,
+        Source::Tool { .. } | Source::Import { .. } | Source::Attachment { .. } => {
+            Trust::ExternalUntrusted
+        }
     }
 }
 

@@ -67,7 +67,7 @@ impl Supervisor {
                 Decision::Deny { reason } => {
                     // The record's arguments blob rides with the outcome's commit.
                     let mut tx = self.writer.begin();
-                    let record = tx.new_record(&p.draft)?;
+                    let record = tx.new_record(&p)?;
                     self.writer.defer(tx)?;
                     let result = ToolResult::error("policy_denied", reason, &p.draft.tool);
                     self.outcome(Some(record), &call_id, &call, result, |_| Ok(()))
@@ -240,7 +240,7 @@ impl Supervisor {
         let mut tx = self.writer.begin();
         let record = match existing {
             Some(r) => r,
-            None => tx.new_record(&p.draft)?,
+            None => tx.new_record(&p)?,
         };
         let request = approval_request(&record.call_id)?;
         tx.put_prepared(&record, fresh);
@@ -284,7 +284,7 @@ impl Supervisor {
         let mut tx = self.writer.begin();
         let mut record = match existing {
             Some(r) => r,
-            None => tx.new_record(&p.draft)?,
+            None => tx.new_record(&p)?,
         };
         tx.mark_running(&mut record, fresh)?;
         let mut draft = p.draft.clone();

@@ -167,6 +167,11 @@ impl Supervisor {
         if let Some(s) = &self.schemas {
             return Ok(s.clone());
         }
+        if !self.config.mode.offers_tools() {
+            let none: Arc<[ModelToolSchema]> = Arc::new([]);
+            self.schemas = Some(none.clone());
+            return Ok(none);
+        }
         let run = self.id();
         let config = self.config.tool_config();
         let mut schemas = self

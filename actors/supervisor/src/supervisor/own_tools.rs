@@ -203,6 +203,7 @@ impl Supervisor {
             attempt: 1,
             state: CallState::Prepared,
             idempotency_key: idempotency_key(&self.writer.run.id, call_id),
+            target_summary: None,
             result: None,
             receipts: Vec::new(),
             error: None,
