@@ -104,7 +104,9 @@ async fn s12_3_bad_imports_are_refused_with_a_code_and_change_nothing() {
     let rt = runtime(json!([{ "text": "ok" }])).await;
     let s = "s-bad-imports";
     let long_name = "n".repeat(256);
-    let cases: Vec<(&str, JsValue, Option<&str>, Option<&str>, &str)> = vec![
+    // (path, data, mimeType, name, the expected code)
+    type Case<'a> = (&'a str, JsValue, Option<&'a str>, Option<&'a str>, &'a str);
+    let cases: Vec<Case> = vec![
         ("../escape.txt", text("x"), None, None, "invalid_argument"),
         ("/abs.txt", text("x"), None, None, "invalid_argument"),
         ("", text("x"), None, None, "invalid_argument"),
