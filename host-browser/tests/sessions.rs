@@ -403,3 +403,63 @@ async fn s12_read_run_carries_evidence_plan_answer_and_target_summaries() {
     let summary = write["target_summary"].as_str().unwrap_or_default();
     assert!(summary.contains("summary.txt"), "{write}");
 }
+
+/// S7.5: a session whose run is not finished (here waiting for the
+/// person's answer) is not deleted: `session_busy`, and its files stay; a
+/// bad session id is `invalid_argument` for every session action.
+#[wasm_bindgen_test]
+async fn s7_5_delete_is_refused_while_a_run_is_not_finished() {
+    let rt = runtime(json!([
+        { "tool_calls": [{ "name": "ask_user", "arguments": { "question": "Which one?" } }] },
+        { "text": "ok" }
+    ]))
+    .await;
+    let s = "s-busy-delete";
+    import(&rt, s, "keep.txt", text("kept"), None, None)
+        .await
+        .expect("imported");
+    let run = JsFuture::from(rt.start_run(s.into(), "go".into(), JsValue::UNDEFINED))
+        .await
+        .expect("started")
+        .as_string()
+        .expect("id");
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        let view = rust(
+            JsFuture::from(rt.read_run(run.clone()))
+                .await
+                .expect("read"),
+        );
+        status = view["run"]["status"].clone();
+        if status == json!("awaiting_input") {
+            break;
+        }
+        platform::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, json!("awaiting_input"));
+    let err = JsFuture::from(rt.delete_session(s.into()))
+        .await
+        .expect_err("refused");
+    assert_eq!(code_of(&err), "session_busy");
+    assert_eq!(
+        read_file(&rt, s, "keep.txt").await.expect("still there")["text"],
+        json!("kept")
+    );
+
+    for bad in ["../x", "", "a b"] {
+        assert_eq!(
+            import(&rt, bad, "f.txt", text("x"), None, None).await,
+            Err("invalid_argument".into()),
+            "{bad:?}"
+        );
+        for promise in [
+            rt.delete_session(bad.into()),
+            rt.copy_session(s.into(), bad.into()),
+            rt.copy_session(bad.into(), "s-fresh".into()),
+            rt.list_workspace(bad.into()),
+        ] {
+            let err = JsFuture::from(promise).await.expect_err("refused");
+            assert_eq!(code_of(&err), "invalid_argument", "{bad:?}");
+        }
+    }
+}
