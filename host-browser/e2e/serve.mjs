@@ -88,8 +88,11 @@ export async function startCountingServer() {
  * $AGENTRT_BIN, else the debug build, brought up to date by `cargo build`
  * (a no-op when fresh). Resolves with { url, token, pageUrl, close }.
  */
-/** `agentrt serve` on loopback; `globalArgs` go before the subcommand (`--config FILE`). */
-export async function startAgentrt(globalArgs = []) {
+/**
+ * `agentrt serve` on loopback; `globalArgs` go before the subcommand
+ * (`--config FILE`), `serveArgs` after it (`--allow-origin ORIGIN`).
+ */
+export async function startAgentrt(globalArgs = [], serveArgs = []) {
   const root = join(here, '..', '..');
   let bin = process.env.AGENTRT_BIN;
   if (!bin) {
@@ -98,7 +101,7 @@ export async function startAgentrt(globalArgs = []) {
     bin = join(process.env.CARGO_TARGET_DIR || join(root, 'target'), 'debug', 'agentrt');
   }
   const data = mkdtempSync(join(tmpdir(), 'agentrt-e2e-'));
-  const child = spawn(bin, ['--json', ...globalArgs, 'serve', '--port', '0', '--www', WWW, '--pkg', PKG], {
+  const child = spawn(bin, ['--json', ...globalArgs, 'serve', '--port', '0', '--www', WWW, '--pkg', PKG, ...serveArgs], {
     env: { ...process.env, AGENTRT_DATA_DIR: data }, stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout });

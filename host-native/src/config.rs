@@ -110,6 +110,10 @@ pub struct Config {
     pub provider: Option<ProviderConfig>,
     pub reader: Option<ReaderConfig>,
     pub budget: Option<Budget>,
+    /// The `[budget]` section as the JSON spec `budget` was read from
+    /// (`Budget::from_spec`), so that command-line caps can replace its
+    /// fields one by one.
+    pub budget_spec: Option<serde_json::Value>,
     pub secrets: BTreeMap<String, SecretConfig>,
     pub plugins: Vec<PluginManifest>,
     /// Plugins whose functions are offered in every model request instead of
@@ -209,10 +213,10 @@ impl Config {
         if let Some(r) = &raw.reader {
             check_http_url(&r.endpoint).map_err(|e| invalid(format!("reader.endpoint: {e}")))?;
         }
-        let budget = raw
-            .budget
+        let budget_spec = raw.budget.as_ref().map(budget_spec_of);
+        let budget = budget_spec
             .as_ref()
-            .map(|b| budget_of(b).map_err(invalid))
+            .map(|spec| budget_of(spec).map_err(invalid))
             .transpose()?;
         for (handle, secret) in &raw.secrets {
             if secret.env.is_empty() {
@@ -252,6 +256,7 @@ impl Config {
             provider: raw.provider,
             reader: raw.reader,
             budget,
+            budget_spec,
             secrets: raw.secrets,
             plugins: raw.plugins,
         })
@@ -278,9 +283,9 @@ fn check_http_url(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The `[budget]` section: a preset, limits, or a preset whose limits the
-/// given ones replace (read by the kernel's [`Budget::from_spec`]).
-fn budget_of(b: &BudgetSection) -> Result<Budget, String> {
+/// The `[budget]` section as a budget spec: a preset, limits, or a preset
+/// whose limits the given ones replace.
+fn budget_spec_of(b: &BudgetSection) -> serde_json::Value {
     let spec: serde_json::Map<String, serde_json::Value> = [
         ("max_tool_rounds", &b.max_tool_rounds),
         ("max_tool_calls", &b.max_tool_calls),
@@ -295,10 +300,15 @@ fn budget_of(b: &BudgetSection) -> Result<Budget, String> {
             .map(|name| ("preset".to_owned(), serde_json::Value::from(name.as_str()))),
     )
     .collect();
-    if spec.is_empty() {
+    serde_json::Value::Object(spec)
+}
+
+/// The budget a spec gives (the kernel's [`Budget::from_spec`] reads it).
+fn budget_of(spec: &serde_json::Value) -> Result<Budget, String> {
+    if spec.as_object().is_some_and(|o| o.is_empty()) {
         return Err("the [budget] section is empty; give a preset or limits".into());
     }
-    Budget::from_spec(&serde_json::Value::Object(spec)).map_err(|e| format!("budget: {e}"))
+    Budget::from_spec(spec).map_err(|e| format!("budget: {e}"))
 }
 
 /// Secret handles resolved from environment variables, each bound to one origin.

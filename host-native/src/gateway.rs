@@ -1,7 +1,10 @@
 //! The local gateway (`agentrt serve`): `POST /v1/fetch` reads a public page
 //! for the browser through the same URL policy and limits as native reads
-//! (S8), bound to 127.0.0.1, behind a random per-process token, with CORS
-//! limited to the page it serves. The browser never fetches model URLs itself.
+//! (S8), bound to 127.0.0.1 (or to the one exact address of `--listen`,
+//! [`ListenAddress`], behind a reverse proxy that holds the TLS), behind a
+//! random per-process token, with CORS limited to the page it serves and the
+//! exact origins of `--allow-origin` ([`AllowedOrigin`]). The browser never
+//! fetches model URLs itself.
 //!
 //! This module owns every protection of the server as a whole (issue 12
 //! item 6), so that the demo page's routes ([`crate::page`]) get them too:
@@ -261,6 +264,55 @@ pub fn page_origin(addr: SocketAddr) -> String {
 /// Bind the gateway's listener on 127.0.0.1 (never on all interfaces).
 pub async fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await
+}
+
+/// Where `agentrt serve --listen ADDR` listens: one exact address. The
+/// `Host` check accepts only the bound `IP:PORT`, so an unspecified address
+/// (`0.0.0.0`, `::`), which names no address a client could put in `Host`,
+/// is refused; a reverse proxy in front (which holds the TLS) forwards to
+/// the exact address and sends it as `Host`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddress(SocketAddr);
+
+/// Why a `--listen` address cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--listen {given}: {problem}")]
+pub struct ListenError {
+    pub given: SocketAddr,
+    pub problem: &'static str,
+}
+
+impl ListenAddress {
+    /// Accept one exact address (loopback or not).
+    pub fn check(addr: SocketAddr) -> Result<ListenAddress, ListenError> {
+        if addr.ip().is_unspecified() {
+            return Err(ListenError {
+                given: addr,
+                problem: "an unspecified address names no host a request can send in Host; give the exact address the reverse proxy forwards to",
+            });
+        }
+        if addr.ip().is_multicast() {
+            return Err(ListenError {
+                given: addr,
+                problem: "a multicast address cannot be listened on",
+            });
+        }
+        Ok(ListenAddress(addr))
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.0
+    }
+
+    /// True for 127.0.0.0/8 and ::1: nothing beyond this machine reaches it.
+    pub fn is_loopback(&self) -> bool {
+        self.0.ip().is_loopback()
+    }
+
+    /// Bind the listener at this address.
+    pub async fn bind(&self) -> std::io::Result<tokio::net::TcpListener> {
+        tokio::net::TcpListener::bind(self.0).await
+    }
 }
 
 /// The gateway alone (`POST /v1/fetch` and its CORS preflight) with every

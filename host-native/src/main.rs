@@ -1,6 +1,9 @@
 //! `agentrt`: the command line of the native host. Runs agent turns over the
-//! SQLite data directory, answers their pending requests, resumes them,
-//! shows them, checks URLs and workspace paths, and serves the gateway.
+//! SQLite data directory (a session's runs are one conversation; the answer
+//! is printed when a run ends), answers their pending requests, resumes
+//! them, shows them, brings a person's files into sessions and lists,
+//! copies and deletes sessions (the assembly's session actions), checks
+//! URLs and workspace paths, and serves the gateway.
 //!
 //! Exit codes: 0 completed (or allowed); 2 usage error or unknown run;
 //! 3 refused, or waiting for the person (approval, input, or a decision on an
@@ -15,14 +18,14 @@ use std::time::Duration;
 
 use agent_assembly::NoModel;
 use agent_host_native::app::{App, AppError, AppOptions, Launch, ProviderSpec, provider_for};
-use agent_host_native::config::{Config, parse_approval, parse_preset};
+use agent_host_native::config::{Config, parse_approval};
 use agent_host_native::host::{NativeHost, TokioExecutor};
 #[cfg(feature = "test-hooks")]
 use agent_host_native::pause;
 use agent_host_native::{demo, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};
-use agent_kernel::run::{AgentRun, PendingKind};
+use agent_kernel::run::{AgentRun, PendingKind, RunMode};
 use agent_kernel::{CallId, RequestId, RunId, SessionId};
 use agent_supervisor::{Choice, RunConfig, RunError, Scenario};
 use agent_tools::builtin::skill::Skill;
@@ -30,7 +33,8 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 
 use cli::args::{
-    Action, ApprovalArg, BudgetArg, CheckWhat, Cli, Command, DecisionArg, ProviderArg, Source,
+    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, ProviderArg, SessionAction,
+    Source,
 };
 use cli::exit::{Exit, code, code_of, usage};
 use cli::follow::follow;
@@ -41,6 +45,7 @@ mod cli {
     pub(crate) mod exit;
     pub(crate) mod follow;
     pub(crate) mod render;
+    pub(crate) mod sessions;
 }
 
 fn main() -> ExitCode {
@@ -145,6 +150,18 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     }
 }
 
+/// The run mode `--mode` names.
+fn run_mode(mode: ModeArg) -> RunMode {
+    match mode {
+        ModeArg::Agent => RunMode::Agent,
+        ModeArg::Chat => RunMode::Chat,
+    }
+}
+
+fn parse_session(text: &str) -> anyhow::Result<SessionId> {
+    SessionId::new(text).map_err(|e| usage(e.to_string()))
+}
+
 fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
     RunId::new(text).map_err(|e| usage(e.to_string()))
 }
@@ -152,20 +169,77 @@ fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
 async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Check { what } => check(&cli, what).await,
-        Command::Serve { port, www, pkg } => serve(&cli, *port, www.clone(), pkg.clone()).await,
+        Command::Serve {
+            port,
+            listen,
+            allow_origins,
+            www,
+            pkg,
+        } => {
+            let listen = listen.unwrap_or(std::net::SocketAddr::from((
+                std::net::Ipv4Addr::LOCALHOST,
+                *port,
+            )));
+            serve(&cli, listen, allow_origins, www.clone(), pkg.clone()).await
+        }
         Command::Runs => list_runs(&cli).await,
         Command::Show { run } => show(&cli, &parse_run_id(run)?).await,
         Command::Demo => start_demo(&cli).await,
+        Command::Attach {
+            session,
+            file,
+            as_path,
+            mime,
+        } => {
+            let session = parse_session(session)?;
+            let app = open_viewer(&cli).await?;
+            let opened = app.open_session(&session).await.map_err(session_busy)?;
+            let entry = cli::sessions::attach(
+                &app,
+                &opened.guard,
+                file,
+                as_path.as_deref(),
+                mime.as_deref(),
+            )
+            .await?;
+            cli::sessions::print_attached(&cli, &entry, false)?;
+            Ok(code::OK)
+        }
+        Command::Session { action } => {
+            let app = open_viewer(&cli).await?;
+            match action {
+                SessionAction::List => cli::sessions::list(&cli, &app).await?,
+                SessionAction::Files { session } => {
+                    cli::sessions::files(&cli, &app, &parse_session(session)?).await?
+                }
+                SessionAction::Copy { from, to } => {
+                    let from = parse_session(from)?;
+                    let to = parse_session(to)?;
+                    let opened = app.open_session(&to).await.map_err(session_busy)?;
+                    cli::sessions::copy(&cli, &app, &from, &opened.guard).await?
+                }
+                SessionAction::Delete { session } => {
+                    let session = parse_session(session)?;
+                    let opened = app.open_session(&session).await.map_err(session_busy)?;
+                    cli::sessions::delete(&cli, &app, &opened.guard).await?
+                }
+            }
+            Ok(code::OK)
+        }
         Command::Run {
             prompt,
             scenario,
             provider,
             base_url,
             model,
+            mode,
+            system,
+            system_extension,
             budget,
             approval,
             session,
             skill,
+            attach,
         } => {
             let config = load_config(&cli)?;
             let spec_source = match (scenario, provider) {
@@ -215,14 +289,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             if let Some(b) = config.budget {
                 run_config.budget = b;
             }
-            if let Some(b) = budget {
-                let name = match b {
-                    BudgetArg::Light => "light",
-                    BudgetArg::Standard => "standard",
-                    BudgetArg::Extended => "extended",
-                };
-                run_config.budget = parse_preset(name).map(Budget::preset).unwrap_or_default();
+            if let Some(spec) = budget.spec(config.budget_spec.as_ref()) {
+                run_config.budget = Budget::from_spec(&spec)
+                    .map_err(|e| usage(format!("the budget is refused: {e}")))?;
             }
+            if let Some(mode) = mode {
+                run_config.mode = run_mode(*mode);
+            }
+            run_config.model.system_prompt = system.clone();
+            run_config.model.system_extension = system_extension.clone();
             if let Some(a) = config.approval {
                 run_config.approval = a;
             }
@@ -245,7 +320,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             }
             let prompt = prompt.clone().unwrap_or_else(|| "Run the scenario.".into());
             let session = match session {
-                Some(s) => Some(SessionId::new(s.clone()).map_err(|e| usage(e.to_string()))?),
+                Some(s) => Some(parse_session(s)?),
                 None => None,
             };
             start_run(
@@ -254,7 +329,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 spec_source,
                 &prompt,
                 run_config,
-                session,
+                RunPlace {
+                    session,
+                    attachments: attach,
+                },
                 false,
             )
             .await
@@ -353,11 +431,17 @@ async fn check(cli: &Cli, what: &CheckWhat) -> anyhow::Result<u8> {
 
 async fn serve(
     cli: &Cli,
-    port: u16,
+    listen: std::net::SocketAddr,
+    allow_origins: &[String],
     www: Option<PathBuf>,
     pkg: Option<PathBuf>,
 ) -> anyhow::Result<u8> {
     use agent_host_native::{gateway, page};
+    let allowed = allow_origins
+        .iter()
+        .map(|o| gateway::AllowedOrigin::parse(o).map_err(|e| usage(e.to_string())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let listen = gateway::ListenAddress::check(listen).map_err(|e| usage(e.to_string()))?;
     let config = load_config(cli)?;
     let executor: Arc<dyn agent_kernel::host::Executor> =
         Arc::new(TokioExecutor::current().ok_or_else(|| anyhow!("no async runtime"))?);
@@ -385,26 +469,37 @@ async fn serve(
         }
     }
     let dirs = page::PageDirs::resolve(www, pkg);
-    let listener = gateway::bind(port).await.map_err(|e| {
+    let listener = listen.bind().await.map_err(|e| {
         usage(format!(
-            "cannot listen on 127.0.0.1:{port}: {e}; choose another --port"
+            "cannot listen on {}: {e}; choose another --port or --listen address",
+            listen.addr()
         ))
     })?;
     let addr = listener.local_addr()?;
+    if !listen.is_loopback() {
+        eprintln!(
+            "agentrt: listening beyond loopback on {addr} over plain HTTP: TLS belongs to a reverse proxy in front, which must send Host: {addr}"
+        );
+    }
     let entropy = agent_host_native::host::OsEntropy::probe()?;
     let token = gateway::random_token(&entropy);
     let origin = gateway::page_origin(addr);
-    let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()]);
+    let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()])
+        .also_allowing(&allowed);
     let page_url = dirs
         .as_ref()
         .map(|_| format!("{origin}/#gateway-token={token}"));
     if cli.json {
         println!(
             "{}",
-            serde_json::json!({"event": "listening", "url": origin, "token": token, "page": page_url})
+            serde_json::json!({"event": "listening", "url": origin, "token": token, "page": page_url,
+                "allowed_origins": allowed.iter().map(|o| o.as_str()).collect::<Vec<_>>()})
         );
     } else {
         println!("gateway listening on {origin}");
+        for o in &allowed {
+            println!("also allowing pages of {}", o.as_str());
+        }
         println!("token: {token}");
         match (&page_url, &dirs) {
             (Some(url), Some(dirs)) => {
@@ -481,16 +576,22 @@ async fn list_runs(cli: &Cli) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
-/// The run card, from the assembly's run view (the one `readRun` shows):
-/// the runtime is wired without a model ([`NoModel`]), since showing a run
-/// never drives it.
-async fn show(cli: &Cli, run: &RunId) -> anyhow::Result<u8> {
+/// The runtime wired without a model ([`NoModel`]), for what never drives
+/// a run: showing one, and a person's session actions.
+async fn open_viewer(cli: &Cli) -> anyhow::Result<App> {
     let native = open_host(cli).await?;
     let options = AppOptions {
         config: load_config(cli)?,
         ..AppOptions::default()
     };
-    let app = App::on_host(native, options, Arc::new(NoModel)).await?;
+    Ok(App::on_host(native, options, Arc::new(NoModel)).await?)
+}
+
+/// The run card, from the assembly's run view (the one `readRun` shows):
+/// the runtime is wired without a model ([`NoModel`]), since showing a run
+/// never drives it.
+async fn show(cli: &Cli, run: &RunId) -> anyhow::Result<u8> {
+    let app = open_viewer(cli).await?;
     let view = app.run_view(run).await?;
     print_card(&view, cli.json)?;
     Ok(code::OK)
@@ -537,10 +638,20 @@ async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
         Source::Scenario(demo::SCENARIO.to_owned()),
         demo::PROMPT,
         run_config,
-        None,
+        RunPlace {
+            session: None,
+            attachments: &[],
+        },
         true,
     )
     .await
+}
+
+/// Where a new run goes: its session (default: a new one) and the files
+/// brought into it first.
+struct RunPlace<'a> {
+    session: Option<SessionId>,
+    attachments: &'a [PathBuf],
 }
 
 async fn start_run(
@@ -549,9 +660,13 @@ async fn start_run(
     source: Source,
     prompt: &str,
     run_config: RunConfig,
-    session: Option<SessionId>,
+    place: RunPlace<'_>,
     is_demo: bool,
 ) -> anyhow::Result<u8> {
+    let RunPlace {
+        session,
+        attachments,
+    } = place;
     // Store the scenario first (through a host) so that the launch record can name it.
     let spec = match source {
         Source::Provider(spec) => spec,
@@ -573,7 +688,11 @@ async fn start_run(
             "session-",
         ))?,
     };
-    let _guard = app.open_session(&session).await.map_err(session_busy)?;
+    let opened = app.open_session(&session).await.map_err(session_busy)?;
+    for file in attachments {
+        let entry = cli::sessions::attach(&app, &opened.guard, file, None, None).await?;
+        cli::sessions::print_attached(cli, &entry, true)?;
+    }
     app.runtime().recover().await?;
     let events = app.runtime().subscribe();
     let run = app.runtime().start(&session, prompt, run_config).await?;

@@ -231,9 +231,14 @@ fn scenario_run_completes_with_exit_0_and_json_events() {
         .map(|l| serde_json::from_str(l).expect("every line is JSON"))
         .collect();
     assert!(events.iter().any(|e| e["event"] == "activity"));
-    let last = events.last().expect("events");
+    // The settled event, then the answer as the last event (issue 14 item 4).
+    let [.., last, answer] = events.as_slice() else {
+        panic!("events: {events:?}");
+    };
     assert_eq!(last["event"], "settled");
     assert_eq!(last["status"], "completed");
+    assert_eq!(answer["event"], "answer");
+    assert_eq!(answer["text"], "done");
 }
 
 /// S5.6: `run --skill FILE` applies a Skill: a tool outside it is refused
@@ -263,8 +268,9 @@ fn run_with_a_skill_may_use_only_the_tools_it_allows() {
         let out = agentrt(&data, &args);
         assert_eq!(code(&out), 0, "{}", text(&out.stderr));
         let stdout = text(&out.stdout);
+        // The settled event comes just before the answer, the last event.
         let settled: serde_json::Value =
-            serde_json::from_str(stdout.lines().last().expect("events")).expect("json");
+            serde_json::from_str(stdout.lines().nth_back(1).expect("events")).expect("json");
         assert_eq!(settled["status"], "completed");
         let run = settled["run"].as_str().expect("run id").to_owned();
         let show = agentrt(&data, &["show", &run, "--json"]);

@@ -675,7 +675,9 @@ fn agentrt_runs_scripts_in_sandboxes_end_to_end() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.code(), Some(0), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let last: Value = serde_json::from_str(stdout.lines().last().expect("events")).expect("json");
+    // The settled event comes just before the answer, the last event (issue 14 item 4).
+    let last: Value =
+        serde_json::from_str(stdout.lines().nth_back(1).expect("events")).expect("json");
     assert_eq!(last["status"], "completed", "{stdout}");
     let run = last["run"].as_str().expect("run id").to_owned();
     let shown = Command::new(BIN)

@@ -84,11 +84,24 @@ impl std::fmt::Display for RunStatus {
 pub enum StopReason {
     Completed,
     UserStopped,
-    BudgetExhausted { dimension: BudgetDimension },
+    BudgetExhausted {
+        dimension: BudgetDimension,
+    },
     Offline,
     PageInterrupted,
-    EffectUnknown { call_id: CallId },
-    RuntimeError { actor: String, message: String },
+    EffectUnknown {
+        call_id: CallId,
+    },
+    RuntimeError {
+        actor: String,
+        message: String,
+    },
+    /// The model provider stayed unreachable, overloaded or failing past
+    /// its retry bound (S13.2); the run continues on Resume.
+    ProviderUnavailable {
+        provider: String,
+        message: String,
+    },
 }
 
 impl StopReason {
@@ -101,7 +114,9 @@ impl StopReason {
             StopReason::BudgetExhausted { .. } | StopReason::RuntimeError { .. } => {
                 status == Failed
             }
-            StopReason::Offline | StopReason::PageInterrupted => status == Interrupted,
+            StopReason::Offline
+            | StopReason::PageInterrupted
+            | StopReason::ProviderUnavailable { .. } => status == Interrupted,
             StopReason::EffectUnknown { .. } => matches!(status, Interrupted | Failed),
         }
     }

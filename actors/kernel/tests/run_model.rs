@@ -112,6 +112,10 @@ fn every_reason() -> Vec<StopReason> {
             actor: "fetch".into(),
             message: "panicked".into(),
         },
+        StopReason::ProviderUnavailable {
+            provider: "gemini".into(),
+            message: "HTTP 503".into(),
+        },
     ]
 }
 
@@ -125,6 +129,7 @@ fn reason_allows(reason: &StopReason) -> &'static [RunStatus] {
         StopReason::PageInterrupted => &[Int],
         StopReason::EffectUnknown { .. } => &[Int, Fai],
         StopReason::RuntimeError { .. } => &[Fai],
+        StopReason::ProviderUnavailable { .. } => &[Int],
     }
 }
 

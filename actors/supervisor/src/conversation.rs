@@ -250,6 +250,9 @@ pub fn ended_note(status: RunStatus, reason: Option<&StopReason>) -> String {
             "a tool's effect was unknown and the person ended it".to_owned()
         }
         (_, Some(StopReason::RuntimeError { .. })) => "it failed".to_owned(),
+        (_, Some(StopReason::ProviderUnavailable { provider, .. })) => {
+            format!("the model provider {provider} was unavailable")
+        }
         (status, _) => format!("it ended {status}"),
     };
     format!("[This turn ended before its answer: {how}.]")

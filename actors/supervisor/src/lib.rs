@@ -137,6 +137,9 @@ pub use config::{
     RunConfig, RuntimeOptions,
 };
 pub use error::RunError;
+pub use provider::anthropic::{AnthropicConfig, AnthropicProvider};
+pub use provider::gemini::{GeminiConfig, GeminiProvider};
+pub use provider::http::RetryPolicy;
 pub use provider::openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
 pub use provider::{ModelProvider, ProviderError};

@@ -27,6 +27,10 @@ pub struct AssistantToolCall {
     pub name: String,
     /// The raw arguments text.
     pub arguments: String,
+    /// An opaque token the provider wants sent back with this call (Gemini's
+    /// `thoughtSignature`); other formats have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// One message of the conversation.
@@ -544,6 +548,7 @@ mod tests {
             id: id.into(),
             name: "t".into(),
             arguments: "{}".into(),
+            signature: None,
         }
     }
 

@@ -337,11 +337,15 @@ async fn openai_5xx_retries_are_bounded_and_4xx_is_not_retried() {
         other => panic!("expected a bounded 503 failure, got {other:?}"),
     }
     assert_eq!(server.hits.lock().unwrap()["broken"], 3);
-    // Exponential backoff: 500 ms, then 1 s.
-    assert_eq!(
-        *clock.sleeps.lock().unwrap(),
-        vec![Duration::from_millis(500), Duration::from_secs(1)]
-    );
+    // Exponential backoff of 500 ms, then 1 s, each jittered in its upper half.
+    let sleeps = clock.sleeps.lock().unwrap().clone();
+    assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+    for (slept, full) in sleeps
+        .iter()
+        .zip([Duration::from_millis(500), Duration::from_secs(1)])
+    {
+        assert!(*slept >= full / 2 && *slept <= full, "{sleeps:?}");
+    }
     match ask(&provider(&base, "unknown", clock.clone())).await {
         Err(ProviderError::Http {
             status: 400,

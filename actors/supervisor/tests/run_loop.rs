@@ -1187,7 +1187,7 @@ fn s1_2_commands_are_refused_in_every_status_that_does_not_allow_them() {
     );
 
     // Failed and cancelled are final: every command is refused.
-    let failed = common::env(r#"{"turns": [{"text": "hello", "disconnects": 3}]}"#);
+    let failed = common::env(EXHAUSTED_SCENARIO);
     let failed_run = failed.start("go", RunConfig::default());
     assert_eq!(failed.settle(&failed_run).status, RunStatus::Failed);
     let cancelled = common::env(STRICT_WRITE);
@@ -1304,6 +1304,11 @@ fn s3_2_nested_child_run_under_the_same_lease_linked_both_ways() {
     }
 }
 
+/// A scenario with no answer after its tool round: the provider refuses the
+/// second request (`scenario_exhausted`), which is not an outage.
+const EXHAUSTED_SCENARIO: &str =
+    r#"{"turns": [{"tool_calls": [{"name": "read_note", "arguments": {"path": "a.txt"}}]}]}"#;
+
 #[test]
 fn a_broken_model_stream_is_repeated_a_bounded_number_of_times() {
     let env = common::env(
@@ -1311,7 +1316,19 @@ fn a_broken_model_stream_is_repeated_a_bounded_number_of_times() {
     );
     let run = env.start("go", RunConfig::default());
     assert_eq!(env.settle(&run).status, RunStatus::Completed);
+    // A stream that keeps breaking past the repeats is an outage (S13.2):
+    // the run is interrupted naming the provider, to continue on Resume.
     let env = common::env(r#"{"turns": [{"text": "hello", "disconnects": 3}]}"#);
+    let run = env.start("go", RunConfig::default());
+    let record = env.settle(&run);
+    assert_eq!(record.status, RunStatus::Interrupted);
+    assert!(
+        matches!(record.stop_reason, Some(StopReason::ProviderUnavailable { ref provider, .. }) if provider == "scripted"),
+        "{:?}",
+        record.stop_reason
+    );
+    // A provider error that is not an outage fails the run at once.
+    let env = common::env(EXHAUSTED_SCENARIO);
     let run = env.start("go", RunConfig::default());
     let record = env.settle(&run);
     assert_eq!(record.status, RunStatus::Failed);

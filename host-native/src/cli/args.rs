@@ -33,6 +33,14 @@ pub(crate) enum BudgetArg {
     Extended,
 }
 
+/// `--mode`: Agent mode (tools, the default Agent system prompt) or Chat
+/// mode (no tools at all, no default system prompt; S9.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ModeArg {
+    Agent,
+    Chat,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum ApprovalArg {
     Permissive,
@@ -71,11 +79,22 @@ pub(crate) enum Command {
         base_url: Option<String>,
         #[arg(long, value_name = "NAME")]
         model: Option<String>,
+        /// Agent mode (the default: tools and the default Agent system
+        /// prompt) or Chat mode (no tools, no default system prompt).
         #[arg(long, value_enum)]
-        budget: Option<BudgetArg>,
+        mode: Option<ModeArg>,
+        /// Replaces the default Agent system prompt.
+        #[arg(long, value_name = "TEXT")]
+        system: Option<String>,
+        /// Added after the system prompt (the default one or --system).
+        #[arg(long, value_name = "TEXT")]
+        system_extension: Option<String>,
+        #[command(flatten)]
+        budget: BudgetArgs,
         #[arg(long, value_enum)]
         approval: Option<ApprovalArg>,
-        /// Run in this session (default: a new one).
+        /// Run in this session (default: a new one); a session's runs are
+        /// one conversation.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
         /// Apply a Skill (a JSON manifest: name, description, instructions,
@@ -83,6 +102,27 @@ pub(crate) enum Command {
         /// instructions join the system prompt.
         #[arg(long, value_name = "FILE")]
         skill: Option<PathBuf>,
+        /// Bring this file into the run's session before it starts, at its
+        /// base name (repeatable; as `agentrt attach`).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<PathBuf>,
+    },
+    /// Bring a file into a session's workspace (an attachment: its content
+    /// is external and untrusted to every tool that reads it).
+    Attach {
+        session: String,
+        file: PathBuf,
+        /// The workspace path (default: the file's base name).
+        #[arg(long = "as", value_name = "PATH")]
+        as_path: Option<String>,
+        /// The MIME type (default: guessed from the name).
+        #[arg(long, value_name = "TYPE")]
+        mime: Option<String>,
+    },
+    /// List, inspect, copy and delete sessions.
+    Session {
+        #[command(subcommand)]
+        action: SessionAction,
     },
     /// List the stored runs.
     Runs,
@@ -112,8 +152,18 @@ pub(crate) enum Command {
     },
     /// Serve the local gateway (fetch for the browser, the demo page).
     Serve {
-        #[arg(long, default_value_t = 8787)]
+        /// The port on 127.0.0.1.
+        #[arg(long, default_value_t = 8787, conflicts_with = "listen")]
         port: u16,
+        /// Listen on this exact address (`IP:PORT`) instead of
+        /// 127.0.0.1:PORT; beyond loopback only when given. TLS belongs to
+        /// a reverse proxy in front.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        /// Also accept calls (with the token) from a page of this exact
+        /// origin, e.g. https://chat.example (repeatable; no wildcards).
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origins: Vec<String>,
         /// The demo page's directory, served at `/` (default: $AGENTRT_WWW,
         /// else host-browser/www of the checkout).
         #[arg(long, value_name = "DIR")]
@@ -123,6 +173,89 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         pkg: Option<PathBuf>,
     },
+}
+
+/// A run's budget on the command line: a preset, and hard caps that replace
+/// the preset's limits one by one (read by `Budget::from_spec`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct BudgetArgs {
+    #[arg(long, value_enum)]
+    pub(crate) budget: Option<BudgetArg>,
+    /// At most this many tokens (prompt and completion) in the run.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tokens: Option<u64>,
+    /// At most this many model rounds with tool calls.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tool_rounds: Option<u64>,
+    /// At most this many tool calls.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tool_calls: Option<u64>,
+    /// At most this much active time, in milliseconds.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_duration_ms: Option<u64>,
+}
+
+impl BudgetArgs {
+    /// The budget spec these flags give over `base` (the config file's
+    /// `[budget]` spec, if any), or `None` when no budget flag is given:
+    /// `--budget PRESET` replaces the base as a whole, each `--max-*` flag
+    /// replaces its one field. What the spec means (a preset keeps its other
+    /// limits, the bounds of each limit) is `Budget::from_spec`'s rule.
+    pub(crate) fn spec(&self, base: Option<&serde_json::Value>) -> Option<serde_json::Value> {
+        let caps = [
+            ("max_tokens", self.max_tokens),
+            ("max_tool_rounds", self.max_tool_rounds),
+            ("max_tool_calls", self.max_tool_calls),
+            ("max_duration_ms", self.max_duration_ms),
+        ];
+        if self.budget.is_none() && caps.iter().all(|(_, v)| v.is_none()) {
+            return None;
+        }
+        let mut spec = match (self.budget, base) {
+            (Some(preset), _) => {
+                let mut spec = serde_json::Map::new();
+                spec.insert("preset".into(), preset.name().into());
+                spec
+            }
+            (None, Some(serde_json::Value::Object(base))) => base.clone(),
+            (None, Some(serde_json::Value::String(name))) => {
+                let mut spec = serde_json::Map::new();
+                spec.insert("preset".into(), name.clone().into());
+                spec
+            }
+            (None, _) => serde_json::Map::new(),
+        };
+        for (field, value) in caps {
+            if let Some(value) = value {
+                spec.insert(field.into(), value.into());
+            }
+        }
+        Some(serde_json::Value::Object(spec))
+    }
+}
+
+impl BudgetArg {
+    /// The preset's name as `Budget::from_spec` reads it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BudgetArg::Light => "light",
+            BudgetArg::Standard => "standard",
+            BudgetArg::Extended => "extended",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionAction {
+    /// Every session: its runs, files and Artifacts.
+    List,
+    /// The files of a session's workspace.
+    Files { session: String },
+    /// Copy a session's workspace, trash and Artifacts into a new session.
+    Copy { from: String, to: String },
+    /// Delete a session's workspace, trash and Artifact references (a
+    /// copy's Artifacts stay readable); its runs stay, as history.
+    Delete { session: String },
 }
 
 #[derive(Debug, Subcommand)]

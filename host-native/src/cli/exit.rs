@@ -1,6 +1,7 @@
 //! Exit codes: what each error and each run status exits with (documented
 //! in the README and the crate docs).
 
+use agent_assembly::SessionActionError;
 use agent_host_native::app::AppError;
 use agent_host_native::config::ConfigError;
 use agent_host_native::host::HostError;
@@ -32,6 +33,22 @@ impl std::fmt::Display for Exit {
     }
 }
 impl std::error::Error for Exit {}
+
+/// A session action the assembly refused (`agentrt attach`, `session …`,
+/// `run --attach`): its stable code leads the message; a wrong argument,
+/// path or name is a usage error (2), a quota or a busy session a refusal
+/// (3), storage trouble a failure (4).
+pub(crate) fn session_action(err: SessionActionError) -> anyhow::Error {
+    let code = match err.code() {
+        "quota_exceeded" | "session_busy" | "lease_lost" | "busy" => code::WAITING,
+        "storage_error" | "actor_stopped" | "content_missing" => code::FAILED,
+        _ => code::USAGE,
+    };
+    anyhow::Error::new(Exit {
+        code,
+        message: format!("{}: {err}", err.code()),
+    })
+}
 
 pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Exit {

@@ -1,6 +1,8 @@
 //! Live follow: progress of a run until it settles (indicatif on a
 //! terminal, plain lines otherwise, JSON lines with `--json`), asking for
-//! approvals on a terminal, then the run card or the hints of what it waits for.
+//! approvals on a terminal, then the run card or the hints of what it waits
+//! for, and the final answer once the run has ended (stdout; with `--json`
+//! the last event, `{"event":"answer","run":…,"text":…}`).
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -8,7 +10,7 @@ use std::time::Duration;
 use agent_host_native::app::App;
 use agent_kernel::RunId;
 use agent_kernel::journal::CallState;
-use agent_kernel::run::{ActivityKind, AgentRun, PendingKind, RunStatus};
+use agent_kernel::run::{ActivityKind, AgentRun, PendingKind, RunStatus, StopReason};
 use agent_supervisor::RunEvent;
 use anyhow::Context;
 
@@ -100,6 +102,20 @@ pub(crate) async fn follow(
                     "pending": card.pending_requests()})
             );
         }
+        // The final answer, once the run has ended (waiting runs have not):
+        // the text on stdout, or with `--json` the last event.
+        if run_ended(&card.run)
+            && let Some(answer) = card.output.as_deref().filter(|a| !a.trim().is_empty())
+        {
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"event": "answer", "run": run, "text": answer})
+                );
+            } else if !show_card {
+                println!("{}", answer.trim_end());
+            }
+        }
         for p in card.pending_requests() {
             match &p.kind {
                 PendingKind::Approval { .. } => {
@@ -116,6 +132,18 @@ pub(crate) async fn follow(
             }
         }
         return Ok(code_for(&card.run));
+    }
+}
+
+/// True when the run will not go on by itself or by a person's answer:
+/// completed, failed, cancelled, or interrupted (not waiting for a decision).
+fn run_ended(run: &AgentRun) -> bool {
+    match run.status {
+        RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled => true,
+        RunStatus::Interrupted => {
+            !matches!(run.stop_reason, Some(StopReason::EffectUnknown { .. }))
+        }
+        RunStatus::AwaitingApproval | RunStatus::AwaitingInput | RunStatus::Running => false,
     }
 }
 

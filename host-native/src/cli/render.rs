@@ -1,5 +1,7 @@
 //! Rendering: the run card of `agentrt show` (text or JSON, built from the
-//! assembly's `RunView`, the view the browser's `readRun` shows too), status
+//! assembly's `RunView`, the view the browser's `readRun` shows too: the
+//! journal with each call's target summary, the evidence with its trust and
+//! provenance, the plan's steps, the final answer), status
 //! and activity lines, pending-request hints, times, JSON events.
 
 use std::io::Write;
@@ -33,6 +35,9 @@ pub(crate) fn reason_text(reason: &StopReason) -> String {
         StopReason::EffectUnknown { call_id } => format!("effect_unknown: call {call_id}"),
         StopReason::RuntimeError { actor, message } => {
             format!("runtime_error in {actor}: {message}")
+        }
+        StopReason::ProviderUnavailable { provider, message } => {
+            format!("provider_unavailable ({provider}): {message}; resume when it is back")
         }
     }
 }
@@ -78,6 +83,8 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
                 "stop_reason": run.stop_reason, "usage": run.usage, "budget": run.budget,
                 "activities": card.activities, "journal": card.journal,
                 "pending": card.pending_requests(), "output": card.output,
+                "answer": card.output, "evidence": card.evidence, "plan": card.plan,
+                "failures": card.failures,
             })
         )?;
         return Ok(());
@@ -108,12 +115,45 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
     for j in &card.journal {
         writeln!(
             out,
-            "    {:<24} {:<22} {:<15} attempt {}",
+            "    {:<24} {:<22} {:<15} attempt {}{}",
             j.call_id.as_str(),
             j.tool,
             state_text(j.state),
-            j.attempt
+            j.attempt,
+            j.target_summary
+                .as_deref()
+                .map(|t| format!("  on {t}"))
+                .unwrap_or_default()
         )?;
+    }
+    if !card.evidence.is_empty() {
+        writeln!(out, "  evidence:")?;
+        for e in &card.evidence {
+            writeln!(
+                out,
+                "    {:<24} {:<22} {}",
+                e.call_id.as_str(),
+                e.tool,
+                serde_json::to_value(e.trust)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            )?;
+        }
+    }
+    if let Some(plan) = &card.plan {
+        writeln!(out, "  plan:")?;
+        for step in &plan.steps {
+            writeln!(
+                out,
+                "    [{}] {}",
+                serde_json::to_value(step.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                step.title
+            )?;
+        }
     }
     for failure in &card.failures {
         writeln!(out, "  refused:  {}: {}", failure.call_id, failure.reason)?;

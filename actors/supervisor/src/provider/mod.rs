@@ -3,9 +3,13 @@
 //! finish reason out. [`openai`] speaks Chat Completions over SSE;
 //! [`scripted`] plays a JSON scenario.
 
+pub mod anthropic;
+pub mod gemini;
+pub mod http;
 pub mod openai;
 pub mod scripted;
 pub mod sse;
+pub mod wire;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -115,6 +119,20 @@ impl ProviderError {
     /// before the answer was complete, so nothing of it was used.
     pub fn round_may_repeat(&self) -> bool {
         matches!(self, ProviderError::Disconnected { .. })
+    }
+
+    /// True when the provider is down or overloaded rather than refusing
+    /// this request: unreachable, 429, 5xx, or a stream that kept breaking.
+    /// The run is then `interrupted` (and continues on Resume) instead of
+    /// failed (S13.2); an authentication or request error fails at once.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            ProviderError::Transport { .. } | ProviderError::Disconnected { .. } => true,
+            ProviderError::Http { status, .. } => *status == 429 || (500..600).contains(status),
+            ProviderError::Malformed { .. }
+            | ProviderError::Config(_)
+            | ProviderError::ScenarioExhausted { .. } => false,
+        }
     }
 }
 

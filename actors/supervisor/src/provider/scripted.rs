@@ -222,6 +222,7 @@ impl ModelProvider for ScriptedProvider {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 },
+                signature: None,
             })));
         }
         let usage = turn.usage.unwrap_or(ModelUsage {

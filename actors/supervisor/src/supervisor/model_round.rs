@@ -86,6 +86,15 @@ impl Supervisor {
                         "model stream broke off; repeating the round"
                     );
                 }
+                // Down or overloaded past the retry bound: nothing of the
+                // round was committed; the run waits for Resume (S13.2).
+                Watched::Done(Err(e)) if e.is_outage() => {
+                    let reason = StopReason::ProviderUnavailable {
+                        provider: self.ctx.provider.name().to_owned(),
+                        message: e.to_string(),
+                    };
+                    return self.interrupt(reason).await;
+                }
                 Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
                 Watched::Stop(reply) => return self.cancel(reply, None).await,
                 Watched::Interrupt(reason) => return self.interrupt(reason).await,

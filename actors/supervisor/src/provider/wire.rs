@@ -1,0 +1,200 @@
+//! What every streaming wire format shares once its bytes are SSE events:
+//! the loop that turns a response body into [`ModelEvent`]s through a
+//! format's [`WireDecoder`], and the [`Answer`] a decoder assembles (tool
+//! calls by index from fragments split anywhere, usage, the finish reason),
+//! emitted whole only when the answer is complete. A stream that ends
+//! early is `Disconnected`, so nothing partial is ever used.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use futures::StreamExt;
+
+use agent_kernel::MaybeSend;
+
+use super::http::ByteStream;
+use super::sse::SseDecoder;
+use super::{FinishReason, ModelEvent, ModelStream, ModelUsage, ProviderError};
+use crate::transcript::AssistantToolCall;
+
+/// What a decoder says after one data payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// More events follow.
+    More,
+    /// The answer is complete; the stream ends (whatever bytes follow).
+    Done,
+}
+
+/// One wire format's reading of SSE data payloads.
+pub trait WireDecoder: MaybeSend + 'static {
+    /// Read one data payload; text deltas go to `out` at once, everything
+    /// else into the decoder's [`Answer`] until it is complete.
+    fn on_data(
+        &mut self,
+        data: &str,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<Step, ProviderError>;
+
+    /// The connection ended without [`Step::Done`]: finish the answer if
+    /// the format allows it to end so, else `Err(Disconnected)`.
+    fn on_end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ProviderError>;
+}
+
+/// A tool call being assembled from fragments.
+#[derive(Debug, Default, Clone)]
+pub struct PartialCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    /// An opaque token the provider wants back with this call (Gemini's
+    /// thought signature).
+    pub signature: Option<String>,
+}
+
+/// The parts of an answer that are emitted only when it is complete.
+#[derive(Debug, Default)]
+pub struct Answer {
+    pub calls: BTreeMap<u64, PartialCall>,
+    pub usage: Option<ModelUsage>,
+    pub finish: Option<FinishReason>,
+}
+
+impl Answer {
+    /// The call at `index`, created empty on first use.
+    pub fn call(&mut self, index: u64) -> &mut PartialCall {
+        self.calls.entry(index).or_default()
+    }
+
+    /// Add to the usage: each field is the larger of what was seen.
+    pub fn usage_at_least(&mut self, input: Option<u64>, output: Option<u64>) {
+        let u = self.usage.get_or_insert_with(ModelUsage::default);
+        if let Some(i) = input {
+            u.input_tokens = u.input_tokens.max(i);
+        }
+        if let Some(o) = output {
+            u.output_tokens = u.output_tokens.max(o);
+        }
+    }
+
+    /// Emit the tool calls (in index order), the usage and the finish
+    /// reason; without a finish reason the answer is incomplete.
+    pub fn complete(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ProviderError> {
+        let Some(finish) = self.finish.take() else {
+            return Err(ProviderError::Disconnected { events: 0 });
+        };
+        for (index, call) in std::mem::take(&mut self.calls) {
+            if call.id.is_empty() || call.name.is_empty() {
+                return Err(ProviderError::Malformed {
+                    detail: format!("tool call {index} has no id or no function name"),
+                });
+            }
+            out.push_back(ModelEvent::ToolCall(AssistantToolCall {
+                id: call.id,
+                name: call.name,
+                arguments: call.arguments,
+                signature: call.signature,
+            }));
+        }
+        if let Some(usage) = self.usage.take() {
+            out.push_back(ModelEvent::Usage(usage));
+        }
+        out.push_back(ModelEvent::Finish(finish));
+        Ok(())
+    }
+}
+
+/// Parse one data payload as JSON, or say it was malformed.
+pub fn json_payload(data: &str) -> Result<serde_json::Value, ProviderError> {
+    serde_json::from_str(data).map_err(|e| ProviderError::Malformed {
+        detail: format!("a data event is not JSON ({e})"),
+    })
+}
+
+struct Reading<D> {
+    body: ByteStream,
+    sse: SseDecoder,
+    decoder: D,
+    out: VecDeque<Result<ModelEvent, ProviderError>>,
+    /// Data payloads read, for the `Disconnected` message.
+    payloads: usize,
+    closed: bool,
+}
+
+impl<D: WireDecoder> Reading<D> {
+    fn emit(&mut self, result: Result<(), ProviderError>, events: VecDeque<ModelEvent>) {
+        self.out.extend(events.into_iter().map(Ok));
+        if let Err(e) = result {
+            let e = match e {
+                ProviderError::Disconnected { .. } => ProviderError::Disconnected {
+                    events: self.payloads,
+                },
+                other => other,
+            };
+            self.out.push_back(Err(e));
+            self.closed = true;
+        }
+    }
+
+    fn on_bytes(&mut self, bytes: &[u8]) {
+        let payloads = match self.sse.push(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                let e = ProviderError::Malformed {
+                    detail: e.to_string(),
+                };
+                return self.emit(Err(e), VecDeque::new());
+            }
+        };
+        for p in payloads {
+            self.payloads += 1;
+            let mut events = VecDeque::new();
+            let step = self.decoder.on_data(&p, &mut events);
+            let done = matches!(step, Ok(Step::Done));
+            self.emit(step.map(|_| ()), events);
+            if done {
+                self.closed = true;
+            }
+            if self.closed {
+                return;
+            }
+        }
+    }
+
+    fn on_closed(&mut self) {
+        let mut events = VecDeque::new();
+        let result = if self.sse.has_partial() {
+            // The connection broke in the middle of an event.
+            Err(ProviderError::Disconnected { events: 0 })
+        } else {
+            self.decoder.on_end(&mut events)
+        };
+        self.emit(result, events);
+        self.closed = true;
+    }
+}
+
+/// The model events of a streaming response body read by `decoder`.
+pub fn event_stream<D: WireDecoder>(body: ByteStream, decoder: D) -> ModelStream {
+    let reading = Reading {
+        body,
+        sse: SseDecoder::new(),
+        decoder,
+        out: VecDeque::new(),
+        payloads: 0,
+        closed: false,
+    };
+    Box::pin(futures::stream::unfold(reading, |mut r| async move {
+        loop {
+            if let Some(item) = r.out.pop_front() {
+                return Some((item, r));
+            }
+            if r.closed {
+                return None;
+            }
+            match r.body.next().await {
+                Some(Ok(bytes)) => r.on_bytes(&bytes),
+                Some(Err(_)) | None => r.on_closed(),
+            }
+        }
+    }))
+}
