@@ -99,7 +99,8 @@ pub(crate) struct RunOptions {
     pub(crate) skill: Option<Value>,
     #[serde(default)]
     pub(crate) model: Option<Value>,
-    /// `"agent"` or `"chat"` (S9.1).
+    /// `"agent"` or `"chat"` (S9.1, S5.1): a chat run has no tools and no
+    /// default Agent system prompt.
     #[serde(default)]
     pub(crate) mode: Option<String>,
     /// Replaces the default Agent system prompt.
@@ -126,6 +127,7 @@ fn budget_option(spec: &Value) -> Result<Budget, JsValue> {
 fn run_mode(mode: &str) -> Result<RunMode, JsValue> {
     match mode {
         "agent" => Ok(RunMode::Agent),
+        "chat" => Ok(RunMode::Chat),
         other => Err(js_error(
             ErrorCode::InvalidArgument,
             format!("mode must be \"agent\" or \"chat\", not {other:?}"),

@@ -27,12 +27,11 @@ use std::time::Duration;
 
 use agent_assembly::{Assembly, Parts};
 use agent_fetch::{FetchBackend, GatewayClient, Limits};
-use agent_kernel::host::{Clock, Entropy, Executor, Host, Lifecycle, StorageExt, random_id};
+use agent_kernel::host::{Clock, Entropy, Executor, Host, Lifecycle, random_id};
 use agent_kernel::run::RunStatus;
 use agent_kernel::{CallId, OwnerId, RequestId, RunId, SessionId};
 use agent_supervisor::{Choice, RunConfig, RunError, RunEvent, RuntimeOptions};
 use agent_tools::builtin::javascript::JsLimits;
-use agent_workspace::WorkspacePath;
 use futures::FutureExt;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
@@ -47,13 +46,13 @@ use config::{
     PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, open_storage,
     provider, run_config, run_config_for,
 };
-use errors::{assembly_error, from_js, run_error, run_id, session_id, storage_code, to_js};
+use errors::{assembly_error, from_js, run_error, run_id, session_id, to_js};
 use hold::Hold;
-use views::content_view;
 
 mod config;
 mod errors;
 mod hold;
+mod sessions;
 mod views;
 
 pub use errors::{ErrorCode, js_error, run_error_code};
@@ -65,7 +64,8 @@ export type AgentErrorCode =
   | "invalid_config" | "invalid_argument" | "unavailable" | "session_busy" | "lease_lost"
   | "not_found" | "wrong_status" | "no_such_request" | "wrong_request_kind" | "invalid_answer"
   | "no_such_decision" | "decision_pending" | "run_busy" | "invalid_transition"
-  | "storage_error" | "inconsistent_state" | "runtime_error";
+  | "storage_error" | "inconsistent_state" | "runtime_error"
+  | "already_exists" | "quota_exceeded" | "target_not_empty";
 
 export interface AgentError extends Error { code: AgentErrorCode; }
 
@@ -144,12 +144,37 @@ export interface PendingRequest {
       | { kind: "decision"; call_id: string; tool: string };
 }
 
+/** What a tool result was, where it came from and how far it is trusted (S5.4). */
+export interface Evidence {
+  run: string; call_id: string; tool: string;
+  trust: "internal" | "user" | "external_untrusted";
+  provenance: { origin: string; tool: string; requested_url?: string; final_url?: string; fetched_at_ms?: number; content_hash?: string; [k: string]: unknown };
+  references: object[]; result: string; at_ms: number;
+}
+
 export interface RunView {
-  run: AgentRun; activities: object[]; journal: object[]; pending: PendingRequest[];
-  output?: string; plan?: unknown;
+  run: AgentRun; activities: object[];
+  /** Each call; `target_summary` is what it acts on, journaled before it was dispatched. */
+  journal: Array<{ call_id: string; tool: string; state: string; target_summary?: string; [k: string]: unknown }>;
+  pending: PendingRequest[];
+  evidence: Evidence[];
+  /** The final answer, once the run has one. */
+  output?: string;
+  /** The latest `update_plan`: its steps with their statuses. */
+  plan?: { explanation?: string; steps: Array<{ title: string; status: "pending" | "in_progress" | "completed" | "cancelled" }> };
   /** Why each failed call failed (the tool's code and message), when any did. */
   failures?: Array<{ call_id: string; reason: string }>;
 }
+
+/** A workspace file (S7.2); an attachment has `source: { kind: "attachment", name }`. */
+export interface FileEntry {
+  session: string; path: string; revision: number; hash: string; size: number; mime: string;
+  source: { kind: string; [k: string]: unknown }; created_at_ms: number; updated_at_ms: number; [k: string]: unknown;
+}
+
+export interface SessionSummary { session: string; runs: number; last_run_at_ms?: number; files: number; artifacts: number; }
+export interface CopyReport { files: number; trash_entries: number; artifacts: number; }
+export interface DeleteReport { files: number; trash_entries: number; artifacts: number; blobs_freed: string[]; }
 
 export type RuntimeEvent =
   | { type: "run"; run: AgentRun }
@@ -619,111 +644,6 @@ impl AgentRuntime {
                 out.push(inner.assembly.pending_view(p).await);
             }
             to_js(&out)
-        })
-    }
-
-    /// The workspace files of `session` (manifest entries, S7.2).
-    #[wasm_bindgen(js_name = listWorkspace, unchecked_return_type = "Promise<object[]>")]
-    pub fn list_workspace(&self, session: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            let entries: Vec<agent_workspace::manifest::FileEntry> = inner
-                .assembly
-                .host()
-                .storage
-                .scan_records(&format!("{session}/"))
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?;
-            to_js(&entries)
-        })
-    }
-
-    /// One workspace file: `{ entry, text?, bytes }` (`text` when UTF-8).
-    #[wasm_bindgen(js_name = readWorkspaceFile, unchecked_return_type = "Promise<{ entry: object; text?: string; bytes: Uint8Array }>")]
-    pub fn read_workspace_file(&self, session: String, path: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            let path =
-                WorkspacePath::parse(&path).map_err(|e| js_error(ErrorCode::InvalidArgument, e))?;
-            let key = agent_workspace::manifest::FileEntry::key_for(&session, &path);
-            let storage = &inner.assembly.host().storage;
-            let entry: agent_workspace::manifest::FileEntry = storage
-                .get_record(&key)
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::NotFound,
-                        format!("no file {path} in session {session}"),
-                    )
-                })?;
-            let bytes = storage
-                .get_blob(&entry.hash)
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::InconsistentState,
-                        format!("the content of {path} is missing"),
-                    )
-                })?;
-            content_view(&entry, bytes)
-        })
-    }
-
-    /// The Artifacts of `session`.
-    #[wasm_bindgen(js_name = listArtifacts, unchecked_return_type = "Promise<object[]>")]
-    pub fn list_artifacts(&self, session: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            let artifacts: Vec<agent_workspace::artifact::Artifact> = inner
-                .assembly
-                .host()
-                .storage
-                .scan_records(&format!("{session}/"))
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?;
-            to_js(&artifacts)
-        })
-    }
-
-    /// One Artifact: `{ entry, text?, bytes }`.
-    #[wasm_bindgen(js_name = readArtifact, unchecked_return_type = "Promise<{ entry: object; text?: string; bytes: Uint8Array }>")]
-    pub fn read_artifact(&self, session: String, id: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            if !agent_workspace::artifact::is_artifact_id(&id) {
-                return Err(js_error(
-                    ErrorCode::InvalidArgument,
-                    "an Artifact id is 64 lowercase hex digits",
-                ));
-            }
-            let storage = &inner.assembly.host().storage;
-            let entry: agent_workspace::artifact::Artifact = storage
-                .get_record(&agent_workspace::artifact::Artifact::key_for(&session, &id))
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::NotFound,
-                        format!("no Artifact {id} in session {session}"),
-                    )
-                })?;
-            let bytes = storage
-                .get_blob(&entry.id)
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::InconsistentState,
-                        format!("the content of Artifact {id} is missing"),
-                    )
-                })?;
-            content_view(&entry, bytes)
         })
     }
 
