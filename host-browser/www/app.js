@@ -347,7 +347,9 @@ async function answered(dialog, action) {
 // ---- sessions, runs, workspace -----------------------------------------------
 
 async function renderSessions() {
-  const sessions = await state.runtime.listSessions();
+  // Newest conversation first; sessions without runs (only files) last.
+  const sessions = (await state.runtime.listSessions())
+    .sort((a, b) => (b.last_run_at_ms ?? 0) - (a.last_run_at_ms ?? 0) || a.session.localeCompare(b.session));
   const picker = $('session-picker');
   const names = sessions.map((s) => s.session);
   const options = sessions.map((s) => el('option', {
