@@ -231,3 +231,42 @@ test('layout: at 1280 px and at 390 px nothing overflows its panel (long URL, lo
   assert.deepEqual(page.errors, []);
   await context.close();
 });
+
+test('S6 + S12: the running turn shows its streamed text before it has an answer; the run card shows the plan and the pending approval with its target summary', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('stream');
+  const scenario = {
+    turns: [
+      {
+        text: 'Planning, then emptying the trash.',
+        tool_calls: [
+          { name: 'update_plan', arguments: { steps: [{ title: 'Empty the trash', status: 'in_progress' }, { title: 'Report', status: 'pending' }] } },
+          { name: 'workspace_empty_trash', arguments: {} },
+        ],
+      },
+      { text: 'The trash is empty.' },
+    ],
+  };
+  const page = await openPage(context, env.pageUrl, config(scenario), session);
+  await send(page, 'Empty the trash.');
+  await page.waitForSelector('#approval[open]', { timeout: 20_000 });
+  await waitStatus(page, 'awaiting_approval');
+  const agent = page.locator('#conversation > li.agent');
+  // No answer yet: the words shown came only from the run's "text" events.
+  assert.equal(await page.evaluate(async () => (await window.agentrtDemo.runtime.readRun(window.agentrtDemo.runId)).output ?? null), null);
+  assert.match(await agent.locator('.msg-text').textContent(), /Planning, then emptying the trash\./);
+  assert.equal(await agent.locator('.msg-status').textContent(), 'Now: awaiting_approval');
+  const plan = await page.locator('#plan li').evaluateAll((lis) => lis.map((li) => [li.querySelector('.step-title').textContent, li.dataset.status]));
+  assert.deepEqual(plan, [['Empty the trash', 'in_progress'], ['Report', 'pending']]);
+  const pending = page.locator('#pending li[data-kind="approval"]');
+  assert.equal(await pending.count(), 1);
+  assert.match(await pending.textContent(), /^Approval of workspace_empty_trash/);
+  assert.equal(await pending.locator('.tool-target').textContent(), `Target: ${await page.locator('#approval-target').textContent()}`);
+  await page.click('#approve');
+  await waitStatus(page, 'completed');
+  await waitMessages(page, 2);
+  assert.equal(await agent.locator('.msg-text').textContent(), 'The trash is empty.', 'the answer replaces the streamed words');
+  assert.equal(await page.locator('#pending li[data-kind]').count(), 0);
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});
