@@ -2,7 +2,8 @@
 // runtime in a page talks to a loopback OpenAI-compatible server, which
 // records what each request carries. A third turn carries the first two
 // turns' prompts and answers; an embedder's `history` is used verbatim (with
-// its own `system` and `systemExtension`); a turn stopped mid-stream enters
+// its own `system` and `systemExtension`); a chat turn has no tools and no
+// Agent system prompt; a turn stopped mid-stream enters
 // the next request as the supervisor defines it (the prompt, then the
 // assistant's note that the person stopped it).
 import { after, before, test } from 'node:test';
@@ -110,6 +111,24 @@ test('S12: an embedder-supplied history is used verbatim, with its own system pr
   }, session);
   assert.equal(refused, 'invalid_argument');
   assert.equal(model.requests.length, before);
+});
+
+test('S9.1: a chat turn offers no tools and no Agent system prompt, and joins the conversation', async () => {
+  const session = uniqueSession('chat');
+  const first = model.requests.length;
+  model.reply({ text: 'Hello there.' }, { text: 'Still here.' });
+  const chat = await turn(session, 'Hi?', { mode: 'chat' });
+  assert.equal(chat.run.status, 'completed', JSON.stringify(chat.run));
+  assert.equal(chat.run.mode, 'chat');
+  const request = model.requests[first];
+  assert.equal(request.tools, undefined, 'a chat run offers no tools');
+  assert.deepEqual(request.messages, [{ role: 'user', content: 'Hi?' }], 'no system prompt');
+  // The next turn (an Agent one) carries the chat turn.
+  await turn(session, 'Again?');
+  assert.deepEqual(conversationOf(model.requests[first + 1]), [
+    { role: 'user', content: 'Hi?' }, { role: 'assistant', content: 'Hello there.' },
+    { role: 'user', content: 'Again?' },
+  ]);
 });
 
 test('S12: a turn stopped mid-stream enters the next request as the prompt and the note that the person stopped it', async () => {

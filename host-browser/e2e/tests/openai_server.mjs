@@ -8,6 +8,8 @@ import { createServer } from 'node:http';
 /**
  * Start the server. Each request takes the next reply from the queue given
  * to `reply(...)`: `{ text }` streams `text` in two pieces and finishes;
+ * `{ tool_calls: [{ name, arguments }] }` streams those calls and finishes
+ * with `tool_calls`;
  * `{ hang: text }` streams `text` and then keeps the response open (a model
  * still answering), until the client goes away or the server closes.
  * Resolves with { baseUrl, requests, reply, waitForRequests, close }.
@@ -45,6 +47,15 @@ export async function startOpenAiServer() {
       res.write(chunk({ role: 'assistant', content: '' }));
       if (next.hang !== undefined) {
         res.write(chunk({ content: next.hang }));
+        return;
+      }
+      if (next.tool_calls) {
+        next.tool_calls.forEach((call, index) => {
+          res.write(chunk({ tool_calls: [{ index, id: `call_e2e_${requests.length}_${index}`, type: 'function',
+            function: { name: call.name, arguments: JSON.stringify(call.arguments) } }] }));
+        });
+        res.write(chunk({}, 'tool_calls'));
+        res.end('data: [DONE]\n\n');
         return;
       }
       const half = Math.ceil(next.text.length / 2);

@@ -149,7 +149,8 @@ export interface Evidence {
   run: string; call_id: string; tool: string;
   trust: "internal" | "user" | "external_untrusted";
   provenance: { origin: string; tool: string; requested_url?: string; final_url?: string; fetched_at_ms?: number; content_hash?: string; [k: string]: unknown };
-  references: object[]; result: string; at_ms: number;
+  references: Array<{ kind: string; id: string; name?: string; mime?: string; size: number; hash: string }>;
+  result: { hash: string; size: number }; at_ms: number;
 }
 
 export interface RunView {
