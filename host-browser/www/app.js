@@ -1,12 +1,32 @@
-// The demo page: one AgentRuntime for this tab, a chat input, the run card,
-// the approval / input / decision dialogs, and the workspace and Artifact
-// lists. Everything shown is read back from the runtime (IndexedDB is the
-// source of truth); events only say when to read again.
+// The demo page, a chat: one AgentRuntime for this tab; the session's
+// conversation as messages (the person's prompts, the agent's answers with
+// the running turn's text streamed, each turn's tool calls folded under it
+// with their target summaries and evidence); the run card beside it; a
+// session picker, a Chat/Agent switch, attachments by drag and drop or a
+// file picker; the approval / input / decision dialogs; the workspace and
+// Artifact lists. Everything shown is read back from the runtime (IndexedDB
+// is the source of truth); events only say when to read again. The one
+// exception is a prompt's text: a run stores its prompt as a blob the page
+// API does not hand out, so the page keeps the text it sent in localStorage
+// under the run's id (PROMPT_KEY) and shows it again from there.
 import init, { AgentRuntime } from './pkg/agent_host_browser.js';
 
 const $ = (id) => document.getElementById(id);
-const state = { runtime: null, session: 'demo', runId: null, subscription: null, shown: {}, answered: new Set(), openRequest: null, text: '' };
+const state = {
+  runtime: null, session: 'demo', runId: null, subscription: null, shown: {}, answered: new Set(), openRequest: null,
+  // Streamed text of running turns, by run id (dropped once the run has its output).
+  streams: new Map(),
+  // Read views of runs that will not change again (completed, failed, cancelled), by run id.
+  finalViews: new Map(),
+  // The conversation's message elements, by `<run>/user` and `<run>/agent`.
+  messages: new Map(),
+  // The prompt being sent and when, until startRun answers.
+  sending: null,
+};
 window.agentrtDemo = state;
+
+const FINAL = new Set(['completed', 'failed', 'cancelled']);
+const PROMPT_KEY = (run) => `agentrt-demo/prompt/${run}`;
 
 function setError(message) {
   const el = $('chat-error');
@@ -35,10 +55,40 @@ async function loadConfig() {
   return config;
 }
 
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'dataset') Object.assign(node.dataset, v);
+    else node[k] = v;
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
 function fmtStop(reason) {
   if (!reason) return '—';
   const extra = reason.dimension ? ` (${reason.dimension})` : reason.call_id ? ` (${reason.call_id})` : reason.message ? ` (${reason.message})` : '';
   return reason.reason + extra;
+}
+
+/** `trust · origin · url` of one piece of evidence. */
+function fmtEvidence(evidence) {
+  if (!evidence) return '';
+  const p = evidence.provenance || {};
+  const url = p.final_url || p.requested_url;
+  return [evidence.trust, p.origin, url].filter(Boolean).join(' · ');
+}
+
+/**
+ * Put `text` into `node` as paragraphs and fenced code blocks (```), the only
+ * formatting the page renders; everything is text, never HTML.
+ */
+function renderText(node, text) {
+  const parts = text.split(/```[^\n]*\n?/);
+  node.replaceChildren(...parts.map((part, i) => (i % 2 === 1
+    ? el('pre', { className: 'code', tabIndex: 0 }, el('code', { textContent: part.replace(/\n$/, '') }))
+    : el('p', { className: 'text', textContent: part.replace(/^\n+|\n+$/g, '') })))
+    .filter((n) => n.textContent !== '' || n.tagName === 'PRE'));
 }
 
 function bar(label, used, max, unit = '') {
@@ -76,15 +126,142 @@ function activityText(a) {
   }
 }
 
+/** The run's view; runs that cannot change again are read once. */
+async function viewOf(runId) {
+  const cached = state.finalViews.get(runId);
+  if (cached) return cached;
+  const view = await state.runtime.readRun(runId);
+  if (FINAL.has(view.run.status)) {
+    state.finalViews.set(runId, view);
+    state.streams.delete(runId);
+  }
+  return view;
+}
+
+// ---- the conversation ------------------------------------------------------
+
+/** The text of `run`'s prompt as this browser sent it (see the top of this file). */
+function promptOf(run) {
+  const kept = localStorage.getItem(PROMPT_KEY(run.id));
+  if (kept !== null) return kept;
+  if (state.sending && run.created_at_ms >= state.sending.at - 1_000) return state.sending.prompt;
+  return '(sent from another browser: this page keeps only the prompts it sent)';
+}
+
+/** What the agent's message of `view` says: its answer, else the streamed text, else how the turn ended. */
+function answerOf(view) {
+  const run = view.run;
+  if (view.output) return view.output;
+  const streamed = state.streams.get(run.id);
+  if (streamed) return streamed;
+  if (FINAL.has(run.status)) return '';
+  return '…';
+}
+
+function endNote(run) {
+  if (run.status === 'completed') return '';
+  if (FINAL.has(run.status)) return `Ended: ${run.status}${run.stop_reason ? ` — ${fmtStop(run.stop_reason)}` : ''}`;
+  return run.status === 'running' ? '' : `Now: ${run.status}${run.stop_reason ? ` — ${fmtStop(run.stop_reason)}` : ''}`;
+}
+
+function toolItem(view, j) {
+  const evidence = view.evidence.find((e) => e.call_id === j.call_id);
+  const failure = (view.failures || []).find((f) => f.call_id === j.call_id);
+  return el('li', { className: 'tool-call', dataset: { tool: j.tool, state: j.state, trust: evidence?.trust ?? '' } },
+    el('span', { className: 'tool-name' }, el('code', { textContent: j.tool })),
+    ' ',
+    el('span', { className: 'tool-state', textContent: j.state }),
+    j.target_summary ? el('span', { className: 'tool-target', textContent: `Target: ${j.target_summary}` }) : null,
+    evidence ? el('span', { className: 'tool-evidence', textContent: `Evidence: ${fmtEvidence(evidence)}` }) : null,
+    failure ? el('span', { className: 'tool-failure', textContent: `Failed: ${failure.reason}` }) : null);
+}
+
+function userMessage(run) {
+  const key = `${run.id}/user`;
+  let li = state.messages.get(key);
+  if (!li) {
+    li = el('li', { className: 'msg user', dataset: { run: run.id, role: 'user' } },
+      el('span', { className: 'who', textContent: 'You' }), el('div', { className: 'msg-text' }));
+    state.messages.set(key, li);
+  }
+  const text = promptOf(run);
+  if (li.dataset.text !== text) { li.dataset.text = text; renderText(li.querySelector('.msg-text'), text); }
+  return li;
+}
+
+function agentMessage(view) {
+  const run = view.run;
+  const key = `${run.id}/agent`;
+  let li = state.messages.get(key);
+  if (!li) {
+    const select = el('button', { type: 'button', className: 'link', textContent: 'Show on the run card' });
+    select.addEventListener('click', () => { state.runId = run.id; renderRun(); $('run-title').scrollIntoView({ block: 'nearest' }); });
+    li = el('li', { className: 'msg agent', dataset: { run: run.id, role: 'agent' } },
+      el('span', { className: 'who', textContent: run.mode === 'chat' ? 'Agent (chat)' : 'Agent' }),
+      el('div', { className: 'msg-text' }),
+      el('p', { className: 'msg-status' }),
+      el('details', { className: 'turn-tools', hidden: true }, el('summary'), el('ul')),
+      select);
+    state.messages.set(key, li);
+  }
+  li.dataset.status = run.status;
+  const text = answerOf(view);
+  if (li.dataset.text !== text) { li.dataset.text = text; renderText(li.querySelector('.msg-text'), text); }
+  const note = endNote(run);
+  li.querySelector('.msg-status').textContent = note;
+  li.querySelector('.msg-status').hidden = !note;
+  const details = li.querySelector('details');
+  details.hidden = view.journal.length === 0;
+  const states = view.journal.map((j) => j.state);
+  details.querySelector('summary').textContent = `${view.journal.length} tool call${view.journal.length === 1 ? '' : 's'}`
+    + (states.length ? ` (${[...new Set(states)].join(', ')})` : '');
+  details.querySelector('ul').replaceChildren(...view.journal.map((j) => toolItem(view, j)));
+  return li;
+}
+
+/** One streamed piece of `runId`'s text: shown at once, without reading the run. */
+function streamed(runId, text) {
+  state.streams.set(runId, (state.streams.get(runId) || '') + text);
+  const li = state.messages.get(`${runId}/agent`);
+  if (li && !state.finalViews.has(runId)) {
+    const shown = state.streams.get(runId);
+    li.dataset.text = shown;
+    renderText(li.querySelector('.msg-text'), shown);
+    keepScrolled();
+  }
+  if (runId === state.runId) renderText($('run-output'), state.streams.get(runId));
+}
+
+function keepScrolled() {
+  const list = $('conversation');
+  list.scrollTop = list.scrollHeight;
+}
+
+async function renderConversation(runs) {
+  const turns = runs.filter((r) => !r.parent && r.mode !== 'research')
+    .sort((a, b) => a.created_at_ms - b.created_at_ms);
+  const views = await Promise.all(turns.map((r) => viewOf(r.id)));
+  const wanted = [];
+  for (const view of views) wanted.push(userMessage(view.run), agentMessage(view));
+  const list = $('conversation');
+  const grew = wanted.length !== list.children.length;
+  wanted.forEach((node, i) => { if (list.children[i] !== node) list.insertBefore(node, list.children[i] ?? null); });
+  while (list.children.length > wanted.length) list.lastElementChild.remove();
+  if (grew) keepScrolled();
+}
+
+// ---- the run card ----------------------------------------------------------
+
 async function renderRun() {
   const card = $('run-card');
   if (!state.runId) { card.dataset.status = 'none'; return; }
   let view;
-  try { view = await state.runtime.readRun(state.runId); } catch (e) { setError(describeError(e)); return; }
+  try { view = await viewOf(state.runId); } catch (e) { setError(describeError(e)); return; }
   const run = view.run;
   card.dataset.status = run.status;
   $('run-id').textContent = run.id;
   $('run-status').textContent = run.status;
+  $('run-mode').textContent = run.mode;
   $('run-stop-reason').textContent = fmtStop(run.stop_reason);
   $('resume').hidden = run.status !== 'interrupted';
   $('stop').hidden = !['running', 'awaiting_approval', 'awaiting_input', 'interrupted'].includes(run.status);
@@ -95,14 +272,29 @@ async function renderRun() {
     bar('Tokens', run.usage.input_tokens + run.usage.output_tokens, run.budget.max_tokens),
     bar('Active time', Math.round(run.usage.active_ms / 1000), run.budget.max_duration_ms ? Math.round(run.budget.max_duration_ms / 1000) : undefined, ' s'),
   );
-  $('run-output').textContent = view.output ?? (run.status === 'running' ? state.text : '');
+  const steps = view.plan?.steps ?? [];
+  $('plan').replaceChildren(...(steps.length ? steps.map((s) => el('li', { dataset: { status: s.status } },
+    el('span', { className: 'step-title', textContent: s.title }), ' ', el('span', { className: 'badge', textContent: s.status.replace('_', ' ') })))
+    : [el('li', { className: 'empty', textContent: 'No plan.' })]));
+  $('plan-explanation').textContent = view.plan?.explanation ?? '';
+  $('plan-explanation').hidden = !view.plan?.explanation;
+  $('pending').replaceChildren(...(view.pending.length ? view.pending.map((p) => {
+    const k = p.kind;
+    const what = k.kind === 'approval' ? `Approval of ${k.tool}` : k.kind === 'input' ? `Input: ${k.question_text ?? ''}` : `Decision on ${k.tool}`;
+    return el('li', { dataset: { kind: k.kind } }, el('span', { textContent: what }),
+      k.target_summary ? el('span', { className: 'tool-target', textContent: `Target: ${k.target_summary}` }) : null);
+  }) : [el('li', { className: 'empty', textContent: 'Nothing.' })]));
+  const output = view.output ?? (run.status === 'running' ? state.streams.get(run.id) ?? '' : '');
+  renderText($('run-output'), output);
   $('tools').replaceChildren(...view.journal.map((j) => {
+    const evidence = view.evidence.find((e) => e.call_id === j.call_id);
     const tr = document.createElement('tr');
-    for (const v of [j.call_id, j.tool, j.state, j.attempt]) {
+    for (const v of [j.call_id, j.tool, j.state, j.attempt, j.target_summary ?? '', fmtEvidence(evidence)]) {
       const td = document.createElement('td'); td.textContent = String(v); tr.append(td);
     }
     tr.dataset.state = j.state;
     tr.dataset.tool = j.tool;
+    if (evidence) tr.dataset.trust = evidence.trust;
     return tr;
   }));
   $('activities').replaceChildren(...view.activities.map((a) => {
@@ -122,6 +314,7 @@ function showPending(all) {
   const kind = next.kind;
   // Mark it presented in storage too (S6.4); another tab may own the session.
   state.runtime.presentPending(next.run).catch(() => {});
+  for (const id of ['approval', 'input', 'decision']) $(id).dataset.run = next.run;
   if (kind.kind === 'approval') {
     $('approval-tool').textContent = kind.tool;
     $('approval-effects').textContent = kind.effects.join(', ') || 'none';
@@ -151,6 +344,23 @@ async function answered(dialog, action) {
   await refresh();
 }
 
+// ---- sessions, runs, workspace -----------------------------------------------
+
+async function renderSessions() {
+  // Newest conversation first; sessions without runs (only files) last.
+  const sessions = (await state.runtime.listSessions())
+    .sort((a, b) => (b.last_run_at_ms ?? 0) - (a.last_run_at_ms ?? 0) || a.session.localeCompare(b.session));
+  const picker = $('session-picker');
+  const names = sessions.map((s) => s.session);
+  const options = sessions.map((s) => el('option', {
+    value: s.session,
+    textContent: `${s.session} — ${s.runs} run${s.runs === 1 ? '' : 's'}, ${s.files} file${s.files === 1 ? '' : 's'}`,
+  }));
+  if (!names.includes(state.session)) options.unshift(el('option', { value: state.session, textContent: `${state.session} — new` }));
+  picker.replaceChildren(...options);
+  picker.value = state.session;
+}
+
 async function renderLists() {
   const rt = state.runtime;
   const runs = await rt.listRuns(state.session);
@@ -158,12 +368,13 @@ async function renderLists() {
     const li = document.createElement('li');
     const b = document.createElement('button');
     b.type = 'button';
-    b.textContent = `${r.id.slice(0, 12)}… ${r.status}${r.stop_reason ? ` / ${r.stop_reason.reason}` : ''}`;
+    b.textContent = `${r.id.slice(0, 12)}… ${r.mode} ${r.status}${r.stop_reason ? ` / ${r.stop_reason.reason}` : ''}`;
     b.addEventListener('click', () => { state.runId = r.id; renderRun(); });
     li.append(b);
     return li;
   }));
   if (!state.runId && runs.length) state.runId = runs[runs.length - 1].id;
+  await renderConversation(runs);
   const files = await rt.listWorkspace(state.session);
   $('workspace').replaceChildren(...files.map((f) => {
     const li = document.createElement('li');
@@ -192,6 +403,7 @@ async function renderLists() {
     li.append(b);
     return li;
   }));
+  await renderSessions();
 }
 
 let refreshing = null;
@@ -211,7 +423,11 @@ async function refresh() {
 function subscribe() {
   state.subscription?.close();
   state.subscription = state.runtime.subscribe(state.session, (event) => {
-    if (event.type === 'text') { state.text += event.text; $('run-output').textContent = state.text; return; }
+    if (event.type === 'text') { streamed(event.runId, event.text); return; }
+    if (event.type === 'activity' && event.activity?.kind?.kind === 'model_response' && state.streams.get(event.runId)) {
+      // The next round's text starts a new paragraph.
+      state.streams.set(event.runId, `${state.streams.get(event.runId)}\n\n`);
+    }
     if (event.type === 'session') {
       $('session-notice').textContent = event.kind === 'busy' && event.owner !== state.runtime.owner
         ? 'Another tab is running this session.' : '';
@@ -220,6 +436,66 @@ function subscribe() {
     refresh();
   });
 }
+
+/** Show `session` from now on (its conversation, run card and lists). */
+async function switchSession(session) {
+  if (!session || session === state.session) return;
+  state.session = session;
+  state.runId = null;
+  $('session').value = session;
+  $('conversation').replaceChildren();
+  $('session-notice').textContent = '';
+  const url = new URL(location.href);
+  url.searchParams.set('session', session);
+  history.replaceState(null, '', url);
+  subscribe();
+  await refresh();
+}
+
+// ---- attachments -------------------------------------------------------------
+
+/** Import each file into the session's workspace at its own name (S12.3). */
+async function attachFiles(files) {
+  if (!files.length) return;
+  setError('');
+  const attached = [];
+  const problems = [];
+  for (const file of files) {
+    try {
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      const entry = await state.runtime.importFile(state.session, file.name, bytes, file.type || undefined, file.name);
+      attached.push(entry.path);
+    } catch (e) {
+      problems.push(`${file.name}: ${describeError(e)}`);
+      document.body.dataset.lastError = e.code || 'error';
+    }
+  }
+  $('attach-status').textContent = attached.length ? `Attached to ${state.session}: ${attached.join(', ')}` : '';
+  setError(problems.join('\n'));
+  await refresh();
+}
+
+function acceptDrops() {
+  const zone = $('chat-panel');
+  const hasFiles = (e) => [...(e.dataTransfer?.types ?? [])].includes('Files');
+  zone.addEventListener('dragover', (e) => { if (!hasFiles(e)) return; e.preventDefault(); e.dataTransfer.dropEffect = 'copy'; zone.classList.add('dragging'); });
+  zone.addEventListener('dragleave', (e) => { if (!zone.contains(e.relatedTarget)) zone.classList.remove('dragging'); });
+  zone.addEventListener('drop', (e) => {
+    e.preventDefault();
+    zone.classList.remove('dragging');
+    attachFiles([...(e.dataTransfer?.files ?? [])]);
+  });
+  // A file dropped beside the conversation is not opened in place of the page.
+  window.addEventListener('dragover', (e) => { if (hasFiles(e)) e.preventDefault(); });
+  window.addEventListener('drop', (e) => { if (hasFiles(e)) e.preventDefault(); });
+  $('attach-input').addEventListener('change', async (e) => {
+    const input = e.target;
+    await attachFiles([...input.files]);
+    input.value = '';
+  });
+}
+
+// ---- start -------------------------------------------------------------------
 
 async function main() {
   await init();
@@ -231,24 +507,31 @@ async function main() {
     + (rt.recoveredRuns().length ? ` ${rt.recoveredRuns().length} interrupted run(s) wait for Resume.` : '');
   document.body.dataset.ready = 'true';
   subscribe();
+  acceptDrops();
 
+  $('session-form').addEventListener('submit', (e) => { e.preventDefault(); switchSession($('session').value.trim()); });
+  $('session-picker').addEventListener('change', (e) => switchSession(e.target.value));
   $('chat-form').addEventListener('submit', async (e) => {
     e.preventDefault();
     setError('');
-    const session = $('session').value.trim();
-    if (session !== state.session) { state.session = session; state.runId = null; subscribe(); }
-    state.text = '';
+    await switchSession($('session').value.trim());
+    const prompt = $('prompt').value;
+    const mode = document.querySelector('input[name="mode"]:checked').value;
+    state.sending = { prompt, at: Date.now() };
     try {
-      state.runId = await rt.startRun(state.session, $('prompt').value);
+      const run = await rt.startRun(state.session, prompt, { mode });
+      localStorage.setItem(PROMPT_KEY(run), prompt);
+      state.runId = run;
     } catch (err) {
       setError(describeError(err));
       document.body.dataset.lastError = err.code || 'error';
     }
+    state.sending = null;
     await refresh();
   });
   $('resume').addEventListener('click', async () => {
     setError('');
-    state.text = '';
+    state.streams.delete(state.runId);
     try { await rt.resume(state.runId); } catch (e) { setError(describeError(e)); }
     await refresh();
   });
@@ -259,7 +542,7 @@ async function main() {
   $('approval').addEventListener('close', () => {
     const dialog = $('approval');
     const request = dialog.dataset.request;
-    const run = state.runId;
+    const run = dialog.dataset.run;
     if (!request) return;
     if (dialog.returnValue !== 'approve' && dialog.returnValue !== 'deny') { state.openRequest = null; return; }
     answered(dialog, () => (dialog.returnValue === 'approve' ? rt.approve(run, request) : rt.deny(run, request)));
@@ -268,14 +551,14 @@ async function main() {
     const dialog = $('input');
     const request = dialog.dataset.request;
     if (!request) return;
-    const run = state.runId;
+    const run = dialog.dataset.run;
     answered(dialog, () => rt.respond(run, request, $('input-answer').value));
   });
   $('decision').addEventListener('close', () => {
     const dialog = $('decision');
     const call = dialog.dataset.call;
     if (!call || !dialog.returnValue) return;
-    const run = state.runId;
+    const run = dialog.dataset.run;
     answered(dialog, () => rt.decide(run, call, dialog.returnValue));
   });
   await refresh();
