@@ -5,10 +5,8 @@
 // session picker, a Chat/Agent switch, attachments by drag and drop or a
 // file picker; the approval / input / decision dialogs; the workspace and
 // Artifact lists. Everything shown is read back from the runtime (IndexedDB
-// is the source of truth); events only say when to read again. The one
-// exception is a prompt's text: a run stores its prompt as a blob the page
-// API does not hand out, so the page keeps the text it sent in localStorage
-// under the run's id (PROMPT_KEY) and shows it again from there.
+// is the source of truth, a prompt's text included: `readRun` returns it);
+// events only say when to read again.
 import init, { AgentRuntime } from './pkg/agent_host_browser.js';
 
 const $ = (id) => document.getElementById(id);
@@ -20,13 +18,10 @@ const state = {
   finalViews: new Map(),
   // The conversation's message elements, by `<run>/user` and `<run>/agent`.
   messages: new Map(),
-  // The prompt being sent and when, until startRun answers.
-  sending: null,
 };
 window.agentrtDemo = state;
 
 const FINAL = new Set(['completed', 'failed', 'cancelled']);
-const PROMPT_KEY = (run) => `agentrt-demo/prompt/${run}`;
 
 function setError(message) {
   const el = $('chat-error');
@@ -140,13 +135,6 @@ async function viewOf(runId) {
 
 // ---- the conversation ------------------------------------------------------
 
-/** The text of `run`'s prompt as this browser sent it (see the top of this file). */
-function promptOf(run) {
-  const kept = localStorage.getItem(PROMPT_KEY(run.id));
-  if (kept !== null) return kept;
-  if (state.sending && run.created_at_ms >= state.sending.at - 1_000) return state.sending.prompt;
-  return '(sent from another browser: this page keeps only the prompts it sent)';
-}
 
 /** What the agent's message of `view` says: its answer, else the streamed text, else how the turn ended. */
 function answerOf(view) {
@@ -176,7 +164,8 @@ function toolItem(view, j) {
     failure ? el('span', { className: 'tool-failure', textContent: `Failed: ${failure.reason}` }) : null);
 }
 
-function userMessage(run) {
+function userMessage(view) {
+  const run = view.run;
   const key = `${run.id}/user`;
   let li = state.messages.get(key);
   if (!li) {
@@ -184,7 +173,7 @@ function userMessage(run) {
       el('span', { className: 'who', textContent: 'You' }), el('div', { className: 'msg-text' }));
     state.messages.set(key, li);
   }
-  const text = promptOf(run);
+  const text = view.prompt;
   if (li.dataset.text !== text) { li.dataset.text = text; renderText(li.querySelector('.msg-text'), text); }
   return li;
 }
@@ -242,7 +231,7 @@ async function renderConversation(runs) {
     .sort((a, b) => a.created_at_ms - b.created_at_ms);
   const views = await Promise.all(turns.map((r) => viewOf(r.id)));
   const wanted = [];
-  for (const view of views) wanted.push(userMessage(view.run), agentMessage(view));
+  for (const view of views) wanted.push(userMessage(view), agentMessage(view));
   const list = $('conversation');
   const grew = wanted.length !== list.children.length;
   wanted.forEach((node, i) => { if (list.children[i] !== node) list.insertBefore(node, list.children[i] ?? null); });
@@ -517,16 +506,13 @@ async function main() {
     await switchSession($('session').value.trim());
     const prompt = $('prompt').value;
     const mode = document.querySelector('input[name="mode"]:checked').value;
-    state.sending = { prompt, at: Date.now() };
     try {
       const run = await rt.startRun(state.session, prompt, { mode });
-      localStorage.setItem(PROMPT_KEY(run), prompt);
       state.runId = run;
     } catch (err) {
       setError(describeError(err));
       document.body.dataset.lastError = err.code || 'error';
     }
-    state.sending = null;
     await refresh();
   });
   $('resume').addEventListener('click', async () => {

@@ -18,6 +18,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, Serialize)]
 pub struct RunView {
     pub run: AgentRun,
+    /// The person's prompt (the run record keeps only its hash).
+    pub prompt: String,
     pub activities: Vec<Activity>,
     pub journal: Vec<JournalRecord>,
     pub pending: Vec<PendingView>,
@@ -84,7 +86,9 @@ impl RunView {
                 });
             }
         }
+        let prompt = String::from_utf8_lossy(&runtime.blob(run, &record.prompt).await?).into_owned();
         Ok(RunView {
+            prompt,
             activities: runtime.activities(run).await?,
             pending,
             output: runtime.output(run).await?,

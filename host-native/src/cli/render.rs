@@ -79,7 +79,7 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
             out,
             "{}",
             serde_json::json!({
-                "run": run.id, "session": run.session, "status": run.status,
+                "run": run.id, "session": run.session, "prompt": card.prompt, "status": run.status,
                 "stop_reason": run.stop_reason, "usage": run.usage, "budget": run.budget,
                 "activities": card.activities, "journal": card.journal,
                 "pending": card.pending_requests(), "output": card.output,
