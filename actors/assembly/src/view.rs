@@ -86,7 +86,8 @@ impl RunView {
                 });
             }
         }
-        let prompt = String::from_utf8_lossy(&runtime.blob(run, &record.prompt).await?).into_owned();
+        let prompt =
+            String::from_utf8_lossy(&runtime.blob(run, &record.prompt).await?).into_owned();
         Ok(RunView {
             prompt,
             activities: runtime.activities(run).await?,

@@ -238,7 +238,10 @@ fn s12_3_an_attachment_is_recorded_as_such_and_read_as_external_untrusted() {
         .expect("the read's evidence is on the run card");
     assert_eq!(evidence.trust, Trust::ExternalUntrusted);
     assert_eq!(view.output.as_deref(), Some("Read it."));
-    assert_eq!(view.prompt, "What does my file say?", "the card shows the prompt");
+    assert_eq!(
+        view.prompt, "What does my file say?",
+        "the card shows the prompt"
+    );
 }
 
 #[test]

@@ -12,8 +12,9 @@ use agent_kernel::host::{Clock, Storage};
 use agent_kernel::memory::MemoryStorage;
 use agent_kernel::run::RunMode;
 use agent_supervisor::conversation::{HistoryMessage, validate_history};
+use agent_supervisor::provider::capabilities::CapabilityOverrides;
 use agent_supervisor::{
-    ModelProvider, OpenAiConfig, OpenAiProvider, RunConfig, Scenario, ScriptedProvider,
+    ModelProvider, ProviderKind, RemoteModel, RunConfig, Scenario, ScriptedProvider,
 };
 use agent_tools::PluginManifest;
 use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue};
@@ -30,13 +31,38 @@ pub(crate) enum ModelConfig {
     Scripted {
         scenario: Value,
     },
-    #[serde(rename_all = "camelCase")]
-    Openai {
-        base_url: String,
-        model: String,
-        #[serde(default)]
-        api_key: Option<String>,
-    },
+    /// Chat Completions (OpenAI and compatible servers).
+    #[serde(rename = "openai", alias = "openai-compatible")]
+    Openai(RemoteModelConfig),
+    Gemini(RemoteModelConfig),
+    Anthropic(RemoteModelConfig),
+}
+
+/// A remote model: its endpoint (default: the provider's public one), the
+/// model's name, the key (held in this tab's memory only, S13.3) and what
+/// the model can do, over the built-in table.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RemoteModelConfig {
+    #[serde(default)]
+    base_url: Option<String>,
+    model: String,
+    #[serde(default)]
+    api_key: Option<String>,
+    #[serde(default)]
+    capabilities: CapabilityOverrides,
+}
+
+impl ModelConfig {
+    /// The remote model's kind and settings, unless it is scripted.
+    fn remote(&self) -> Option<(ProviderKind, &RemoteModelConfig)> {
+        match self {
+            ModelConfig::Scripted { .. } => None,
+            ModelConfig::Openai(c) => Some((ProviderKind::OpenaiCompatible, c)),
+            ModelConfig::Gemini(c) => Some((ProviderKind::Gemini, c)),
+            ModelConfig::Anthropic(c) => Some((ProviderKind::Anthropic, c)),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,14 +306,18 @@ pub(crate) fn provider(
                 .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model.scenario: {e}")))?;
             Ok(Arc::new(ScriptedProvider::new(scenario, clock)))
         }
-        Some(ModelConfig::Openai {
-            base_url, api_key, ..
-        }) => {
-            let mut c = OpenAiConfig::new(base_url.clone());
-            c.api_key = api_key.clone();
-            OpenAiProvider::new(c, clock)
-                .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
-                .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model: {e}")))
+        Some(other) => {
+            let Some((kind, c)) = other.remote() else {
+                return Err(js_error(ErrorCode::InvalidConfig, "model: no provider"));
+            };
+            RemoteModel {
+                kind,
+                base_url: c.base_url.clone(),
+                api_key: c.api_key.clone(),
+                capabilities: c.capabilities,
+            }
+            .provider(clock)
+            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model: {e}")))
         }
     }
 }
@@ -300,8 +330,8 @@ pub(crate) fn run_config(config: &RuntimeConfig) -> Result<RunConfig, JsValue> {
     if let Some(mode) = config.approval_mode {
         defaults.approval = mode;
     }
-    if let Some(ModelConfig::Openai { model, .. }) = &config.model {
-        defaults.model.model = model.clone();
+    if let Some((_, remote)) = config.model.as_ref().and_then(ModelConfig::remote) {
+        defaults.model.model = remote.model.clone();
     }
     defaults
         .validate()

@@ -180,6 +180,13 @@ impl ModelProvider for AnthropicProvider {
         if let Some(key) = &self.api_key {
             headers.push(("x-api-key", key.clone()));
         }
+        // A page calls the API directly (its key is the person's own, held
+        // in the tab); the API allows that cross-origin only when asked so.
+        #[cfg(target_arch = "wasm32")]
+        headers.push((
+            "anthropic-dangerous-direct-browser-access",
+            "true".to_owned(),
+        ));
         let bytes = self.http.post(&self.endpoint, &headers, &body).await?;
         Ok(event_stream(bytes, MessagesDecoder::default()))
     }
