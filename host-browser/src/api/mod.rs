@@ -59,92 +59,11 @@ mod views;
 pub use config::budget_from;
 pub use errors::{ErrorCode, js_error, run_error_code};
 
+/// The TypeScript types of every value the API takes, returns or emits
+/// (`types.d.ts`; `tsc --strict` checks them against values generated from
+/// the Rust side, see `host-browser/typecheck`).
 #[wasm_bindgen(typescript_custom_section)]
-const TS_TYPES: &'static str = r#"
-/** Stable error codes: every rejected promise is an Error with one of these in `code`. */
-export type AgentErrorCode =
-  | "invalid_config" | "invalid_argument" | "unavailable" | "session_busy" | "lease_lost"
-  | "not_found" | "wrong_status" | "no_such_request" | "wrong_request_kind" | "invalid_answer"
-  | "no_such_decision" | "decision_pending" | "run_busy" | "invalid_transition"
-  | "storage_error" | "inconsistent_state" | "runtime_error";
-
-export interface AgentError extends Error { code: AgentErrorCode; }
-
-export type BudgetSpec = "light" | "standard" | "extended" | {
-  max_tool_rounds?: number; max_tool_calls?: number; max_tokens?: number; max_duration_ms?: number;
-};
-
-export interface PluginManifest {
-  id: string; base_url: string; trusted?: boolean; expected_fingerprint?: string;
-  auth?: { header: string; secret: string; prefix?: string };
-  timeout_ms?: number;
-  functions: Array<{ name: string; description: string; method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-    path: string; parameters: object; effects: string[]; idempotency: string; sensitivity?: string; annotations?: object }>;
-}
-
-export interface RuntimeConfig {
-  /** IndexedDB database name (default "agentrt"). */
-  databaseName?: string;
-  /** "indexeddb" (default; falls back to memory when it cannot be opened) or "memory". */
-  storage?: "indexeddb" | "memory";
-  /** Scripted scenario (default) or an OpenAI-compatible endpoint. */
-  model?: { provider: "scripted"; scenario: object }
-        | { provider: "openai"; baseUrl: string; model: string; apiKey?: string };
-  /** The native gateway (`agentrt serve`) for fetch_url; without it fetch_url is not offered. */
-  gateway?: { url: string; token: string };
-  plugins?: PluginManifest[];
-  /** Secret values by handle, bound to one origin; kept in memory only. */
-  secrets?: Array<{ handle: string; origin: string; value: string }>;
-  budget?: BudgetSpec;
-  approvalMode?: "permissive" | "strict";
-  /** URL of this package's wasm-bindgen JavaScript file, for the run_javascript Worker. */
-  workerGlueUrl?: string;
-  /** Session lease time to live in ms (default 30000). */
-  leaseTtlMs?: number;
-  /** Ids of `plugins` whose functions are in every model request, without `load_tools` (S5.2). An id no plugin has is refused with `invalid_config`. */
-  alwaysOnPlugins?: string[];
-}
-
-export interface RunOptions {
-  budget?: BudgetSpec;
-  approvalMode?: "permissive" | "strict";
-  allowlist?: string[];
-  /** A Skill manifest (S5.6): the run may use only the tools it allows (and the allowlist), and its instructions join the system prompt. A malformed manifest, or one holding a secret, is refused with code `invalid_config`. */
-  skill?: { name: string; description: string; instructions: string; allowed_tools: string[] };
-  model?: { model?: string; system_prompt?: string; temperature?: number; max_output_tokens?: number };
-}
-
-export type RunStatus = "running" | "awaiting_input" | "awaiting_approval" | "interrupted" | "completed" | "failed" | "cancelled";
-
-export interface AgentRun {
-  id: string; session: string; parent?: string; children: string[]; mode: string;
-  status: RunStatus;
-  stop_reason?: { reason: "completed" | "user_stopped" | "budget_exhausted" | "offline" | "page_interrupted" | "effect_unknown" | "runtime_error"; [k: string]: unknown };
-  usage: { tool_rounds: number; tool_calls: number; input_tokens: number; output_tokens: number; active_ms: number };
-  budget: { max_tool_rounds: number; max_tool_calls: number; max_tokens?: number; max_duration_ms?: number };
-  created_at_ms: number; updated_at_ms: number; [k: string]: unknown;
-}
-
-export interface PendingRequest {
-  run: string; id: string; created_at_ms: number; presented: boolean;
-  kind: { kind: "approval"; call_id: string; tool: string; effects: string[]; target_summary: string; reason: string; identity: object }
-      | { kind: "input"; call_id: string; question: object; question_text?: string }
-      | { kind: "decision"; call_id: string; tool: string };
-}
-
-export interface RunView {
-  run: AgentRun; activities: object[]; journal: object[]; pending: PendingRequest[];
-  output?: string; plan?: unknown;
-  /** Why each failed call failed (the tool's code and message), when any did. */
-  failures?: Array<{ call_id: string; reason: string }>;
-}
-
-export type RuntimeEvent =
-  | { type: "run"; run: AgentRun }
-  | { type: "activity"; runId: string; activity: object }
-  | { type: "text"; runId: string; text: string }
-  | { type: "session"; kind: "busy" | "free" | "changed"; session: string; owner: string };
-"#;
+const TS_TYPES: &str = include_str!("types.d.ts");
 
 struct Inner {
     /// The runtime, tools and workspaces, wired as in every host.
