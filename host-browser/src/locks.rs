@@ -103,8 +103,12 @@ impl Notice {
 
 /// How a held tab lock is given back.
 enum Release {
-    /// Resolve the pending promise returned from the lock callback.
-    WebLock(js_sys::Function),
+    /// Resolve the pending promise returned from the lock callback; the
+    /// request's promise settles once the lock manager has let it go.
+    WebLock {
+        resolve: js_sys::Function,
+        released: js_sys::Promise,
+    },
     /// Stop the heartbeat and remove the localStorage record.
     Heartbeat(Rc<Cell<bool>>),
 }
@@ -131,6 +135,10 @@ struct Inner {
     clock: Arc<dyn Clock>,
     ttl: Duration,
     held: RefCell<HashMap<SessionId, TabLock>>,
+    /// Web Locks this tab let go of whose release the lock manager has not
+    /// finished: taking the session again waits for it, so that this tab's
+    /// own release is never mistaken for another tab holding the session.
+    releasing: RefCell<HashMap<SessionId, js_sys::Promise>>,
     channel: Option<BroadcastChannel>,
     renewing: Cell<bool>,
 }
@@ -214,8 +222,11 @@ impl Inner {
             held.remove(session).map(|l| l.release)
         };
         match release {
-            Some(Release::WebLock(resolve)) => {
+            Some(Release::WebLock { resolve, released }) => {
                 let _ = resolve.call0(&JsValue::UNDEFINED);
+                self.releasing
+                    .borrow_mut()
+                    .insert(session.clone(), released);
             }
             Some(Release::Heartbeat(stop)) => {
                 stop.set(true);
@@ -263,7 +274,9 @@ fn remove_stored_lock(session: &SessionId, owner: &OwnerId) {
 }
 
 /// Ask for a Web Lock without waiting; `Some(release)` when granted.
-async fn request_web_lock(name: &str) -> Result<Option<js_sys::Function>, LeaseError> {
+/// The Web Lock `name` if it is free now: the function that releases it and
+/// the request's promise, which settles once the release is done.
+async fn request_web_lock(name: &str) -> Result<Option<Release>, LeaseError> {
     let manager = lock_manager().ok_or_else(|| {
         LeaseError::Storage(agent_kernel::host::StorageError::Unavailable(
             "navigator.locks is missing".into(),
@@ -287,14 +300,13 @@ async fn request_web_lock(name: &str) -> Result<Option<js_sys::Function>, LeaseE
     let _ = js_sys::Reflect::set(&options, &JsValue::from_str("ifAvailable"), &JsValue::TRUE);
     let request = manager.request(name, &options, &callback);
     // Swallow the request promise's eventual rejection (an aborted page).
-    IGNORE.with(|ignore| {
-        let _ = request.catch(ignore);
-    });
-    rx.await.map_err(|_| {
+    let released = IGNORE.with(|ignore| request.catch(ignore));
+    let resolve = rx.await.map_err(|_| {
         LeaseError::Storage(agent_kernel::host::StorageError::Backend(
             "the Web Lock callback was dropped without an answer".into(),
         ))
-    })
+    })?;
+    Ok(resolve.map(|resolve| Release::WebLock { resolve, released }))
 }
 
 impl SessionLeases {
@@ -322,6 +334,7 @@ impl SessionLeases {
                 clock,
                 ttl,
                 held: RefCell::new(HashMap::new()),
+                releasing: RefCell::new(HashMap::new()),
                 channel: BroadcastChannel::new(CHANNEL).ok(),
                 renewing: Cell::new(false),
             }),
@@ -457,8 +470,13 @@ impl SessionLeases {
     async fn lock_tab(&self, session: &SessionId) -> Result<Release, LeaseError> {
         match self.inner.backend {
             LockBackend::WebLocks => {
+                // This tab's own release of the lock, if still under way.
+                let releasing = self.inner.releasing.borrow_mut().remove(session);
+                if let Some(released) = releasing {
+                    let _ = wasm_bindgen_futures::JsFuture::from(released).await;
+                }
                 match request_web_lock(&format!("{LOCK_PREFIX}{session}")).await? {
-                    Some(resolve) => Ok(Release::WebLock(resolve)),
+                    Some(release) => Ok(release),
                     None => Err(self.held_error(session).await),
                 }
             }

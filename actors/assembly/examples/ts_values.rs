@@ -8,14 +8,15 @@
 //! The values come from real runs through [`Assembly`] on the kernel's
 //! memory host with a scripted model: a run card with a plan, evidence
 //! (an attachment read as `external_untrusted`), workspace writes with
-//! receipts, a published Artifact, a read that fails;
-//! a run waiting for an approval and the same run once approved; `ask_user`
-//! with an answer schema and with choices; a stopped run; a run out of
-//! budget; a chat turn; sessions listed, copied and deleted, and the codes
-//! of refused session actions. Variants of `ActivityKind`, `PendingKind`,
-//! `StopReason`, `Source` and `TargetScope` that no run produced are
-//! constructed, one value each; the `*_name` matches below have no
-//! wildcard, so a new variant does not compile until it is added here.
+//! receipts, a published Artifact, a read that fails; a run waiting for an
+//! approval and the same run once approved; `ask_user` with an answer
+//! schema and with choices; a stopped run; a run out of budget; a chat
+//! turn; an attachment; sessions listed, copied and deleted. The browser's
+//! error codes are read from its `ErrorCode::as_str`. Variants of
+//! `ActivityKind`, `PendingKind`, `StopReason`, `Source` and `TargetScope`
+//! that no run produced are constructed, one value each; the `*_name`
+//! matches below have no wildcard, so a new variant does not compile until
+//! it is added here.
 //!
 //! Run: `cargo run -p agent-assembly --example ts_values -- OUT.ts`
 //! (`cargo xtask test` does, into `host-browser/typecheck/generated/values.ts`).
@@ -91,8 +92,8 @@ impl Values {
         }
     }
 
-    /// `export const name: ty = <value as JSON>;`; `ty` is the type's name
-    /// in the API's `.d.ts`, optionally followed by `[]`.
+    /// `export const name: ty = <value as JSON>;`; `ty` is a type of the
+    /// API's `.d.ts` (`FileEntry`, `RunView[]`, `Record<AgentErrorCode, true>`).
     fn add<T: Serialize + ?Sized>(
         &mut self,
         name: &str,
@@ -100,7 +101,11 @@ impl Values {
         value: &T,
     ) -> Result<()> {
         let json = serde_json::to_string_pretty(value).map_err(|e| format!("{name}: {e}"))?;
-        self.types.insert(ty.trim_end_matches("[]"));
+        // The API's type names in `ty` (`Record` is TypeScript's own).
+        self.types.extend(
+            ty.split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()) && *w != "Record"),
+        );
         self.text
             .push_str(&format!("export const {name}: {ty} = {json};\n\n"));
         Ok(())
@@ -471,7 +476,7 @@ fn generate() -> Result<String> {
         return Err("the run card's publish_artifact published nothing".into());
     }
     values.add("artifacts", "Artifact[]", &artifacts)?;
-    let (entry, bytes) = f.drive(async {
+    let (entry, _) = f.drive(async {
         f.assembly
             .read_file(&session, "note.txt")
             .await
@@ -510,9 +515,14 @@ fn generate() -> Result<String> {
     })?;
     values.add("deleted", "DeleteReport", &deleted)?;
 
-    // The codes refused session actions reject with (the browser's `code`).
-    let codes = refused_codes(&f, &copy, &bytes)?;
-    values.add("sessionActionCodes", "AgentErrorCode[]", &codes)?;
+    // Every code the browser's errors carry (its `ErrorCode::as_str`), as
+    // a record over `AgentErrorCode`: a code missing from the type, or in the
+    // type but no longer produced, fails the check.
+    let codes: serde_json::Map<String, Value> = browser_error_codes()?
+        .into_iter()
+        .map(|code| (code.to_owned(), Value::Bool(true)))
+        .collect();
+    values.add("errorCodes", "Record<AgentErrorCode, true>", &codes)?;
 
     // Every variant, from a run where one produced it (the views above
     // include the waiting states), else constructed.
@@ -586,54 +596,31 @@ fn generate() -> Result<String> {
     Ok(values.finish())
 }
 
-/// Session actions that are refused, each for a different reason; their codes.
-fn refused_codes(f: &Fixture, session: &SessionId, bytes: &[u8]) -> Result<Vec<&'static str>> {
-    f.drive(async {
-        let held = f.open(session).await?;
-        let mut codes = Vec::new();
-        for (path, name) in [
-            ("../escape.txt", None),
-            (".results/x.txt", None),
-            ("note.txt", None),
-            ("ok.txt", Some("a\nb")),
-        ] {
-            let refused = f
-                .assembly
-                .import_file(
-                    &held.guard,
-                    Attachment {
-                        path,
-                        bytes: bytes.to_vec(),
-                        mime: None,
-                        name,
-                    },
-                )
-                .await;
-            match refused {
-                Ok(entry) => return Err(format!("{path:?} was imported: {entry:?}")),
-                Err(e) => codes.push(e.code()),
-            }
-        }
-        let big = vec![0; agent_workspace::limits::DEFAULT_MAX_FILE_BYTES as usize + 1];
-        let refused = f
-            .assembly
-            .import_file(
-                &held.guard,
-                Attachment {
-                    path: "big.bin",
-                    bytes: big,
-                    mime: None,
-                    name: None,
-                },
-            )
-            .await;
-        codes.push(refused.err().ok_or("an oversize file was imported")?.code());
-        let missing = f.assembly.read_artifact(session, &"0".repeat(64)).await;
-        codes.push(missing.err().ok_or("a missing Artifact was read")?.code());
-        codes.sort_unstable();
-        codes.dedup();
-        Ok(codes)
-    })
+/// The browser API's error module: its `ErrorCode::as_str` is the one list
+/// of the codes a rejected promise carries.
+const BROWSER_ERRORS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../host-browser/src/api/errors.rs"
+));
+
+/// The codes `ErrorCode::as_str` returns, read from its match arms.
+fn browser_error_codes() -> Result<Vec<&'static str>> {
+    let body = BROWSER_ERRORS
+        .split_once("pub fn as_str(self) -> &'static str {")
+        .and_then(|(_, rest)| rest.split_once("\n    }\n"))
+        .map(|(body, _)| body)
+        .ok_or("host-browser/src/api/errors.rs has no `ErrorCode::as_str`")?;
+    let codes: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("ErrorCode::"))
+        .filter_map(|arm| arm.split_once("=> \""))
+        .filter_map(|(_, code)| code.split_once('"'))
+        .map(|(code, _)| code)
+        .collect();
+    if codes.is_empty() {
+        return Err("ErrorCode::as_str returns no codes".into());
+    }
+    Ok(codes)
 }
 
 fn activity_kind_name(kind: &ActivityKind) -> &'static str {

@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agent_capabilities::ApprovalMode;
-use agent_kernel::budget::{Budget, BudgetPreset};
+use agent_kernel::budget::Budget;
 use agent_kernel::host::{Clock, Storage};
 use agent_kernel::memory::MemoryStorage;
+use agent_kernel::run::RunMode;
+use agent_supervisor::conversation::{HistoryMessage, validate_history};
 use agent_supervisor::{
     ModelProvider, OpenAiConfig, OpenAiProvider, RunConfig, Scenario, ScriptedProvider,
 };
@@ -81,9 +83,12 @@ pub(crate) struct RuntimeConfig {
     pub(crate) always_on_plugins: Vec<String>,
 }
 
+/// One run's options (`startRun`'s third argument), each replacing the
+/// runtime's default for that run.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct RunOptions {
+    /// A preset name or an object, read by `Budget::from_spec` (S4.3, S4.4).
     #[serde(default)]
     pub(crate) budget: Option<Value>,
     #[serde(default)]
@@ -94,21 +99,105 @@ pub(crate) struct RunOptions {
     pub(crate) skill: Option<Value>,
     #[serde(default)]
     pub(crate) model: Option<Value>,
+    /// `"agent"` or `"chat"` (S9.1, S5.1): a chat run has no tools and no
+    /// default Agent system prompt.
+    #[serde(default)]
+    pub(crate) mode: Option<String>,
+    /// Replaces the default Agent system prompt.
+    #[serde(default)]
+    pub(crate) system: Option<String>,
+    /// Added after the system prompt.
+    #[serde(default)]
+    pub(crate) system_extension: Option<String>,
+    /// The embedder's own chat history, used instead of the session's
+    /// conversation (S12); read by [`run_history`].
+    #[serde(default)]
+    pub(crate) history: Option<Value>,
+    #[serde(default)]
+    pub(crate) context_window_tokens: Option<u32>,
 }
 
-/// A budget from a preset name or a custom object (S4.3, S4.4).
-pub fn budget_from(value: &Value) -> Result<Budget, String> {
-    match value {
-        Value::String(name) => match name.as_str() {
-            "light" => Ok(Budget::preset(BudgetPreset::Light)),
-            "standard" => Ok(Budget::preset(BudgetPreset::Standard)),
-            "extended" => Ok(Budget::preset(BudgetPreset::Extended)),
-            other => Err(format!(
-                "unknown budget preset {other:?}; use light, standard, extended or an object"
-            )),
-        },
-        other => Budget::from_json(other).map_err(|e| e.to_string()),
+/// A budget option (the runtime's or a run's) through the kernel's one
+/// reader of budgets, `Budget::from_spec`; a bad one is `invalid_config`.
+fn budget_option(spec: &Value) -> Result<Budget, JsValue> {
+    Budget::from_spec(spec).map_err(|e| js_error(ErrorCode::InvalidConfig, format!("budget: {e}")))
+}
+
+/// The run mode named by `mode`: only the modes a page may start.
+fn run_mode(mode: &str) -> Result<RunMode, JsValue> {
+    match mode {
+        "agent" => Ok(RunMode::Agent),
+        "chat" => Ok(RunMode::Chat),
+        other => Err(js_error(
+            ErrorCode::InvalidArgument,
+            format!("mode must be \"agent\" or \"chat\", not {other:?}"),
+        )),
     }
+}
+
+/// The embedder's `history`, read and checked by the supervisor's rule
+/// (`validate_history`): a malformed message, a role other than user or
+/// assistant, too many messages or too many bytes are `invalid_argument`.
+fn run_history(history: Value) -> Result<Vec<HistoryMessage>, JsValue> {
+    let history: Vec<HistoryMessage> = serde_json::from_value(history)
+        .map_err(|e| js_error(ErrorCode::InvalidArgument, format!("history: {e}")))?;
+    validate_history(&history)
+        .map_err(|e| js_error(ErrorCode::InvalidArgument, format!("history: {e}")))?;
+    Ok(history)
+}
+
+/// The configuration of one run: the runtime's `defaults` with `options`
+/// applied, checked by `RunConfig::validate`. Nothing is started here, so
+/// a refused option starts nothing.
+pub(crate) fn run_config_for(
+    defaults: &RunConfig,
+    options: RunOptions,
+) -> Result<RunConfig, JsValue> {
+    let mut config = defaults.clone();
+    if let Some(b) = &options.budget {
+        config.budget = budget_option(b)?;
+    }
+    if let Some(mode) = options.approval_mode {
+        config.approval = mode;
+    }
+    if options.allowlist.is_some() {
+        config.allowlist = options.allowlist;
+    }
+    if let Some(manifest) = &options.skill {
+        let skill = agent_tools::builtin::skill::Skill::from_json(manifest)
+            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("skill: {e}")))?;
+        config.skill = Some(skill.applied());
+    }
+    if let Some(model) = options.model {
+        let mut merged = serde_json::to_value(&config.model)
+            .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
+        if let (Some(m), Some(o)) = (merged.as_object_mut(), model.as_object()) {
+            for (k, v) in o {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        config.model = serde_json::from_value(merged)
+            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model: {e}")))?;
+    }
+    if let Some(mode) = &options.mode {
+        config.mode = run_mode(mode)?;
+    }
+    if options.system.is_some() {
+        config.model.system_prompt = options.system;
+    }
+    if options.system_extension.is_some() {
+        config.model.system_extension = options.system_extension;
+    }
+    if options.context_window_tokens.is_some() {
+        config.model.context_window_tokens = options.context_window_tokens;
+    }
+    if let Some(history) = options.history {
+        config.history = Some(run_history(history)?);
+    }
+    config
+        .validate()
+        .map_err(|e| js_error(ErrorCode::InvalidConfig, e))?;
+    Ok(config)
 }
 
 /// Secrets given by the embedder: values in memory only, each bound to one origin.
@@ -206,8 +295,7 @@ pub(crate) fn provider(
 pub(crate) fn run_config(config: &RuntimeConfig) -> Result<RunConfig, JsValue> {
     let mut defaults = RunConfig::default();
     if let Some(b) = &config.budget {
-        defaults.budget = budget_from(b)
-            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("budget: {e}")))?;
+        defaults.budget = budget_option(b)?;
     }
     if let Some(mode) = config.approval_mode {
         defaults.approval = mode;

@@ -2,7 +2,7 @@
 //! them ([`js_error`]), the code of each runtime, lease, storage and
 //! assembly error, and the conversions and id parsing that fail with one.
 
-use agent_assembly::AssemblyError;
+use agent_assembly::{AssemblyError, SessionActionError};
 use agent_kernel::host::{LeaseError, StorageError};
 use agent_kernel::{RunId, SessionId};
 use agent_supervisor::RunError;
@@ -29,6 +29,9 @@ pub enum ErrorCode {
     StorageError,
     InconsistentState,
     RuntimeError,
+    AlreadyExists,
+    QuotaExceeded,
+    TargetNotEmpty,
 }
 
 impl ErrorCode {
@@ -51,6 +54,9 @@ impl ErrorCode {
             ErrorCode::StorageError => "storage_error",
             ErrorCode::InconsistentState => "inconsistent_state",
             ErrorCode::RuntimeError => "runtime_error",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::TargetNotEmpty => "target_not_empty",
         }
     }
 }
@@ -115,11 +121,21 @@ pub(crate) fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, JsValue
         })
 }
 
+/// An embedder's configuration object read as `T`, through JSON so that
+/// `deny_unknown_fields` holds (serde-wasm-bindgen reads only the fields a
+/// struct names, so a misspelt option would otherwise be ignored). A
+/// field set to `undefined` or `null` counts as absent.
 pub(crate) fn from_js<T: serde::de::DeserializeOwned>(
     value: JsValue,
     what: &str,
 ) -> Result<T, JsValue> {
-    serde_wasm_bindgen::from_value(value)
+    let mut json: serde_json::Value = serde_wasm_bindgen::from_value(value)
+        .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("{what}: {e}")))?;
+    // An option given as `undefined` (or null) is an option not given.
+    if let Some(fields) = json.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    serde_json::from_value(json)
         .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("{what}: {e}")))
 }
 
@@ -137,6 +153,26 @@ pub(crate) fn assembly_error(e: AssemblyError) -> JsValue {
     let code = match &e {
         AssemblyError::Run(r) => run_error_code(r),
         e if e.is_config() => ErrorCode::InvalidConfig,
+        _ => ErrorCode::RuntimeError,
+    };
+    js_error(code, e)
+}
+
+/// The stable code of a session action's error: the assembly's own code
+/// (`SessionActionError::code`, the one owner of what each failure is),
+/// read as one of this API's codes.
+pub(crate) fn session_action_error(e: SessionActionError) -> JsValue {
+    let code = match e.code() {
+        "invalid_argument" | "invalid_path" | "reserved_path" | "same_path"
+        | "invalid_arguments" => ErrorCode::InvalidArgument,
+        "session_busy" | "busy" => ErrorCode::SessionBusy,
+        "not_found" | "trash_not_found" | "artifact_not_found" => ErrorCode::NotFound,
+        "already_exists" | "case_conflict" | "file_folder_conflict" => ErrorCode::AlreadyExists,
+        "quota_exceeded" => ErrorCode::QuotaExceeded,
+        "target_not_empty" => ErrorCode::TargetNotEmpty,
+        "lease_lost" => ErrorCode::LeaseLost,
+        "storage_error" => ErrorCode::StorageError,
+        "content_missing" | "stale_revision" | "restore_conflict" => ErrorCode::InconsistentState,
         _ => ErrorCode::RuntimeError,
     };
     js_error(code, e)

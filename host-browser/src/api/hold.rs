@@ -4,21 +4,25 @@
 
 use std::rc::Rc;
 
-use agent_assembly::Assembly;
+use agent_assembly::{Assembly, SessionActionError};
 use agent_kernel::host::{LeaseError, LeaseGuard};
 use agent_kernel::{RunId, SessionId};
 use agent_supervisor::RunError;
 use wasm_bindgen::prelude::*;
 
 use super::Inner;
-use super::errors::{ErrorCode, assembly_error, js_error, lease_code, run_error};
+use super::errors::{
+    ErrorCode, assembly_error, js_error, lease_code, run_error, session_action_error,
+};
 use crate::locks::SessionLease;
 
 /// What this tab holds while it executes a session: the stored lease (its
 /// fence also opens the session's workspace) and the tab lock. The guard is
 /// declared first so that it is released before the lock.
 pub(crate) struct Hold {
-    pub(crate) _guard: LeaseGuard,
+    /// Shared with a session action in progress (it needs the guard across
+    /// its awaits; the hold's user count keeps the hold meanwhile).
+    pub(crate) guard: Rc<LeaseGuard>,
     pub(crate) _tab: SessionLease,
     /// Commands and runs of this tab using the session; released at zero.
     pub(crate) users: usize,
@@ -70,7 +74,7 @@ impl Inner {
         self.holds.borrow_mut().insert(
             session.clone(),
             Hold {
-                _guard: opened.guard,
+                guard: Rc::new(opened.guard),
                 _tab: lease,
                 users: 1,
             },
@@ -129,5 +133,28 @@ impl Inner {
         let outcome = act(&self.assembly).await;
         self.release_when_settled(run.clone(), session);
         outcome.map_err(run_error)
+    }
+
+    /// A session action that changes `session` (import, copy into, delete):
+    /// run with this tab holding the session (its tab lock and lease), as
+    /// one more user of the hold, released when the action ends.
+    pub(super) async fn session_action<T>(
+        &self,
+        session: &SessionId,
+        act: impl AsyncFnOnce(&Assembly, &LeaseGuard) -> Result<T, SessionActionError>,
+    ) -> Result<T, JsValue> {
+        self.ensure_hold(session).await?;
+        let guard = self.holds.borrow().get(session).map(|h| h.guard.clone());
+        let outcome = match guard {
+            Some(guard) => act(&self.assembly, &guard)
+                .await
+                .map_err(session_action_error),
+            None => Err(js_error(
+                ErrorCode::LeaseLost,
+                format!("session {session} was released during the action"),
+            )),
+        };
+        self.done(session);
+        outcome
     }
 }

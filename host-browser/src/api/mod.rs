@@ -27,12 +27,11 @@ use std::time::Duration;
 
 use agent_assembly::{Assembly, Parts};
 use agent_fetch::{FetchBackend, GatewayClient, Limits};
-use agent_kernel::host::{Clock, Entropy, Executor, Host, Lifecycle, StorageExt, random_id};
+use agent_kernel::host::{Clock, Entropy, Executor, Host, Lifecycle, random_id};
 use agent_kernel::run::RunStatus;
 use agent_kernel::{CallId, OwnerId, RequestId, RunId, SessionId};
 use agent_supervisor::{Choice, RunConfig, RunError, RunEvent, RuntimeOptions};
 use agent_tools::builtin::javascript::JsLimits;
-use agent_workspace::WorkspacePath;
 use futures::FutureExt;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
@@ -45,18 +44,17 @@ use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
 use crate::worker::ScriptWorker;
 use config::{
     PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, open_storage,
-    provider, run_config,
+    provider, run_config, run_config_for,
 };
-use errors::{assembly_error, from_js, run_error, run_id, session_id, storage_code, to_js};
+use errors::{assembly_error, from_js, run_error, run_id, session_id, to_js};
 use hold::Hold;
-use views::content_view;
 
 mod config;
 mod errors;
 mod hold;
+mod sessions;
 mod views;
 
-pub use config::budget_from;
 pub use errors::{ErrorCode, js_error, run_error_code};
 
 /// The TypeScript types of every value the API takes, returns or emits
@@ -324,36 +322,7 @@ impl AgentRuntime {
             } else {
                 from_js(options, "run options")?
             };
-            let mut config = inner.defaults.clone();
-            if let Some(b) = &options.budget {
-                config.budget = budget_from(b)
-                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("budget: {e}")))?;
-            }
-            if let Some(mode) = options.approval_mode {
-                config.approval = mode;
-            }
-            if options.allowlist.is_some() {
-                config.allowlist = options.allowlist;
-            }
-            if let Some(manifest) = &options.skill {
-                let skill = agent_tools::builtin::skill::Skill::from_json(manifest)
-                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("skill: {e}")))?;
-                config.skill = Some(skill.applied());
-            }
-            if let Some(model) = options.model {
-                let mut merged = serde_json::to_value(&config.model)
-                    .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
-                if let (Some(m), Some(o)) = (merged.as_object_mut(), model.as_object()) {
-                    for (k, v) in o {
-                        m.insert(k.clone(), v.clone());
-                    }
-                }
-                config.model = serde_json::from_value(merged)
-                    .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model: {e}")))?;
-            }
-            config
-                .validate()
-                .map_err(|e| js_error(ErrorCode::InvalidConfig, e))?;
+            let config = run_config_for(&inner.defaults, options)?;
             inner.ensure_hold(&session).await?;
             let started = inner
                 .assembly
@@ -555,111 +524,6 @@ impl AgentRuntime {
                 out.push(inner.assembly.pending_view(p).await);
             }
             to_js(&out)
-        })
-    }
-
-    /// The workspace files of `session` (manifest entries, S7.2).
-    #[wasm_bindgen(js_name = listWorkspace, unchecked_return_type = "Promise<object[]>")]
-    pub fn list_workspace(&self, session: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            let entries: Vec<agent_workspace::manifest::FileEntry> = inner
-                .assembly
-                .host()
-                .storage
-                .scan_records(&format!("{session}/"))
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?;
-            to_js(&entries)
-        })
-    }
-
-    /// One workspace file: `{ entry, text?, bytes }` (`text` when UTF-8).
-    #[wasm_bindgen(js_name = readWorkspaceFile, unchecked_return_type = "Promise<{ entry: object; text?: string; bytes: Uint8Array }>")]
-    pub fn read_workspace_file(&self, session: String, path: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            let path =
-                WorkspacePath::parse(&path).map_err(|e| js_error(ErrorCode::InvalidArgument, e))?;
-            let key = agent_workspace::manifest::FileEntry::key_for(&session, &path);
-            let storage = &inner.assembly.host().storage;
-            let entry: agent_workspace::manifest::FileEntry = storage
-                .get_record(&key)
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::NotFound,
-                        format!("no file {path} in session {session}"),
-                    )
-                })?;
-            let bytes = storage
-                .get_blob(&entry.hash)
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::InconsistentState,
-                        format!("the content of {path} is missing"),
-                    )
-                })?;
-            content_view(&entry, bytes)
-        })
-    }
-
-    /// The Artifacts of `session`.
-    #[wasm_bindgen(js_name = listArtifacts, unchecked_return_type = "Promise<object[]>")]
-    pub fn list_artifacts(&self, session: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            let artifacts: Vec<agent_workspace::artifact::Artifact> = inner
-                .assembly
-                .host()
-                .storage
-                .scan_records(&format!("{session}/"))
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?;
-            to_js(&artifacts)
-        })
-    }
-
-    /// One Artifact: `{ entry, text?, bytes }`.
-    #[wasm_bindgen(js_name = readArtifact, unchecked_return_type = "Promise<{ entry: object; text?: string; bytes: Uint8Array }>")]
-    pub fn read_artifact(&self, session: String, id: String) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        promise(async move {
-            let session = session_id(&session)?;
-            if !agent_workspace::artifact::is_artifact_id(&id) {
-                return Err(js_error(
-                    ErrorCode::InvalidArgument,
-                    "an Artifact id is 64 lowercase hex digits",
-                ));
-            }
-            let storage = &inner.assembly.host().storage;
-            let entry: agent_workspace::artifact::Artifact = storage
-                .get_record(&agent_workspace::artifact::Artifact::key_for(&session, &id))
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::NotFound,
-                        format!("no Artifact {id} in session {session}"),
-                    )
-                })?;
-            let bytes = storage
-                .get_blob(&entry.id)
-                .await
-                .map_err(|e| js_error(storage_code(&e), e))?
-                .ok_or_else(|| {
-                    js_error(
-                        ErrorCode::InconsistentState,
-                        format!("the content of Artifact {id} is missing"),
-                    )
-                })?;
-            content_view(&entry, bytes)
         })
     }
 

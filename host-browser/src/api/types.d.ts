@@ -15,11 +15,7 @@ export type AgentErrorCode =
   | "not_found" | "wrong_status" | "no_such_request" | "wrong_request_kind" | "invalid_answer"
   | "no_such_decision" | "decision_pending" | "run_busy" | "invalid_transition"
   | "storage_error" | "inconsistent_state" | "runtime_error"
-  /* a person's session actions (importFile, copySession, deleteSession, reads): the assembly's codes */
-  | "reserved_path" | "already_exists" | "quota_exceeded" | "stale_revision" | "case_conflict"
-  | "file_folder_conflict" | "same_path" | "trash_not_found" | "restore_conflict"
-  | "content_missing" | "artifact_not_found" | "invalid_arguments" | "target_not_empty"
-  | "capability_refused" | "busy" | "actor_stopped" | "invalid_path";
+  | "already_exists" | "quota_exceeded" | "target_not_empty";
 
 export interface AgentError extends Error { code: AgentErrorCode; }
 
