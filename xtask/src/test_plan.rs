@@ -1,6 +1,6 @@
 //! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e) in
 //! order, what each needs installed, the steps of each, and running them with
-//! the release check after the native group. The e2e group ends with the
+//! the release check after the native group. The e2e group starts with the
 //! browser API's type check ([`typecheck_steps`]).
 
 use std::collections::BTreeSet;
@@ -183,16 +183,16 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             steps
         }
         Group::E2e => {
-            let mut steps = if runner.root.join(E2E_DIR).join("package.json").is_file() {
-                vec![Step::new("e2e (playwright)", "npm", &["test"]).in_dir(E2E_DIR)]
+            // The type check first: it builds the bundle the suite then serves.
+            let mut steps = typecheck_steps();
+            if runner.root.join(E2E_DIR).join("package.json").is_file() {
+                steps.push(Step::new("e2e (playwright)", "npm", &["test"]).in_dir(E2E_DIR));
             } else {
                 println!(
                     "\n[e2e] {E2E_DIR}/package.json does not exist: the Playwright e2e suite does \
                      not exist yet, so no e2e test ran"
                 );
-                Vec::new()
-            };
-            steps.extend(typecheck_steps());
+            }
             steps
         }
     }
@@ -202,8 +202,8 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
 const GENERATED_VALUES: &str = "host-browser/typecheck/generated/values.ts";
 
 /// The browser API's type check (issue 14 item 7): the wasm bundle (for its
-/// generated `host-browser/pkg/agent_host_browser.d.ts`; a no-op rebuild
-/// when the e2e suite just built it), the values generated from real runs
+/// generated `host-browser/pkg/agent_host_browser.d.ts`; the e2e suite's own
+/// build after it is then a no-op), the values generated from real runs
 /// on the Rust side, `tsc --strict --noEmit` over the `.d.ts`, the values
 /// and the typed example embedder, then proof that the check fails when a
 /// value loses a field or gains one the types do not have.
