@@ -21,6 +21,10 @@
 //! Run: `cargo run -p agent-assembly --example ts_values -- OUT.ts`
 //! (`cargo xtask test` does, into `host-browser/typecheck/generated/values.ts`).
 
+// It runs natively; for wasm32 (clippy --all-targets) the model is not Send
+// there, as every browser value.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -125,7 +129,8 @@ impl Values {
 
 struct NoSecrets;
 
-#[async_trait::async_trait]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 impl SecretResolver for NoSecrets {
     fn bound_origin(&self, _: &SecretHandle) -> Option<String> {
         None
@@ -141,7 +146,8 @@ struct ByPrompt {
     scenarios: Vec<(&'static str, ScriptedProvider)>,
 }
 
-#[async_trait::async_trait]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 impl ModelProvider for ByPrompt {
     fn name(&self) -> &str {
         "by-prompt"
