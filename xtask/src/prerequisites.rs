@@ -1,7 +1,8 @@
 //! The prerequisites of the gate and the demo: each checked first and
 //! installed only when missing (the wasm target, wasm-bindgen-cli, Chromium,
-//! ChromeDriver and clang, the rustfmt and clippy components, the e2e suite's
-//! npm packages); one that cannot be had fails loudly.
+//! ChromeDriver and clang, the rustfmt and clippy components, the npm
+//! packages of the e2e suite and of the type check); one that cannot be had
+//! fails loudly.
 
 use std::path::Path;
 
@@ -12,6 +13,10 @@ use crate::{
     WASM_TARGET,
 };
 
+/// The type check of the browser API (`tsc --strict` over the generated
+/// `.d.ts`, values generated from real runs and a typed example embedder).
+pub(crate) const TYPECHECK_DIR: &str = "host-browser/typecheck";
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Prereq {
     WasmTarget,
@@ -19,15 +24,18 @@ pub(crate) enum Prereq {
     SystemPackages,
     RustComponents,
     E2eNodeModules,
+    /// `typescript`, pinned in `host-browser/typecheck/package.json`.
+    TypecheckNodeModules,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 5] = [
+    pub(crate) const ALL: [Prereq; 6] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::SystemPackages,
         Prereq::RustComponents,
         Prereq::E2eNodeModules,
+        Prereq::TypecheckNodeModules,
     ];
 }
 
@@ -49,7 +57,10 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
             Prereq::WasmBindgen => ensure_wasm_bindgen(runner)?,
             Prereq::SystemPackages => ensure_system_packages(runner)?,
             Prereq::RustComponents => ensure_rust_components(runner)?,
-            Prereq::E2eNodeModules => ensure_e2e_node_modules(runner)?,
+            Prereq::E2eNodeModules => ensure_node_modules(runner, E2E_DIR, "e2e")?,
+            Prereq::TypecheckNodeModules => {
+                ensure_node_modules(runner, TYPECHECK_DIR, "typecheck")?
+            }
         }
     }
     Ok(())
@@ -198,24 +209,26 @@ fn ensure_rust_components(runner: &mut Runner) -> Result<()> {
     }
 }
 
-fn ensure_e2e_node_modules(runner: &mut Runner) -> Result<()> {
-    let dir = runner.root.join(E2E_DIR);
-    if !dir.join("package.json").is_file() {
+/// The npm packages of `dir` (`npm ci` when it has a lock file), installed
+/// when its `node_modules` is missing; `what` names it in messages.
+fn ensure_node_modules(runner: &mut Runner, dir: &'static str, what: &str) -> Result<()> {
+    let path = runner.root.join(dir);
+    if !path.join("package.json").is_file() {
         println!(
-            "[prereq] e2e npm packages: {E2E_DIR}/package.json does not exist yet, nothing to install"
+            "[prereq] {what} npm packages: {dir}/package.json does not exist yet, nothing to install"
         );
         return Ok(());
     }
     if runner.query("npm", &["--version"]).is_none() {
         return Err(loud_prereq_failure(
             "npm (Node.js)",
-            &format!("`npm --version` failed; the e2e suite in {E2E_DIR} needs Node.js and npm"),
+            &format!("`npm --version` failed; {dir} needs Node.js and npm"),
         ));
     }
-    let name = "e2e npm packages";
-    let missing = |runner: &Runner| {
-        let modules = runner.root.join(E2E_DIR).join("node_modules");
-        (!modules.is_dir()).then(|| format!("{E2E_DIR}/node_modules does not exist"))
+    let name = format!("{what} npm packages");
+    let missing = move |runner: &Runner| {
+        let modules = runner.root.join(dir).join("node_modules");
+        (!modules.is_dir()).then(|| format!("{dir}/node_modules does not exist"))
     };
     match missing(runner) {
         None => {
@@ -223,13 +236,13 @@ fn ensure_e2e_node_modules(runner: &mut Runner) -> Result<()> {
             Ok(())
         }
         Some(why) => {
-            let args: &[&str] = if dir.join("package-lock.json").is_file() {
+            let args: &[&str] = if path.join("package-lock.json").is_file() {
                 &["ci"]
             } else {
                 &["install"]
             };
-            let steps = [Step::new("npm install (e2e)", "npm", args).in_dir(E2E_DIR)];
-            runner.install(name, &why, &steps, missing)
+            let steps = [Step::new(format!("npm install ({what})"), "npm", args).in_dir(dir)];
+            runner.install(&name, &why, &steps, missing)
         }
     }
 }

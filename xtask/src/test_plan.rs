@@ -1,11 +1,12 @@
 //! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e) in
 //! order, what each needs installed, the steps of each, and running them with
-//! the release check after the native group.
+//! the release check after the native group. The e2e group starts with the
+//! browser API's type check ([`typecheck_steps`]).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::prerequisites::{Prereq, ensure_prerequisites};
+use crate::prerequisites::{Prereq, TYPECHECK_DIR, ensure_prerequisites};
 use crate::release_check::check_test_only_code_out_of_release;
 use crate::runner::{Result, Runner, Step};
 use crate::workspace::{warn_about_rustflags, workspace_members};
@@ -58,6 +59,7 @@ impl Group {
                 Prereq::WasmBindgen,
                 Prereq::SystemPackages,
                 Prereq::E2eNodeModules,
+                Prereq::TypecheckNodeModules,
             ],
         }
     }
@@ -181,15 +183,86 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             steps
         }
         Group::E2e => {
+            // The type check first: it builds the bundle the suite then serves.
+            let mut steps = typecheck_steps();
             if runner.root.join(E2E_DIR).join("package.json").is_file() {
-                vec![Step::new("e2e (playwright)", "npm", &["test"]).in_dir(E2E_DIR)]
+                steps.push(Step::new("e2e (playwright)", "npm", &["test"]).in_dir(E2E_DIR));
             } else {
                 println!(
                     "\n[e2e] {E2E_DIR}/package.json does not exist: the Playwright e2e suite does \
                      not exist yet, so no e2e test ran"
                 );
-                Vec::new()
             }
+            steps
         }
+    }
+}
+
+/// Where the generator writes the values `tsc` checks, from the repository root.
+const GENERATED_VALUES: &str = "host-browser/typecheck/generated/values.ts";
+
+/// The browser API's type check (issue 14 item 7): the wasm bundle (for its
+/// generated `host-browser/pkg/agent_host_browser.d.ts`; the e2e suite's own
+/// build after it is then a no-op), the values generated from real runs
+/// on the Rust side, `tsc --strict --noEmit` over the `.d.ts`, the values
+/// and the typed example embedder, then proof that the check fails when a
+/// value loses a field or gains one the types do not have.
+fn typecheck_steps() -> Vec<Step> {
+    let tsc = "node_modules/typescript/bin/tsc";
+    vec![
+        Step::new("types: build the wasm bundle", "node", &["build.mjs"]).in_dir(E2E_DIR),
+        Step::cargo(
+            "types: values from real runs",
+            &[
+                "run",
+                "-p",
+                "agent-assembly",
+                "--example",
+                "ts_values",
+                "--",
+                GENERATED_VALUES,
+            ],
+        ),
+        Step::new(
+            "types: tsc --strict",
+            "node",
+            &[tsc, "--strict", "--noEmit", "-p", "."],
+        )
+        .in_dir(TYPECHECK_DIR),
+        Step::new(
+            "types: a changed value fails tsc",
+            "node",
+            &["must_fail.mjs"],
+        )
+        .in_dir(TYPECHECK_DIR),
+    ]
+}
+
+#[cfg(test)]
+mod typecheck_tests {
+    use super::*;
+
+    #[test]
+    fn the_type_check_builds_generates_checks_then_proves_it_can_fail() {
+        let steps = typecheck_steps();
+        let commands: Vec<(&str, &str)> = steps
+            .iter()
+            .map(|s| (s.program.as_str(), s.args[0].as_str()))
+            .collect();
+        assert_eq!(
+            commands,
+            [
+                ("node", "build.mjs"),
+                ("cargo", "run"),
+                ("node", "node_modules/typescript/bin/tsc"),
+                ("node", "must_fail.mjs")
+            ]
+        );
+        assert_eq!(
+            steps[1].args.last().map(String::as_str),
+            Some(GENERATED_VALUES)
+        );
+        assert!(steps[2].args.iter().any(|a| a == "--strict"));
+        assert!(steps[2].args.iter().any(|a| a == "--noEmit"));
     }
 }

@@ -149,7 +149,7 @@ impl AgentRuntime {
     }
 
     /// One workspace file: `{ entry, text?, bytes }` (`text` when UTF-8).
-    #[wasm_bindgen(js_name = readWorkspaceFile, unchecked_return_type = "Promise<{ entry: FileEntry; text?: string; bytes: Uint8Array }>")]
+    #[wasm_bindgen(js_name = readWorkspaceFile, unchecked_return_type = "Promise<FileContent>")]
     pub fn read_workspace_file(&self, session: String, path: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         promise(async move {
@@ -164,7 +164,7 @@ impl AgentRuntime {
     }
 
     /// The Artifacts of `session`.
-    #[wasm_bindgen(js_name = listArtifacts, unchecked_return_type = "Promise<object[]>")]
+    #[wasm_bindgen(js_name = listArtifacts, unchecked_return_type = "Promise<Artifact[]>")]
     pub fn list_artifacts(&self, session: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         promise(async move {
@@ -179,7 +179,7 @@ impl AgentRuntime {
     }
 
     /// One Artifact: `{ entry, text?, bytes }`.
-    #[wasm_bindgen(js_name = readArtifact, unchecked_return_type = "Promise<{ entry: object; text?: string; bytes: Uint8Array }>")]
+    #[wasm_bindgen(js_name = readArtifact, unchecked_return_type = "Promise<ArtifactContent>")]
     pub fn read_artifact(&self, session: String, id: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         promise(async move {

@@ -1,0 +1,252 @@
+// A typed example embedder of the browser runtime: it uses every method and
+// getter of `AgentRuntime` and handles every event, activity, pending request
+// and stop reason with exhaustive switches (a `never` check each), so that a
+// new variant on the Rust side, once in the types, fails `tsc --strict` here
+// until an embedder would handle it. Type-checked only (`cargo xtask test`),
+// never run; the e2e suite runs the real page.
+
+import init, { AgentRuntime } from "../pkg/agent_host_browser.js";
+import type {
+  Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
+  CopyReport, DeleteReport, Evidence, FileContent, FileEntry, JournalRecord, PendingKind,
+  PendingRequest, Plan, RunOptions, RunView, RuntimeConfig, RuntimeEvent, SessionSummary, Source,
+  StopReason, Subscription,
+} from "../pkg/agent_host_browser.js";
+
+/** Fails to compile when a switch misses a case. */
+function unreachable(value: never): never {
+  throw new Error(`unhandled: ${JSON.stringify(value)}`);
+}
+
+function describeStop(reason: StopReason): string {
+  switch (reason.reason) {
+    case "completed": return "completed";
+    case "user_stopped": return "stopped by you";
+    case "budget_exhausted": return `out of budget (${reason.dimension})`;
+    case "offline": return "offline";
+    case "page_interrupted": return "the page was closed";
+    case "effect_unknown": return `call ${reason.call_id} may or may not have happened`;
+    case "runtime_error": return `${reason.actor}: ${reason.message}`;
+    default: return unreachable(reason);
+  }
+}
+
+function describeActivity(kind: ActivityKind): string {
+  switch (kind.kind) {
+    case "status_changed":
+      return `${kind.from} → ${kind.to}${kind.reason ? ` (${describeStop(kind.reason)})` : ""}`;
+    case "model_request": return `asking the model (round ${kind.round})`;
+    case "model_response":
+      return `the model answered${kind.text ? ` ${kind.text.size} bytes` : ""} with ${kind.tool_calls} tool calls`;
+    case "tool_call": return `${kind.tool} ${kind.call_id}: ${kind.state}`;
+    case "approval_requested": return `approval ${kind.request} asked for ${kind.call_id}`;
+    case "approval_answered": return `approval ${kind.request}: ${kind.approved ? "approved" : "denied"}`;
+    case "input_requested": return `question ${kind.request}`;
+    case "input_answered": return `question ${kind.request} answered`;
+    case "decision_requested": return `decision ${kind.request} about ${kind.call_id}`;
+    case "decision_taken": return `decision ${kind.request}: ${kind.choice}`;
+    case "plan_updated": return `plan updated (${kind.plan.hash.slice(0, 8)})`;
+    case "child_started": return `child run ${kind.child}`;
+    case "conversation_trimmed":
+      return `${kind.dropped_turns} earlier turns left out, ${kind.kept_turns} kept`;
+    default: return unreachable(kind);
+  }
+}
+
+function describeSource(source: Source): string {
+  switch (source.kind) {
+    case "user": return "you";
+    case "tool": return `${source.tool} (run ${source.run}, call ${source.call_id})`;
+    case "import": return `imported from ${source.from}`;
+    case "attachment": return `your file ${source.name}`;
+    default: return unreachable(source);
+  }
+}
+
+function describeEvidence(evidence: Evidence): string {
+  const where = evidence.provenance.final_url ?? evidence.provenance.requested_url ?? evidence.provenance.origin;
+  const refs = evidence.references.map((r) => `${r.kind}:${r.id} (${r.size} bytes)`).join(", ");
+  return `${evidence.tool} [${evidence.trust}] from ${where}${refs ? `; ${refs}` : ""}`;
+}
+
+function describePlan(plan: Plan): string[] {
+  const marks = { pending: "[ ]", in_progress: "[~]", completed: "[x]", cancelled: "[-]" } as const;
+  return [...(plan.explanation ? [plan.explanation] : []), ...plan.steps.map((s) => `${marks[s.status]} ${s.title}`)];
+}
+
+function describeJournal(record: JournalRecord): string {
+  const target = record.target_summary ? ` → ${record.target_summary}` : "";
+  const receipts = (record.receipts ?? []).map((r) => `${r.effect} ${r.target}`).join(", ");
+  const error = record.error ? ` (${record.error.code}${record.error.retryable ? ", retryable" : ""})` : "";
+  return `${record.tool} [${record.effects.join(", ")}] ${record.state}${target}${error}${receipts ? `; ${receipts}` : ""}`;
+}
+
+/** What the person is asked, and how the page answers it. */
+async function answer(runtime: AgentRuntime, request: PendingRequest): Promise<void> {
+  const kind: PendingKind = request.kind;
+  switch (kind.kind) {
+    case "approval":
+      console.log(`${kind.tool} wants to ${kind.effects.join(", ")} on ${kind.target_summary}: ${kind.reason}`);
+      console.log(`origin ${kind.identity.origin}, scope ${kind.identity.scope.kind}, provider ${kind.identity.provider ?? "none"}`);
+      if (kind.effects.includes("write_external")) {
+        await runtime.deny(request.run, request.id);
+      } else {
+        await runtime.approve(request.run, request.id);
+      }
+      return;
+    case "input": {
+      const question = kind.question_text ?? `(question ${kind.question.hash})`;
+      const choice = kind.choices?.[0];
+      const schema = kind.answer_schema;
+      const text = choice ?? (schema !== undefined && typeof schema === "object" && schema !== null && !Array.isArray(schema) && schema["type"] === "integer" ? "3" : "yes");
+      console.log(`${question} → ${text}`);
+      await runtime.respond(request.run, request.id, text);
+      return;
+    }
+    case "decision":
+      console.log(`${kind.tool} (${kind.call_id}) may have happened`);
+      await runtime.decide(request.run, kind.call_id, "mark_done");
+      return;
+    default:
+      return unreachable(kind);
+  }
+}
+
+function onEvent(runtime: AgentRuntime, event: RuntimeEvent): void {
+  switch (event.type) {
+    case "run": {
+      const run: AgentRun = event.run;
+      const stop = run.stop_reason ? `: ${describeStop(run.stop_reason)}` : "";
+      console.log(`run ${run.id} (${run.mode}) ${run.status}${stop}; ${run.usage.tool_calls}/${run.budget.max_tool_calls} calls, ${run.status_history.length} statuses`);
+      if (run.status === "awaiting_approval" || run.status === "awaiting_input") {
+        void runtime.presentPending(run.id).then((fresh) => Promise.all(fresh.map((p) => answer(runtime, p))));
+      }
+      return;
+    }
+    case "activity": {
+      const activity: Activity = event.activity;
+      console.log(`#${activity.seq} ${event.runId} ${describeActivity(activity.kind)}`);
+      return;
+    }
+    case "text":
+      console.log(`${event.runId}: ${event.text}`);
+      return;
+    case "session":
+      console.log(`session ${event.session} is ${event.kind} (${event.owner})`);
+      return;
+    default:
+      return unreachable(event);
+  }
+}
+
+function isAgentError(e: unknown): e is AgentError {
+  return e instanceof Error && typeof (e as Partial<AgentError>).code === "string";
+}
+
+async function showRun(runtime: AgentRuntime, id: string): Promise<void> {
+  const view: RunView = await runtime.readRun(id);
+  console.log(`run ${view.run.id}: ${view.activities.length} activities, ${view.pending.length} pending`);
+  for (const record of view.journal) console.log(describeJournal(record));
+  for (const evidence of view.evidence) console.log(describeEvidence(evidence));
+  if (view.plan) console.log(describePlan(view.plan).join("\n"));
+  for (const failure of view.failures ?? []) console.log(`${failure.call_id} failed: ${failure.reason}`);
+  if (view.output !== undefined) console.log(`answer: ${view.output}`);
+}
+
+export async function main(file: Blob): Promise<void> {
+  await init();
+  const config: RuntimeConfig = {
+    databaseName: "agentrt-example",
+    storage: "indexeddb",
+    model: { provider: "scripted", scenario: { turns: [
+      { text: "", tool_calls: [{ id: "c1", name: "workspace_read", arguments: { path: "inbox/brief.txt" } }], finish: "tool_calls" },
+      { text: "Read it.", usage: { input_tokens: 10, output_tokens: 2 }, delay_ms: 5, disconnects: 0 },
+    ] } },
+    gateway: { url: "http://127.0.0.1:8787", token: "token" },
+    plugins: [{
+      id: "tickets", base_url: "https://tickets.example", trusted: true, expected_fingerprint: "a".repeat(64),
+      auth: { header: "Authorization", secret: "tickets-key", prefix: "Bearer " }, timeout_ms: 10_000,
+      functions: [{
+        name: "file_ticket", description: "File a ticket.", method: "POST", path: "/tickets",
+        parameters: { type: "object", properties: { title: { type: "string" } } },
+        effects: ["write_external"], idempotency: "non_idempotent", sensitivity: "private",
+        annotations: { title: "File a ticket" },
+      }],
+    }],
+    secrets: [{ handle: "tickets-key", origin: "https://tickets.example", value: "s3cret" }],
+    budget: { preset: "light", max_tokens: 50_000 },
+    approvalMode: "strict",
+    workerGlueUrl: "/pkg/agent_host_browser.js",
+    leaseTtlMs: 30_000,
+    alwaysOnPlugins: ["tickets"],
+  };
+  const openai: RuntimeConfig = { model: { provider: "openai", baseUrl: "http://127.0.0.1:11434/v1", model: "small", apiKey: "k" } };
+  void openai;
+
+  const runtime: AgentRuntime = await AgentRuntime.create(config);
+  console.log(`durable ${runtime.durable}, owner ${runtime.owner}, locks ${runtime.lockBackend}, recovered ${runtime.recoveredRuns().join(", ")}`);
+
+  const session = "chat-1";
+  const subscription: Subscription = runtime.subscribe(session, (event) => onEvent(runtime, event));
+  console.log(`${runtime.liveSubscriptions} subscriptions, holding ${session}: ${runtime.holdsSession(session)}`);
+
+  const attached: FileEntry = await runtime.importFile(session, "inbox/brief.txt", file, "text/plain", "Brief (final).txt");
+  console.log(`${attached.path} (${attached.mime}, ${attached.size} bytes) from ${describeSource(attached.source)}`);
+  await runtime.importFile(session, "inbox/bytes.bin", new Uint8Array([1, 2, 3]));
+  await runtime.importFile(session, "inbox/text.md", "# Notes");
+
+  const options: RunOptions = {
+    budget: "standard",
+    approvalMode: "permissive",
+    allowlist: ["workspace_read"],
+    skill: { name: "reader", description: "Reads files.", instructions: "Read carefully.", allowed_tools: ["workspace_read"] },
+    model: { model: "small", system_prompt: "Be brief.", temperature: 0.2, max_output_tokens: 512 },
+    mode: "agent",
+    system: "You are a careful assistant.",
+    systemExtension: "Answer in English.",
+    history: [{ role: "user", content: "Hello" }, { role: "assistant", content: "Hi." }],
+    contextWindowTokens: 8192,
+  };
+  const run: string = await runtime.startRun(session, "What does my file say?", options);
+  const chat: string = await runtime.startRun(session, "And in one word?", { mode: "chat" });
+  await runtime.startRun(session, "Plain.", undefined);
+
+  await showRun(runtime, run);
+  for (const p of await runtime.presentPending(chat)) await answer(runtime, p);
+  await runtime.stop(chat);
+  await runtime.resume(run);
+
+  const runs: AgentRun[] = await runtime.listRuns(session);
+  const everyRun: AgentRun[] = await runtime.listRuns();
+  console.log(`${runs.length} of ${everyRun.length} runs`);
+
+  const files: FileEntry[] = await runtime.listWorkspace(session);
+  for (const f of files) console.log(`${f.path} r${f.revision} by ${describeSource(f.source)}`);
+  const content: FileContent = await runtime.readWorkspaceFile(session, "inbox/brief.txt");
+  console.log(content.text ?? `${content.bytes.length} bytes of ${content.entry.mime}`);
+  const artifacts: Artifact[] = await runtime.listArtifacts(session);
+  for (const a of artifacts) {
+    const published: ArtifactContent = await runtime.readArtifact(session, a.id);
+    console.log(`${a.name} from ${a.from?.path ?? "no file"} by ${describeSource(a.source)}: ${published.bytes.length} bytes`);
+  }
+
+  const sessions: SessionSummary[] = await runtime.listSessions();
+  for (const s of sessions) console.log(`${s.session}: ${s.runs} runs, ${s.files} files, ${s.artifacts} Artifacts, last ${s.last_run_at_ms ?? "never"}`);
+  const copied: CopyReport = await runtime.copySession(session, "chat-1-copy");
+  console.log(`copied ${copied.files} files, ${copied.trash_entries} in the trash, ${copied.artifacts} Artifacts`);
+  try {
+    const deleted: DeleteReport = await runtime.deleteSession(session);
+    console.log(`deleted ${deleted.files} files; freed ${deleted.blobs_freed.length} blobs`);
+  } catch (e) {
+    if (isAgentError(e)) {
+      const code: AgentErrorCode = e.code;
+      if (code === "session_busy") console.log("a run of the session is still going");
+      else throw e;
+    } else {
+      throw e;
+    }
+  }
+
+  subscription.close();
+  runtime.close();
+}
