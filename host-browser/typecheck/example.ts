@@ -27,6 +27,7 @@ function describeStop(reason: StopReason): string {
     case "page_interrupted": return "the page was closed";
     case "effect_unknown": return `call ${reason.call_id} may or may not have happened`;
     case "runtime_error": return `${reason.actor}: ${reason.message}`;
+    case "provider_unavailable": return `${reason.provider} is unavailable (${reason.message}); resume later`;
     default: return unreachable(reason);
   }
 }
@@ -150,11 +151,19 @@ async function showRun(runtime: AgentRuntime, id: string): Promise<void> {
   for (const evidence of view.evidence) console.log(describeEvidence(evidence));
   if (view.plan) console.log(describePlan(view.plan).join("\n"));
   for (const failure of view.failures ?? []) console.log(`${failure.call_id} failed: ${failure.reason}`);
+  console.log(`prompt: ${view.prompt}`);
   if (view.output !== undefined) console.log(`answer: ${view.output}`);
 }
 
 export async function main(file: Blob): Promise<void> {
   await init();
+  // A real model instead of the scripted one below (the key stays in the tab).
+  const gemini: RuntimeConfig["model"] = {
+    provider: "gemini", model: "gemini-2.5-flash", apiKey: "from the person",
+    capabilities: { tool_calling: true, context_window_tokens: 1_048_576 },
+  };
+  const local: RuntimeConfig["model"] = { provider: "openai-compatible", model: "local", baseUrl: "http://127.0.0.1:8080/v1" };
+  console.log(`could use ${gemini?.provider} or ${local?.provider}`);
   const config: RuntimeConfig = {
     databaseName: "agentrt-example",
     storage: "indexeddb",

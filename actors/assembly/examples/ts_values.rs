@@ -791,6 +791,7 @@ fn stop_reason_name(reason: &StopReason) -> &'static str {
         StopReason::PageInterrupted => "page_interrupted",
         StopReason::EffectUnknown { .. } => "effect_unknown",
         StopReason::RuntimeError { .. } => "runtime_error",
+        StopReason::ProviderUnavailable { .. } => "provider_unavailable",
     }
 }
 
@@ -809,6 +810,10 @@ fn every_stop_reason(runs: &[RunView]) -> Result<Vec<StopReason>> {
         StopReason::RuntimeError {
             actor: "tools".into(),
             message: "stopped".into(),
+        },
+        StopReason::ProviderUnavailable {
+            provider: "gemini".into(),
+            message: "HTTP 503 after 4 attempts".into(),
         },
     ];
     let produced: Vec<&StopReason> = runs

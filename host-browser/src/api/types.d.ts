@@ -68,7 +68,7 @@ export interface ScriptedTurn {
   disconnects?: number;
 }
 
-export interface ScriptedScenario { turns: ScriptedTurn[]; }
+export interface ScriptedScenario { turns: ScriptedTurn[]; capabilities?: ModelCapabilities; }
 
 export interface RuntimeConfig {
   /** IndexedDB database name (default "agentrt"). */
@@ -77,7 +77,13 @@ export interface RuntimeConfig {
   storage?: "indexeddb" | "memory";
   /** Scripted scenario (default) or an OpenAI-compatible endpoint. */
   model?: { provider: "scripted"; scenario: ScriptedScenario }
-        | { provider: "openai"; baseUrl: string; model: string; apiKey?: string };
+        | { provider: "openai" | "openai-compatible" | "gemini" | "anthropic"; model: string;
+            /** Default: the provider's public endpoint (which needs `apiKey`). */
+            baseUrl?: string;
+            /** Held in this tab's memory only (S13.3). */
+            apiKey?: string;
+            /** What the model can do, over the built-in table (S13.1). */
+            capabilities?: ModelCapabilities };
   /** The native gateway (`agentrt serve`) for fetch_url; without it fetch_url is not offered. */
   gateway?: { url: string; token: string };
   plugins?: PluginManifest[];
@@ -128,6 +134,9 @@ export type RunMode = "agent" | "research" | "chat";
 export type BudgetDimension = "tool_rounds" | "tool_calls" | "tokens" | "duration";
 
 /** Why a run stopped (S1.3). */
+/** What a model can do (S13.1): a model without tool calling runs chat only. */
+export interface ModelCapabilities { tool_calling?: boolean; context_window_tokens?: number; max_output_tokens?: number; }
+
 export type StopReason =
   | { reason: "completed" }
   | { reason: "user_stopped" }
@@ -135,7 +144,9 @@ export type StopReason =
   | { reason: "offline" }
   | { reason: "page_interrupted" }
   | { reason: "effect_unknown"; call_id: string }
-  | { reason: "runtime_error"; actor: string; message: string };
+  | { reason: "runtime_error"; actor: string; message: string }
+  /** The model provider stayed down past its retry bound (S13.2); Resume continues. */
+  | { reason: "provider_unavailable"; provider: string; message: string };
 
 export interface Usage { tool_rounds: number; tool_calls: number; input_tokens: number; output_tokens: number; active_ms: number; }
 
@@ -276,7 +287,10 @@ export interface CallFailure { call_id: string; reason: string; }
 
 /** One run with everything a run card shows (`readRun`, `agentrt show --json`). */
 export interface RunView {
-  run: AgentRun; activities: Activity[]; journal: JournalRecord[]; pending: PendingRequest[];
+  run: AgentRun;
+  /** The person's prompt. */
+  prompt: string;
+  activities: Activity[]; journal: JournalRecord[]; pending: PendingRequest[];
   evidence: Evidence[];
   /** The final answer, once the run has one. */
   output?: string;
