@@ -4,9 +4,11 @@
 // with their target summaries and evidence); the run card beside it; a
 // session picker, a Chat/Agent switch, attachments by drag and drop or a
 // file picker; the approval / input / decision dialogs; the workspace and
-// Artifact lists. Everything shown is read back from the runtime (IndexedDB
-// is the source of truth, a prompt's text included: `readRun` returns it);
-// events only say when to read again.
+// Artifact lists; the model settings (the scripted scenario, or a real
+// model: OpenAI-compatible, Gemini or Anthropic, whose key is held in this
+// tab's memory only). Everything shown is read back from the runtime
+// (IndexedDB is the source of truth, a prompt's text included: `readRun`
+// returns it); events only say when to read again.
 import init, { AgentRuntime } from './pkg/agent_host_browser.js';
 
 const $ = (id) => document.getElementById(id);
@@ -243,7 +245,17 @@ async function renderConversation(runs) {
 
 async function renderRun() {
   const card = $('run-card');
-  if (!state.runId) { card.dataset.status = 'none'; return; }
+  if (!state.runId) {
+    // No run (yet) in this session or on this runtime: an empty card.
+    card.dataset.status = 'none';
+    $('run-id').textContent = '—';
+    $('run-status').textContent = 'none';
+    for (const id of ['run-mode', 'run-stop-reason']) $(id).textContent = '—';
+    for (const id of ['usage', 'plan', 'pending', 'run-output', 'tools', 'activities']) $(id).replaceChildren();
+    $('resume').hidden = true;
+    $('stop').hidden = true;
+    return;
+  }
   let view;
   try { view = await viewOf(state.runId); } catch (e) { setError(describeError(e)); return; }
   const run = view.run;
@@ -484,20 +496,100 @@ function acceptDrops() {
   });
 }
 
+// ---- the model settings --------------------------------------------------------
+
+/** Each remote provider's public endpoint (the runtime's default base URL) and a model it offers. */
+const PROVIDERS = {
+  'openai-compatible': { endpoint: 'https://api.openai.com/v1', model: 'gpt-4.1-mini' },
+  gemini: { endpoint: 'https://generativelanguage.googleapis.com/v1beta', model: 'gemini-2.5-flash' },
+  anthropic: { endpoint: 'https://api.anthropic.com/v1', model: 'claude-sonnet-4-5' },
+};
+
+/** Show the fields of the chosen provider, with its public endpoint and a model as placeholders. */
+function showProviderFields() {
+  const provider = $('model-provider').value;
+  $('model-form').dataset.provider = provider;
+  const known = PROVIDERS[provider];
+  $('model-base-url').placeholder = known ? known.endpoint : '';
+  $('model-name').placeholder = known ? known.model : '';
+}
+
+/**
+ * The `model` of the runtime configuration the settings describe: the page's
+ * scripted scenario, or a remote model (an empty model name is the
+ * placeholder's). The key goes only into this value, never into storage.
+ */
+function modelFromSettings() {
+  const provider = $('model-provider').value;
+  if (provider === 'scripted') return state.scriptedModel;
+  const model = { provider, model: $('model-name').value.trim() || PROVIDERS[provider].model };
+  const baseUrl = $('model-base-url').value.trim();
+  if (baseUrl) model.baseUrl = baseUrl;
+  const apiKey = $('model-api-key').value;
+  if (apiKey) model.apiKey = apiKey;
+  return model;
+}
+
+/** What the page runs on, for the status line (never the key itself). */
+function describeModel(model) {
+  if (model.provider === 'scripted') return 'Model: the scripted scenario (no network).';
+  const where = model.baseUrl || PROVIDERS[model.provider]?.endpoint;
+  return `Model: ${model.provider} ${model.model} at ${where}, ${model.apiKey ? 'with the key you gave' : 'without a key'}.`;
+}
+
 // ---- start -------------------------------------------------------------------
+
+/**
+ * Create the runtime for `config` and show it; only once it is created is the
+ * previous runtime (if any) closed, so a refused configuration leaves the page
+ * on the model it had.
+ */
+async function startRuntime(config) {
+  const created = await AgentRuntime.create(config);
+  state.subscription?.close();
+  state.subscription = null;
+  state.runtime?.close();
+  state.runtime = created;
+  state.finalViews.clear();
+  state.streams.clear();
+  state.runId = null;
+  state.messages.clear();
+  $('conversation').replaceChildren();
+  const rt = state.runtime;
+  $('host-status').textContent = `Ready. Storage: ${rt.durable ? 'IndexedDB (durable)' : 'memory only — runs are lost on reload'}; session lock: ${rt.lockBackend}.`
+    + (rt.recoveredRuns().length ? ` ${rt.recoveredRuns().length} interrupted run(s) wait for Resume.` : '');
+  $('model-status').textContent = describeModel(config.model);
+  subscribe();
+  await refresh();
+}
+
+async function applySettings() {
+  const form = $('model-form');
+  form.dataset.applied = 'pending';
+  setError('');
+  try {
+    await startRuntime({ ...state.baseConfig, model: modelFromSettings() });
+    form.dataset.applied = $('model-provider').value;
+  } catch (e) {
+    $('model-status').textContent = `This model cannot be used: ${describeError(e)}`;
+    form.dataset.applied = 'refused';
+  }
+}
 
 async function main() {
   await init();
   const config = await loadConfig();
   $('session').value = state.session;
-  state.runtime = await AgentRuntime.create(config);
-  const rt = state.runtime;
-  $('host-status').textContent = `Ready. Storage: ${rt.durable ? 'IndexedDB (durable)' : 'memory only — runs are lost on reload'}; session lock: ${rt.lockBackend}.`
-    + (rt.recoveredRuns().length ? ` ${rt.recoveredRuns().length} interrupted run(s) wait for Resume.` : '');
+  // The settings start on the scripted scenario, which they can return to.
+  state.scriptedModel = config.model;
+  state.baseConfig = { ...config, model: undefined };
+  showProviderFields();
+  await startRuntime(config);
   document.body.dataset.ready = 'true';
-  subscribe();
   acceptDrops();
 
+  $('model-provider').addEventListener('change', showProviderFields);
+  $('model-form').addEventListener('submit', (e) => { e.preventDefault(); applySettings(); });
   $('session-form').addEventListener('submit', (e) => { e.preventDefault(); switchSession($('session').value.trim()); });
   $('session-picker').addEventListener('change', (e) => switchSession(e.target.value));
   $('chat-form').addEventListener('submit', async (e) => {
@@ -507,7 +599,7 @@ async function main() {
     const prompt = $('prompt').value;
     const mode = document.querySelector('input[name="mode"]:checked').value;
     try {
-      const run = await rt.startRun(state.session, prompt, { mode });
+      const run = await state.runtime.startRun(state.session, prompt, { mode });
       state.runId = run;
     } catch (err) {
       setError(describeError(err));
@@ -518,11 +610,11 @@ async function main() {
   $('resume').addEventListener('click', async () => {
     setError('');
     state.streams.delete(state.runId);
-    try { await rt.resume(state.runId); } catch (e) { setError(describeError(e)); }
+    try { await state.runtime.resume(state.runId); } catch (e) { setError(describeError(e)); }
     await refresh();
   });
   $('stop').addEventListener('click', async () => {
-    try { await rt.stop(state.runId); } catch (e) { setError(describeError(e)); }
+    try { await state.runtime.stop(state.runId); } catch (e) { setError(describeError(e)); }
     await refresh();
   });
   $('approval').addEventListener('close', () => {
@@ -531,23 +623,22 @@ async function main() {
     const run = dialog.dataset.run;
     if (!request) return;
     if (dialog.returnValue !== 'approve' && dialog.returnValue !== 'deny') { state.openRequest = null; return; }
-    answered(dialog, () => (dialog.returnValue === 'approve' ? rt.approve(run, request) : rt.deny(run, request)));
+    answered(dialog, () => (dialog.returnValue === 'approve' ? state.runtime.approve(run, request) : state.runtime.deny(run, request)));
   });
   $('input').addEventListener('close', () => {
     const dialog = $('input');
     const request = dialog.dataset.request;
     if (!request) return;
     const run = dialog.dataset.run;
-    answered(dialog, () => rt.respond(run, request, $('input-answer').value));
+    answered(dialog, () => state.runtime.respond(run, request, $('input-answer').value));
   });
   $('decision').addEventListener('close', () => {
     const dialog = $('decision');
     const call = dialog.dataset.call;
     if (!call || !dialog.returnValue) return;
     const run = dialog.dataset.run;
-    answered(dialog, () => rt.decide(run, call, dialog.returnValue));
+    answered(dialog, () => state.runtime.decide(run, call, dialog.returnValue));
   });
-  await refresh();
 }
 
 main().catch((e) => {

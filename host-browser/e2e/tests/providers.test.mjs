@@ -1,0 +1,370 @@
+// Real model providers from the demo page (issue 15 items 4 and 5, SPEC
+// S13): the page's settings panel points the runtime at a loopback server of
+// each wire format (OpenAI-compatible, Gemini, Anthropic; ./model_servers.mjs)
+// that streams the format's exact events split at odd byte boundaries.
+// Per format: a full tool round (two workspace_write calls in one turn, their
+// arguments split mid-key, then the answer) with usage on the run card and the
+// tool results sent back in the format's own shape, the key in the format's
+// header and nowhere else in the page (S13.3); a finish reason other than
+// stop; a stream broken mid-answer, repeated once; a 401 that fails the run
+// at once; a server down past the retry bound, which interrupts the run with
+// provider_unavailable until Resume (S13.2).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { RESULTS, send, setup, uniqueSession, waitStatus } from './helpers.mjs';
+import { closedPort, startModelServer } from './model_servers.mjs';
+
+const FORMATS = ['openai', 'gemini', 'anthropic'];
+/** The settings panel's provider of each format, and a model name it knows. */
+const SETTINGS = {
+  openai: { provider: 'openai-compatible', model: 'gpt-4.1-mini' },
+  gemini: { provider: 'gemini', model: 'gemini-2.5-flash' },
+  anthropic: { provider: 'anthropic', model: 'claude-sonnet-4-5' },
+};
+
+let env;
+before(async () => { env = await setup(); });
+after(async () => { await env?.close(); });
+
+/** The demo page as `cargo xtask demo` serves it (no injected configuration), on `session`. */
+async function openDemo(context, session) {
+  const page = await context.newPage();
+  page.errors = [];
+  page.consoleText = [];
+  page.on('console', (m) => { page.consoleText.push(m.text()); if (m.type() === 'error') page.errors.push(m.text()); });
+  page.on('pageerror', (e) => page.errors.push(String(e)));
+  await page.goto(`${env.pageUrl}/?session=${encodeURIComponent(session)}`);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+  return page;
+}
+
+/** Fill the settings panel (through its labels) and apply it; waits for the new runtime. */
+async function useModel(page, { provider, baseUrl = '', model = '', apiKey = '' }) {
+  await page.getByLabel('Provider').selectOption(provider);
+  await page.getByLabel('Base URL').fill(baseUrl);
+  await page.getByLabel('Model', { exact: true }).fill(model);
+  await page.getByLabel('API key').fill(apiKey);
+  await page.getByRole('button', { name: 'Use this model' }).click();
+  await page.waitForFunction(() => !['pending', undefined].includes(document.getElementById('model-form').dataset.applied));
+  assert.equal(await page.locator('#model-form').getAttribute('data-applied'), provider, await page.locator('#model-status').textContent());
+}
+
+async function runView(page) {
+  return page.evaluate(async () => window.agentrtDemo.runtime.readRun(window.agentrtDemo.runId));
+}
+
+/** Wait until the shown run is the one of `prompt`, in one of `statuses`, and the run card shows that status. */
+async function waitRunOf(page, prompt, statuses, timeout = 30_000) {
+  const deadline = Date.now() + timeout;
+  let last = null;
+  while (Date.now() < deadline) {
+    last = await page.evaluate(async () => {
+      const d = window.agentrtDemo;
+      if (!d.runId) return null;
+      const view = await d.runtime.readRun(d.runId);
+      return { prompt: view.prompt, status: view.run.status, shown: document.getElementById('run-status').textContent };
+    });
+    if (last && last.prompt === prompt && statuses.includes(last.status) && last.shown === last.status) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the run of ${JSON.stringify(prompt)} never reached ${statuses} on the run card: ${JSON.stringify(last)}`);
+}
+
+/** Every stored byte the page can reach: each IndexedDB database's stores (keys and values), localStorage and sessionStorage. */
+async function storedText(page) {
+  return page.evaluate(async () => {
+    const decode = (v) => new TextDecoder('utf-8', { fatal: false }).decode(v);
+    const text = async (v) => {
+      if (v === null || v === undefined) return String(v);
+      if (v instanceof ArrayBuffer) return decode(new Uint8Array(v));
+      if (ArrayBuffer.isView(v)) return decode(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+      if (v instanceof Blob) return v.text();
+      if (Array.isArray(v)) return (await Promise.all(v.map(text))).join('\n');
+      if (typeof v === 'object') {
+        const parts = [];
+        for (const [k, x] of Object.entries(v)) parts.push(`${k}=${await text(x)}`);
+        return parts.join('\n');
+      }
+      return String(v);
+    };
+    const out = [];
+    for (const { name } of await indexedDB.databases()) {
+      const db = await new Promise((resolve, reject) => {
+        const req = indexedDB.open(name);
+        req.onsuccess = () => resolve(req.result);
+        req.onerror = () => reject(req.error);
+      });
+      for (const store of db.objectStoreNames) {
+        const rows = await new Promise((resolve, reject) => {
+          const found = [];
+          const req = db.transaction(store, 'readonly').objectStore(store).openCursor();
+          req.onsuccess = () => {
+            const cursor = req.result;
+            if (!cursor) { resolve(found); return; }
+            found.push([cursor.key, cursor.value]);
+            cursor.continue();
+          };
+          req.onerror = () => reject(req.error);
+        });
+        for (const [key, value] of rows) out.push(`${name}/${store}: ${await text(key)} ${await text(value)}`);
+      }
+      db.close();
+    }
+    for (const storage of [localStorage, sessionStorage]) {
+      for (let i = 0; i < storage.length; i += 1) out.push(`${storage.key(i)}=${storage.getItem(storage.key(i))}`);
+    }
+    return out.join('\n');
+  });
+}
+
+/** The tool results of a recorded request, in the format's own shape, as [id, tool name or null]. */
+function toolResultsOf(format, body) {
+  if (format === 'openai') {
+    return body.messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id, null]);
+  }
+  if (format === 'gemini') {
+    const last = body.contents.at(-1);
+    assert.equal(last.role, 'user', 'Gemini: the function responses are one user turn');
+    return last.parts.map((p) => [p.functionResponse.id, p.functionResponse.name]);
+  }
+  const last = body.messages.at(-1);
+  assert.equal(last.role, 'user', 'Anthropic: the tool results are one user message');
+  return last.content.map((b) => { assert.equal(b.type, 'tool_result'); return [b.tool_use_id, null]; });
+}
+
+/** The tool names a recorded request offers, in the format's own shape. */
+function offeredTools(format, body) {
+  if (format === 'openai') return body.tools.map((t) => t.function.name);
+  if (format === 'gemini') return body.tools.flatMap((t) => t.functionDeclarations ?? []).map((d) => d.name);
+  return body.tools.map((t) => t.name);
+}
+
+/** The key header the format sends, as the server saw it. */
+function keyHeaderOf(format, headers) {
+  return format === 'openai' ? headers.authorization : format === 'gemini' ? headers['x-goog-api-key'] : headers['x-api-key'];
+}
+
+for (const format of FORMATS) {
+  test(`S13 + S13.3 (${format}): a full tool round from the settings panel — two calls split mid-key, the results sent back in the format's shape, usage and answer on the run card; the key only in the request header`, async () => {
+    const server = await startModelServer(format);
+    const context = await env.browser.newContext();
+    const session = uniqueSession(`round-${format}`);
+    const marker = `agentrt-key-marker-${format}-${Math.random().toString(36).slice(2)}`;
+    try {
+      const page = await openDemo(context, session);
+      // `cargo xtask demo` starts on the scripted scenario.
+      assert.equal(await page.getByLabel('Provider').inputValue(), 'scripted');
+      assert.match(await page.locator('#model-status').textContent(), /scripted scenario/);
+      assert.equal(await page.getByLabel('API key').getAttribute('type'), 'password');
+
+      await useModel(page, { ...SETTINGS[format], baseUrl: server.baseUrl, apiKey: marker });
+      assert.match(await page.locator('#model-status').textContent(), new RegExp(`${SETTINGS[format].provider} ${SETTINGS[format].model} at ${server.baseUrl}`));
+      await page.evaluate((s) => {
+        window.seenEvents = [];
+        window.agentrtDemo.runtime.subscribe(s, (event) => {
+          window.seenEvents.push(JSON.stringify(event, (k, v) => (typeof v === 'bigint' ? v.toString() : v)));
+        });
+      }, session);
+
+      server.reply(
+        {
+          text: 'Writing two notes.',
+          calls: [
+            { name: 'workspace_write', args: { path: 'notes/alpha.txt', content: 'Alpha ä' },
+              fragments: ['{"pa', 'th": "notes/al', 'pha.txt", "con', 'tent": "Alpha ä"}'] },
+            { name: 'workspace_write', args: { path: 'notes/beta.txt', content: 'Beta' },
+              fragments: ['{"path": "no', 'tes/beta.txt", "cont', 'ent', '": "Beta"}'] },
+          ],
+          usage: { input: 120, output: 30 },
+        },
+        { text: 'Both notes are written: notes/alpha.txt and notes/beta.txt.', usage: { input: 200, output: 12 } },
+      );
+      const prompt = `Write two notes (${format}).`;
+      await send(page, prompt);
+      await waitRunOf(page, prompt, ['completed', 'failed', 'interrupted']);
+      const view = await runView(page);
+      assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+      assert.equal(view.output, 'Both notes are written: notes/alpha.txt and notes/beta.txt.');
+      assert.deepEqual(view.journal.map((j) => [j.tool, j.state]), [['workspace_write', 'committed'], ['workspace_write', 'committed']]);
+      assert.deepEqual({ input: view.run.usage.input_tokens, output: view.run.usage.output_tokens }, { input: 320, output: 42 });
+
+      // The run card: the answer, both calls, the usage against the budget.
+      assert.equal(await page.locator('#run-output').textContent(), view.output);
+      assert.match(await page.locator('#usage').textContent(), /Tokens: 362 /);
+      assert.match(await page.locator('#usage').textContent(), /Tool calls: 2 /);
+      assert.deepEqual(await page.locator('#tools tr').evaluateAll((trs) => trs.map((tr) => [tr.dataset.tool, tr.dataset.state])),
+        [['workspace_write', 'committed'], ['workspace_write', 'committed']]);
+      await page.waitForFunction(() => document.querySelector('#conversation > li.agent')?.dataset.status === 'completed');
+      assert.equal(await page.locator('#conversation > li.agent .msg-text').textContent(), view.output);
+      const files = await page.evaluate(async (s) => Promise.all(['notes/alpha.txt', 'notes/beta.txt']
+        .map(async (p) => (await window.agentrtDemo.runtime.readWorkspaceFile(s, p)).text)), session);
+      assert.deepEqual(files, ['Alpha ä', 'Beta'], 'the arguments split mid-key and mid-character arrived whole');
+
+      // What the server received: two requests, the tools offered, the key in the format's header.
+      assert.equal(server.requests.length, 2);
+      const [first, second] = server.requests;
+      assert.ok(offeredTools(format, first.body).includes('workspace_write'), 'the page runtime offers workspace_write');
+      for (const r of server.requests) {
+        assert.equal(keyHeaderOf(format, r.headers), format === 'openai' ? `Bearer ${marker}` : marker);
+      }
+      if (format === 'gemini') assert.match(first.path, /^\/v1beta\/models\/gemini-2\.5-flash:streamGenerateContent\?alt=sse$/);
+      if (format === 'anthropic') {
+        assert.equal(first.headers['anthropic-version'], '2023-06-01');
+        assert.equal(first.headers['anthropic-dangerous-direct-browser-access'], 'true');
+      }
+      if (format !== 'gemini') assert.equal(first.body.model, SETTINGS[format].model);
+      // The second request carries both results, in the format's own shape.
+      const results = toolResultsOf(format, second.body);
+      const ids = { openai: ['call_1_0', 'call_1_1'], gemini: ['fc-1-0', 'fc-1-1'], anthropic: ['toolu_1_1', 'toolu_1_2'] }[format];
+      assert.deepEqual(results.map(([id]) => id), ids);
+      if (format === 'gemini') assert.deepEqual(results.map(([, name]) => name), ['workspace_write', 'workspace_write']);
+      if (format === 'openai') {
+        const assistant = second.body.messages.find((m) => m.role === 'assistant' && m.tool_calls);
+        assert.deepEqual(assistant.tool_calls.map((c) => [c.id, c.function.name, JSON.parse(c.function.arguments)]), [
+          ['call_1_0', 'workspace_write', { path: 'notes/alpha.txt', content: 'Alpha ä' }],
+          ['call_1_1', 'workspace_write', { path: 'notes/beta.txt', content: 'Beta' }]]);
+      }
+      if (format === 'anthropic') {
+        const assistant = second.body.messages.at(-2);
+        assert.equal(assistant.role, 'assistant');
+        assert.deepEqual(assistant.content.filter((b) => b.type === 'tool_use').map((b) => [b.id, b.input]), [
+          ['toolu_1_1', { path: 'notes/alpha.txt', content: 'Alpha ä' }], ['toolu_1_2', { path: 'notes/beta.txt', content: 'Beta' }]]);
+      }
+
+      // S13.3: the key is in no stored byte, console message, event or URL of the page.
+      const stored = await storedText(page);
+      assert.ok(stored.includes(prompt), 'the scan reads the stored bytes (it finds the prompt)');
+      assert.ok(!stored.includes(marker), 'the key is in no IndexedDB, localStorage or sessionStorage value');
+      const events = await page.evaluate(() => window.seenEvents);
+      assert.ok(events.some((e) => e.includes('Both notes')), 'the scan reads the events (it finds the streamed answer)');
+      assert.ok(!events.some((e) => e.includes(marker)), 'the key is in no RuntimeEvent');
+      assert.ok(!page.consoleText.some((t) => t.includes(marker)), 'the key is in no console message');
+      assert.ok(!page.url().includes(marker), 'the key is not in the URL');
+      assert.ok(!(await page.locator('body').innerText()).includes(marker), 'the key is not shown on the page');
+      assert.deepEqual(page.errors, []);
+    } finally {
+      await context.close();
+      await server.close();
+    }
+  });
+
+  test(`S13.2 (${format}): a finish reason other than stop, a stream broken mid-answer (repeated once), a 401 (fails at once), a server down past the retry bound (interrupted, provider_unavailable, Resume completes)`, async () => {
+    const server = await startModelServer(format);
+    const context = await env.browser.newContext();
+    const session = uniqueSession(`outcomes-${format}`);
+    try {
+      const page = await openDemo(context, session);
+      await useModel(page, { ...SETTINGS[format], baseUrl: server.baseUrl, apiKey: 'test-key' });
+
+      // The output limit cut the answer short.
+      const length = { openai: 'length', gemini: 'MAX_TOKENS', anthropic: 'max_tokens' }[format];
+      server.reply({ text: 'An answer cut sh', finish: length, usage: { input: 9, output: 64 } });
+      await send(page, 'Cut short.');
+      await waitRunOf(page, 'Cut short.', ['completed', 'failed', 'interrupted']);
+      let view = await runView(page);
+      // The supervisor keeps what arrived of a length-cut answer as the run's
+      // answer (it records no finish reason of its own): the run card shows it.
+      assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+      assert.equal(view.output, 'An answer cut sh');
+      assert.equal(await page.locator('#run-output').textContent(), 'An answer cut sh');
+      assert.match(await page.locator('#usage').textContent(), /Tokens: 73 /);
+
+      // Broken after two events: the round is repeated once, and only the whole answer is kept.
+      let before = server.requests.length;
+      server.reply({ text: 'This answer breaks off', cutAfter: 2, usage: { input: 5, output: 5 } },
+        { text: 'The whole answer.', usage: { input: 7, output: 3 } });
+      await send(page, 'Answer despite a break.');
+      await waitRunOf(page, 'Answer despite a break.', ['completed', 'failed', 'interrupted']);
+      view = await runView(page);
+      assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+      assert.equal(view.output, 'The whole answer.');
+      assert.equal(server.requests.length - before, 2, 'the broken round was sent once more');
+      assert.deepEqual(server.requests.at(-1).body, server.requests.at(-2).body, 'the same round, repeated');
+      assert.equal(await page.locator('#run-output').textContent(), 'The whole answer.');
+
+      // A refused key: failed at once, one request, a clear reason on the run card.
+      before = server.requests.length;
+      server.reply({ status: 401 });
+      await send(page, 'With a bad key.');
+      await waitRunOf(page, 'With a bad key.', ['completed', 'failed', 'interrupted']);
+      view = await runView(page);
+      assert.equal(view.run.status, 'failed');
+      assert.equal(server.requests.length - before, 1, 'a 401 is not retried');
+      assert.match(await page.locator('#run-stop-reason').textContent(), /^runtime_error \(.*HTTP 401 after 1 attempt\(s\); the API key was refused/);
+
+      // Down: connection refused past the retry bound interrupts the run, naming the provider.
+      const port = await closedPort();
+      const downUrl = `http://127.0.0.1:${port}${server.baseUrl.slice(server.baseUrl.lastIndexOf('/'))}`;
+      await useModel(page, { ...SETTINGS[format], baseUrl: downUrl });
+      const started = Date.now();
+      await send(page, 'While it is down.');
+      await waitRunOf(page, 'While it is down.', ['completed', 'failed', 'interrupted'], 60_000);
+      view = await runView(page);
+      assert.equal(view.run.status, 'interrupted', JSON.stringify(view.run));
+      assert.equal(view.run.stop_reason.reason, 'provider_unavailable');
+      assert.equal(view.run.stop_reason.provider, SETTINGS[format].provider === 'openai-compatible' ? 'openai-compatible' : format);
+      assert.match(await page.locator('#run-status').textContent(), /^interrupted$/);
+      assert.match(await page.locator('#run-stop-reason').textContent(), /^provider_unavailable \(could not reach the model endpoint after 4 attempt\(s\)/);
+      assert.equal(await page.locator('#resume').isVisible(), true, 'Resume is offered');
+      console.log(`${format}: interrupted after ${Date.now() - started} ms of retries`);
+
+      // Back up on the same port: Resume completes the run.
+      const revived = await startModelServer(format, port);
+      try {
+        revived.reply({ text: 'Back again.', usage: { input: 4, output: 2 } });
+        await page.click('#resume');
+        await waitRunOf(page, 'While it is down.', ['completed', 'failed'], 30_000);
+        view = await runView(page);
+        assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+        assert.equal(view.output, 'Back again.');
+        assert.equal(revived.requests.length, 1);
+      } finally {
+        await revived.close();
+      }
+      assert.deepEqual(page.errors.filter((e) => !/Failed to load resource|ERR_CONNECTION_REFUSED|401/.test(e)), []);
+    } finally {
+      await context.close();
+      await server.close();
+    }
+  });
+}
+
+test('layout: the settings panel has labelled controls and fits at 1280 px and 390 px; screenshots saved', async () => {
+  const context = await env.browser.newContext({ viewport: { width: 1280, height: 900 } });
+  try {
+    const page = await openDemo(context, uniqueSession('settings-layout'));
+    await page.getByLabel('Provider').selectOption('gemini');
+    assert.equal(await page.getByLabel('Base URL').getAttribute('placeholder'), 'https://generativelanguage.googleapis.com/v1beta');
+    assert.equal(await page.getByLabel('Model', { exact: true }).getAttribute('placeholder'), 'gemini-2.5-flash');
+    assert.match(await page.getByLabel('API key').evaluate((i) => document.getElementById(i.getAttribute('aria-describedby')).textContent),
+      /never written to localStorage, sessionStorage, IndexedDB or the URL/);
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForFunction((w) => document.documentElement.clientWidth <= w, width);
+      const shot = join(RESULTS, `demo-settings-${width}.png`);
+      await page.locator('#model-panel').screenshot({ path: shot });
+      console.log(`screenshot: ${shot}`);
+      const outside = await page.evaluate(() => {
+        const found = [];
+        const root = document.documentElement;
+        if (root.scrollWidth > root.clientWidth + 1) found.push(`page: ${root.scrollWidth} > ${root.clientWidth}`);
+        const panel = document.getElementById('model-panel');
+        const edge = panel.getBoundingClientRect();
+        for (const node of panel.querySelectorAll('*')) {
+          const r = node.getBoundingClientRect();
+          if (r.width === 0 || r.height === 0) continue;
+          if (r.left < edge.left - 1 || r.right > edge.right + 1) found.push(`${node.tagName}#${node.id}: [${r.left}, ${r.right}] outside [${edge.left}, ${edge.right}]`);
+        }
+        return found;
+      });
+      assert.deepEqual(outside, [], `nothing sticks out at ${width} px`);
+    }
+    // Back to the scripted scenario: its fields hide again.
+    await page.getByLabel('Provider').selectOption('scripted');
+    assert.equal(await page.getByLabel('API key').isVisible(), false);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
