@@ -12,7 +12,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { RESULTS, send, setup, uniqueSession, waitStatus } from './helpers.mjs';
+import { RESULTS, send, setup, uniqueSession } from './helpers.mjs';
 import { closedPort, startModelServer } from './model_servers.mjs';
 
 const FORMATS = ['openai', 'gemini', 'anthropic'];
@@ -158,7 +158,8 @@ for (const format of FORMATS) {
       assert.match(await page.locator('#model-status').textContent(), /scripted scenario/);
       assert.equal(await page.getByLabel('API key').getAttribute('type'), 'password');
 
-      await useModel(page, { ...SETTINGS[format], baseUrl: server.baseUrl, apiKey: marker });
+      // Gemini's model name left empty: the one shown as the placeholder.
+      await useModel(page, { ...SETTINGS[format], model: format === 'gemini' ? '' : SETTINGS[format].model, baseUrl: server.baseUrl, apiKey: marker });
       assert.match(await page.locator('#model-status').textContent(), new RegExp(`${SETTINGS[format].provider} ${SETTINGS[format].model} at ${server.baseUrl}`));
       await page.evaluate((s) => {
         window.seenEvents = [];
@@ -360,6 +361,14 @@ test('layout: the settings panel has labelled controls and fits at 1280 px and 3
       });
       assert.deepEqual(outside, [], `nothing sticks out at ${width} px`);
     }
+    // The public endpoint without a key is refused, and the page stays on the scripted scenario.
+    await page.getByLabel('Provider').selectOption('anthropic');
+    await page.getByRole('button', { name: 'Use this model' }).click();
+    await page.waitForFunction(() => document.getElementById('model-form').dataset.applied === 'refused');
+    assert.match(await page.locator('#model-status').textContent(), /^This model cannot be used: .*anthropic needs an API key at https:\/\/api\.anthropic\.com\/v1.*\(invalid_config\)$/);
+    await send(page, 'Still scripted?');
+    await page.waitForFunction(() => document.getElementById('run-status').textContent !== 'none');
+    assert.match(await page.locator('#activities').textContent(), /model round 1 requested/, 'the scripted runtime runs it');
     // Back to the scripted scenario: its fields hide again.
     await page.getByLabel('Provider').selectOption('scripted');
     assert.equal(await page.getByLabel('API key').isVisible(), false);
