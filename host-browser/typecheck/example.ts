@@ -28,6 +28,8 @@ function describeStop(reason: StopReason): string {
     case "effect_unknown": return `call ${reason.call_id} may or may not have happened`;
     case "runtime_error": return `${reason.actor}: ${reason.message}`;
     case "provider_unavailable": return `${reason.provider} is unavailable (${reason.message}); resume later`;
+    case "output_limit": return "the answer was cut at the model's output limit";
+    case "content_filtered": return `${reason.provider} withheld the answer`;
     default: return unreachable(reason);
   }
 }

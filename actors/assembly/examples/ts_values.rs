@@ -792,6 +792,8 @@ fn stop_reason_name(reason: &StopReason) -> &'static str {
         StopReason::EffectUnknown { .. } => "effect_unknown",
         StopReason::RuntimeError { .. } => "runtime_error",
         StopReason::ProviderUnavailable { .. } => "provider_unavailable",
+        StopReason::OutputLimit => "output_limit",
+        StopReason::ContentFiltered { .. } => "content_filtered",
     }
 }
 
@@ -814,6 +816,10 @@ fn every_stop_reason(runs: &[RunView]) -> Result<Vec<StopReason>> {
         StopReason::ProviderUnavailable {
             provider: "gemini".into(),
             message: "HTTP 503 after 4 attempts".into(),
+        },
+        StopReason::OutputLimit,
+        StopReason::ContentFiltered {
+            provider: "anthropic".into(),
         },
     ];
     let produced: Vec<&StopReason> = runs

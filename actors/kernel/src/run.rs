@@ -102,6 +102,14 @@ pub enum StopReason {
         provider: String,
         message: String,
     },
+    /// The answer is complete as far as it goes: the model stopped at its
+    /// output limit (a `length` / `MAX_TOKENS` / `max_tokens` finish).
+    OutputLimit,
+    /// The provider withheld the answer (a safety or content filter, a
+    /// refusal).
+    ContentFiltered {
+        provider: String,
+    },
 }
 
 impl StopReason {
@@ -109,11 +117,11 @@ impl StopReason {
     pub fn allowed_with(&self, status: RunStatus) -> bool {
         use RunStatus::*;
         match self {
-            StopReason::Completed => status == Completed,
+            StopReason::Completed | StopReason::OutputLimit => status == Completed,
             StopReason::UserStopped => status == Cancelled,
-            StopReason::BudgetExhausted { .. } | StopReason::RuntimeError { .. } => {
-                status == Failed
-            }
+            StopReason::BudgetExhausted { .. }
+            | StopReason::RuntimeError { .. }
+            | StopReason::ContentFiltered { .. } => status == Failed,
             StopReason::Offline
             | StopReason::PageInterrupted
             | StopReason::ProviderUnavailable { .. } => status == Interrupted,

@@ -116,6 +116,10 @@ fn every_reason() -> Vec<StopReason> {
             provider: "gemini".into(),
             message: "HTTP 503".into(),
         },
+        StopReason::OutputLimit,
+        StopReason::ContentFiltered {
+            provider: "anthropic".into(),
+        },
     ]
 }
 
@@ -130,6 +134,8 @@ fn reason_allows(reason: &StopReason) -> &'static [RunStatus] {
         StopReason::EffectUnknown { .. } => &[Int, Fai],
         StopReason::RuntimeError { .. } => &[Fai],
         StopReason::ProviderUnavailable { .. } => &[Int],
+        StopReason::OutputLimit => &[Com],
+        StopReason::ContentFiltered { .. } => &[Fai],
     }
 }
 

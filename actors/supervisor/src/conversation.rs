@@ -253,6 +253,9 @@ pub fn ended_note(status: RunStatus, reason: Option<&StopReason>) -> String {
         (_, Some(StopReason::ProviderUnavailable { provider, .. })) => {
             format!("the model provider {provider} was unavailable")
         }
+        (_, Some(StopReason::ContentFiltered { provider })) => {
+            format!("the model provider {provider} withheld the answer")
+        }
         (status, _) => format!("it ended {status}"),
     };
     format!("[This turn ended before its answer: {how}.]")

@@ -85,3 +85,38 @@ fn the_models_context_window_is_the_conversations_when_the_run_sets_none() {
         }
     )));
 }
+
+/// S13 (issue 15 item 1): the model's finish reason is the run's stop
+/// reason: cut at the output limit is completed / output_limit with the
+/// text kept; withheld by a filter is failed / content_filtered.
+#[test]
+fn the_models_finish_reason_is_the_runs_stop_reason() {
+    use agent_kernel::run::StopReason;
+    let env = env(r#"{"turns": [{"text": "An answer cut sh", "finish": "length"}]}"#);
+    let run = env.start("Go on.", RunConfig::default());
+    let record = env.settle(&run);
+    assert_eq!(record.status, RunStatus::Completed);
+    assert_eq!(record.stop_reason, Some(StopReason::OutputLimit));
+    assert_eq!(
+        env.block(env.runtime.output(&run)).unwrap().as_deref(),
+        Some("An answer cut sh")
+    );
+    let env = env_filtered();
+    let run = env.start("Say something else.", RunConfig::default());
+    let record = env.settle(&run);
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(
+        record.stop_reason,
+        Some(StopReason::ContentFiltered {
+            provider: "scripted".into()
+        })
+    );
+    // A plain answer is still completed / completed.
+    let env = common::env(r#"{"turns": [{"text": "Fine."}]}"#);
+    let run = env.start("Hi.", RunConfig::default());
+    assert_eq!(env.settle(&run).stop_reason, Some(StopReason::Completed));
+}
+
+fn env_filtered() -> Env {
+    common::env(r#"{"turns": [{"text": "", "finish": "content_filter"}]}"#)
+}

@@ -45,10 +45,11 @@ fn crash_sim_thousand_seeds_no_violations() {
         "crash-sim boundaries: {permissive} commits (permissive), {strict} (strict)"
     );
     assert!(
-        // 12 since a tool round makes two commits where it made four: its
+        // 11 since a tool round makes two commits where it made four: its
         // model request shares the batch of the previous round's outcome,
-        // and its response the batch of its first call (`running`, ...).
-        permissive >= 12 && strict > permissive,
+        // and its response the batch of its first call (`running`, ...);
+        // and a final answer ends the run in the same commit (S13).
+        permissive >= 11 && strict > permissive,
         "{permissive} {strict}"
     );
     assert!(

@@ -264,12 +264,24 @@ for (const format of FORMATS) {
       await send(page, 'Cut short.');
       await waitRunOf(page, 'Cut short.', ['completed', 'failed', 'interrupted']);
       let view = await runView(page);
-      // The supervisor keeps what arrived of a length-cut answer as the run's
-      // answer (it records no finish reason of its own): the run card shows it.
+      // A length-cut answer is the run's answer, and the run says it was cut
+      // (completed / output_limit); the run card shows both.
       assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+      assert.deepEqual(view.run.stop_reason, { reason: 'output_limit' });
       assert.equal(view.output, 'An answer cut sh');
       assert.equal(await page.locator('#run-output').textContent(), 'An answer cut sh');
       assert.match(await page.locator('#usage').textContent(), /Tokens: 73 /);
+      assert.match(await page.locator('#run-stop-reason').textContent(), /output_limit/);
+
+      // Withheld by the provider's filter: failed / content_filtered naming the provider.
+      const filtered = { openai: 'content_filter', gemini: 'SAFETY', anthropic: 'refusal' }[format];
+      server.reply({ text: '', finish: filtered, usage: { input: 9, output: 0 } });
+      await send(page, 'Something it will not answer.');
+      await waitRunOf(page, 'Something it will not answer.', ['completed', 'failed', 'interrupted']);
+      view = await runView(page);
+      assert.equal(view.run.status, 'failed', JSON.stringify(view.run));
+      assert.equal(view.run.stop_reason.reason, 'content_filtered');
+      assert.equal(view.run.stop_reason.provider, { openai: 'openai-compatible', gemini: 'gemini', anthropic: 'anthropic' }[format]);
 
       // Broken after two events: the round is repeated once, and only the whole answer is kept.
       let before = server.requests.length;

@@ -146,7 +146,11 @@ export type StopReason =
   | { reason: "effect_unknown"; call_id: string }
   | { reason: "runtime_error"; actor: string; message: string }
   /** The model provider stayed down past its retry bound (S13.2); Resume continues. */
-  | { reason: "provider_unavailable"; provider: string; message: string };
+  | { reason: "provider_unavailable"; provider: string; message: string }
+  /** Completed, but the answer was cut at the model's output limit. */
+  | { reason: "output_limit" }
+  /** Failed: the provider withheld the answer (a safety filter, a refusal). */
+  | { reason: "content_filtered"; provider: string };
 
 export interface Usage { tool_rounds: number; tool_calls: number; input_tokens: number; output_tokens: number; active_ms: number; }
 

@@ -39,6 +39,12 @@ pub(crate) fn reason_text(reason: &StopReason) -> String {
         StopReason::ProviderUnavailable { provider, message } => {
             format!("provider_unavailable ({provider}): {message}; resume when it is back")
         }
+        StopReason::OutputLimit => {
+            "output_limit: the answer was cut at the model's output limit".into()
+        }
+        StopReason::ContentFiltered { provider } => {
+            format!("content_filtered: {provider} withheld the answer")
+        }
     }
 }
 

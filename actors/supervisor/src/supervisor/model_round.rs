@@ -15,7 +15,7 @@ use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
 use super::{Msg, Supervisor, Watched};
 use crate::builtin;
 use crate::error::RunError;
-use crate::provider::{ModelRequest, collect_response};
+use crate::provider::{FinishReason, ModelRequest, collect_response};
 use crate::store::{RunEvent, Tx};
 use crate::transcript::{Message, Tail};
 
@@ -164,6 +164,14 @@ impl Supervisor {
             self.transcript_ref = blob;
             return Ok(());
         }
+        // A final answer: the run ends in the same commit as the answer,
+        // with the model's finish reason as its stop reason (S13).
+        let (status, reason) = final_status(response.finish.as_ref(), self.ctx.provider.name());
+        tx.run.output = Some(match text_blob {
+            Some(blob) => blob,
+            None => tx.blob(Vec::new()),
+        });
+        tx.status(status, Some(reason))?;
         self.commit_transcript(
             tx,
             transcript,
@@ -232,5 +240,23 @@ impl Supervisor {
         self.transcript_ref = blob;
         self.request_announced = announce;
         Ok(())
+    }
+}
+
+/// How a run ends on a final answer, by the model's finish reason: cut at
+/// the output limit is `completed` / `output_limit`; withheld by the
+/// provider is `failed` / `content_filtered`; anything else is `completed`.
+fn final_status(finish: Option<&FinishReason>, provider: &str) -> (RunStatus, StopReason) {
+    match finish {
+        Some(FinishReason::Length) => (RunStatus::Completed, StopReason::OutputLimit),
+        Some(FinishReason::ContentFilter) => (
+            RunStatus::Failed,
+            StopReason::ContentFiltered {
+                provider: provider.to_owned(),
+            },
+        ),
+        Some(FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_)) | None => {
+            (RunStatus::Completed, StopReason::Completed)
+        }
     }
 }
