@@ -42,6 +42,8 @@ use std::time::Duration;
 
 use agent_fetch::{CancelToken, FetchBackend, GATEWAY_FETCH_PATH, GatewayReply, GatewayRequest};
 use agent_kernel::host::Entropy;
+
+use crate::relay::{MAX_RELAY_BODY_BYTES, RELAY_PREFIX, Relay};
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
@@ -132,6 +134,8 @@ pub struct GatewayState {
     token: Arc<str>,
     allowed_origins: Arc<[String]>,
     allowed_hosts: Arc<[String]>,
+    /// The model providers relayed under [`crate::relay::RELAY_PREFIX`].
+    relay: Relay,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -230,7 +234,14 @@ impl GatewayState {
             token: Arc::from(token.into()),
             allowed_origins: allowed_origins.into(),
             allowed_hosts: allowed_hosts.into(),
+            relay: Relay::default(),
         }
+    }
+
+    /// Relay model requests to these providers ([`crate::relay`]).
+    pub fn with_relay(mut self, relay: Relay) -> Self {
+        self.relay = relay;
+        self
     }
 
     /// Also accept requests whose `Origin` is one of `origins` (a hosted
@@ -334,7 +345,61 @@ fn api(state: GatewayState) -> Router {
         .route(GATEWAY_FETCH_PATH, post(fetch).options(preflight))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), token_guard))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(relay_api(state))
+}
+
+/// The model relay's routes: the token in the header the provider's format
+/// carries its key in ([`crate::relay::relay_token`]).
+fn relay_api(state: GatewayState) -> Router {
+    Router::new()
+        .route(
+            &format!("{RELAY_PREFIX}/{{provider}}/{{*rest}}"),
+            post(crate::relay::forward).options(relay_preflight),
+        )
+        .layer(DefaultBodyLimit::max(MAX_RELAY_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            relay_token_guard,
+        ))
+        .with_state(state.relay)
+}
+
+/// [`token_guard`] for the relay: the token may come in any of the
+/// headers a provider's key goes in.
+async fn relay_token_guard(
+    State(state): State<GatewayState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let origin = request.headers().get(header::ORIGIN).cloned();
+    if request.method() != Method::OPTIONS {
+        let ok = crate::relay::relay_token(request.headers())
+            .is_some_and(|t| same_secret(t.as_bytes(), state.token.as_bytes()));
+        if !ok {
+            let mut resp = refuse(
+                StatusCode::UNAUTHORIZED,
+                "token_required",
+                "missing or wrong gateway token; send the token printed by agentrt serve where the provider's key would go",
+            );
+            with_cors(&mut resp, origin.as_ref());
+            return resp;
+        }
+    }
+    let mut resp = next.run(request).await;
+    with_cors(&mut resp, origin.as_ref());
+    resp
+}
+
+async fn relay_preflight() -> Response {
+    let mut resp = preflight().await;
+    resp.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, x-goog-api-key, x-api-key, anthropic-version, anthropic-dangerous-direct-browser-access",
+        ),
+    );
+    resp
 }
 
 /// The layers every route passes, outermost last: the Host/Origin guard,

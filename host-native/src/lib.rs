@@ -35,6 +35,7 @@ pub mod page;
 pub mod pause;
 pub mod private;
 pub mod process;
+pub mod relay;
 pub mod script_sandbox;
 pub mod sqlite;
 #[cfg(feature = "sim")]

@@ -172,6 +172,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             port,
             listen,
             allow_origins,
+            relays,
             www,
             pkg,
         } => {
@@ -179,7 +180,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 std::net::Ipv4Addr::LOCALHOST,
                 *port,
             )));
-            serve(&cli, listen, allow_origins, www.clone(), pkg.clone()).await
+            serve(
+                &cli,
+                listen,
+                allow_origins,
+                relays,
+                www.clone(),
+                pkg.clone(),
+            )
+            .await
         }
         Command::Runs => list_runs(&cli).await,
         Command::Show { run } => show(&cli, &parse_run_id(run)?).await,
@@ -440,15 +449,22 @@ async fn serve(
     cli: &Cli,
     listen: std::net::SocketAddr,
     allow_origins: &[String],
+    relays: &[String],
     www: Option<PathBuf>,
     pkg: Option<PathBuf>,
 ) -> anyhow::Result<u8> {
-    use agent_host_native::{gateway, page};
+    use agent_host_native::{gateway, page, relay};
     let allowed = allow_origins
         .iter()
         .map(|o| gateway::AllowedOrigin::parse(o).map_err(|e| usage(e.to_string())))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let listen = gateway::ListenAddress::check(listen).map_err(|e| usage(e.to_string()))?;
+    let relay = relays
+        .iter()
+        .map(|spec| relay::RelayTarget::parse(spec, |var| std::env::var(var).ok()))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(relay::Relay::new)
+        .map_err(|e| usage(e.to_string()))?;
     let config = load_config(cli)?;
     let executor: Arc<dyn agent_kernel::host::Executor> =
         Arc::new(TokioExecutor::current().ok_or_else(|| anyhow!("no async runtime"))?);
@@ -492,7 +508,8 @@ async fn serve(
     let token = gateway::random_token(&entropy);
     let origin = gateway::page_origin(addr);
     let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()])
-        .also_allowing(&allowed);
+        .also_allowing(&allowed)
+        .with_relay(relay.clone());
     let page_url = dirs
         .as_ref()
         .map(|_| format!("{origin}/#gateway-token={token}"));
@@ -500,12 +517,19 @@ async fn serve(
         println!(
             "{}",
             serde_json::json!({"event": "listening", "url": origin, "token": token, "page": page_url,
-                "allowed_origins": allowed.iter().map(|o| o.as_str()).collect::<Vec<_>>()})
+                "allowed_origins": allowed.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
+                "relay": relay.providers()})
         );
     } else {
         println!("gateway listening on {origin}");
         for o in &allowed {
             println!("also allowing pages of {}", o.as_str());
+        }
+        for p in relay.providers() {
+            println!(
+                "relaying {p} model requests at {origin}{}/{p} (the page sends the token as its key)",
+                relay::RELAY_PREFIX
+            );
         }
         println!("token: {token}");
         match (&page_url, &dirs) {

@@ -182,6 +182,12 @@ pub(crate) enum Command {
         /// origin, e.g. https://chat.example (repeatable; no wildcards).
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allow_origins: Vec<String>,
+        /// Relay the page's model requests to this provider (repeatable):
+        /// PROVIDER or PROVIDER=BASE_URL; the key comes from the server's
+        /// environment (OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY)
+        /// and the page sends the gateway token in its place.
+        #[arg(long = "relay", value_name = "PROVIDER[=URL]")]
+        relays: Vec<String>,
         /// The demo page's directory, served at `/` (default: $AGENTRT_WWW,
         /// else host-browser/www of the checkout).
         #[arg(long, value_name = "DIR")]
