@@ -313,3 +313,34 @@ async fn s12_bad_history_mode_system_and_context_window_start_nothing() {
     .await;
     assert_eq!(ending(&view), "completed", "{view}");
 }
+
+/// S13.1, S9.1 (issue 15 item 2): a model that does not call tools cannot
+/// start an Agent run from the page (`invalid_config`, nothing started) and
+/// can chat.
+#[wasm_bindgen_test]
+async fn s13_1_a_model_without_tools_chats_but_cannot_run_an_agent() {
+    let rt = runtime(json!({
+        "turns": [{ "text": "Hello." }],
+        "capabilities": { "tool_calling": false },
+    }))
+    .await;
+    let refused =
+        JsFuture::from(rt.start_run("no-tools".into(), "do things".into(), js(&json!({}))))
+            .await
+            .expect_err("an Agent run is refused");
+    assert_eq!(code_of(&refused), "invalid_config");
+    let message = js_sys::Reflect::get(&refused, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .unwrap_or_default();
+    assert!(message.contains("does not call tools"), "{message}");
+    let runs = rust(
+        JsFuture::from(rt.list_runs(Some("no-tools".into())))
+            .await
+            .expect("listed"),
+    );
+    assert_eq!(runs, json!([]), "nothing was started");
+    let view = run_with(&rt, "no-tools", json!({ "mode": "chat" })).await;
+    assert_eq!(view["run"]["status"], "completed", "{view}");
+    assert_eq!(view["output"], "Hello.");
+}
