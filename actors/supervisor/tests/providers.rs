@@ -19,6 +19,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use agent_kernel::host::{Clock, ManualClock};
@@ -232,6 +233,24 @@ async fn answer(
             return status(503, Some("10"));
         }
         "malformed" => return stream_response(Body::from("data: {not json\n\n")),
+        // Accepts the request and never answers.
+        "silent" => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return status(500, None);
+        }
+        // Answers, streams the start of the answer, then stalls for good.
+        "stall" => {
+            let first = if format == "gemini" {
+                gemini_stream("partial", 0)
+            } else {
+                anthropic_stream("partial", 0)
+            };
+            let head = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(
+                first.unwrap_or_default(),
+            ))]);
+            let forever = futures::stream::pending::<Result<Bytes, std::io::Error>>();
+            return stream_response(Body::from_stream(head.chain(forever)));
+        }
         _ => {}
     }
     let mode = match mode.as_str() {
@@ -662,6 +681,7 @@ async fn the_retry_bound_in_time_is_held_at_below_and_above() {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             max_elapsed: Duration::from_secs(bound_s),
+            ..RetryPolicy::default()
         };
         let p = provider_with(&base, format, "outage", clock.clone(), retry);
         let e = ask(&*p).await.expect_err("down the whole time");
@@ -685,6 +705,7 @@ fn backoff_doubles_with_jitter_in_its_upper_half_and_honours_retry_after() {
         initial_backoff: Duration::from_secs(1),
         max_backoff: Duration::from_secs(8),
         max_elapsed: Duration::from_secs(60),
+        ..RetryPolicy::default()
     };
     for (n, full) in [(0, 1), (1, 2), (2, 4), (3, 8), (4, 8), (9, 8)] {
         let full = Duration::from_secs(full);
@@ -727,6 +748,7 @@ async fn an_outage_interrupts_the_run_and_resume_completes_it_but_a_401_fails() 
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             max_elapsed: Duration::from_secs(30),
+            ..RetryPolicy::default()
         };
         // Backoff sleeps pass at once on their own clock.
         let p = provider_with(&base, format, "outage", recording_clock(), retry);
@@ -811,4 +833,37 @@ async fn an_outage_interrupts_the_run_and_resume_completes_it_but_a_401_fails() 
             1
         );
     }
+}
+
+/// S13.2: natively, a provider that accepts a request and never answers,
+/// or stalls in the middle of its answer, is a transport failure after the
+/// idle timeout, not a hang: retried before the answer, then an outage
+/// (which interrupts the run); a stalled answer is a disconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_or_stalled_provider_times_out_instead_of_hanging() {
+    let (base, server) = start_server().await;
+    let retry = RetryPolicy {
+        max_retries: 1,
+        idle_timeout: Duration::from_millis(300),
+        ..RetryPolicy::default()
+    };
+    for format in FORMATS {
+        let started = std::time::Instant::now();
+        let p = provider_with(&base, format, "silent", recording_clock(), retry);
+        let e = ask(&*p).await.expect_err("never answers");
+        assert!(
+            matches!(e, ProviderError::Transport { attempts: 2, .. }),
+            "{format}: {e}"
+        );
+        assert!(e.is_outage(), "{format}: {e}");
+        let p = provider_with(&base, format, "stall", recording_clock(), retry);
+        let e = ask(&*p).await.expect_err("stalls");
+        assert!(e.round_may_repeat() && e.is_outage(), "{format}: {e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{format}: {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(server.hits.lock().unwrap()["gemini/silent"], 2);
 }

@@ -36,6 +36,11 @@ pub struct RetryPolicy {
     /// No retry is started whose wait would end later than this after the
     /// first attempt: the time an outage may take from the run.
     pub max_elapsed: Duration,
+    /// Natively, a connection that makes no progress (no answer, or a
+    /// stream that stalls) for this long is a transport failure: before
+    /// the answer it is retried, during it the round is repeated (then an
+    /// outage). In a page the browser's own fetch rules apply.
+    pub idle_timeout: Duration,
 }
 
 /// The most retries a configuration may ask for.
@@ -48,6 +53,7 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             max_elapsed: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -124,8 +130,21 @@ impl ModelHttp {
                 retry.max_retries
             )));
         }
+        if retry.idle_timeout.is_zero() {
+            return Err(ProviderError::Config(
+                "idle_timeout must be more than zero".into(),
+            ));
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let client = reqwest::Client::builder()
+            .connect_timeout(retry.idle_timeout.min(Duration::from_secs(10)))
+            .read_timeout(retry.idle_timeout)
+            .build()
+            .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))?;
+        #[cfg(target_arch = "wasm32")]
+        let client = reqwest::Client::new();
         Ok(Self {
-            client: reqwest::Client::new(),
+            client,
             clock,
             retry,
         })
