@@ -536,7 +536,8 @@ fn add_security_headers(resp: &mut Response) {
     );
 }
 
-fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
+/// A gateway refusal: `{ error, message }` with `status`.
+pub(crate) fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
     let body = serde_json::json!({ "error": code, "message": message });
     (status, Json(body)).into_response()
 }
@@ -546,7 +547,8 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+/// The token of an `Authorization: Bearer <token>` header.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())

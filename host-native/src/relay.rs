@@ -24,7 +24,9 @@ use agent_supervisor::ProviderKind;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+
+use crate::gateway::{bearer, refuse};
 
 /// The path every relayed request starts with.
 pub const RELAY_PREFIX: &str = "/v1/relay";
@@ -164,11 +166,6 @@ fn streaming_endpoint(kind: ProviderKind, rest: &str) -> bool {
     }
 }
 
-fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = serde_json::json!({ "error": code, "message": message });
-    (status, axum::Json(body)).into_response()
-}
-
 /// Forward one model request (the route's handler; the gateway's guards
 /// have run).
 pub async fn forward(
@@ -269,13 +266,8 @@ pub async fn forward(
 /// The token a relayed request carries in place of the provider's key: in
 /// the header its format puts the key in.
 pub fn relay_token(headers: &HeaderMap) -> Option<&str> {
-    if let Some(v) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        && let Some((scheme, token)) = v.split_once(' ')
-        && scheme.eq_ignore_ascii_case("bearer")
-    {
-        return Some(token.trim());
+    if let Some(token) = bearer(headers) {
+        return Some(token);
     }
     ["x-goog-api-key", "x-api-key"]
         .iter()
