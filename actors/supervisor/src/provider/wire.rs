@@ -3,7 +3,9 @@
 //! format's [`WireDecoder`], and the [`Answer`] a decoder assembles (tool
 //! calls by index from fragments split anywhere, usage, the finish reason),
 //! emitted whole only when the answer is complete. A stream that ends
-//! early is `Disconnected`, so nothing partial is ever used.
+//! early is `Disconnected`, so nothing partial is ever used. A response
+//! body longer than [`MAX_ANSWER_BYTES`] is refused and its reading stops,
+//! so a server that never ends its answer cannot grow memory without bound.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -15,6 +17,9 @@ use super::http::ByteStream;
 use super::sse::SseDecoder;
 use super::{FinishReason, ModelEvent, ModelStream, ModelUsage, ProviderError};
 use crate::transcript::AssistantToolCall;
+
+/// The most bytes of one response body read ([`event_stream`]).
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// What a decoder says after one data payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +122,9 @@ struct Reading<D> {
     out: VecDeque<Result<ModelEvent, ProviderError>>,
     /// Data payloads read, for the `Disconnected` message.
     payloads: usize,
+    /// Body bytes read so far, and the most allowed.
+    read: usize,
+    max_bytes: usize,
     closed: bool,
 }
 
@@ -136,6 +144,13 @@ impl<D: WireDecoder> Reading<D> {
     }
 
     fn on_bytes(&mut self, bytes: &[u8]) {
+        self.read = self.read.saturating_add(bytes.len());
+        if self.read > self.max_bytes {
+            let e = ProviderError::Malformed {
+                detail: format!("the answer is longer than {} bytes", self.max_bytes),
+            };
+            return self.emit(Err(e), VecDeque::new());
+        }
         let payloads = match self.sse.push(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -175,12 +190,23 @@ impl<D: WireDecoder> Reading<D> {
 
 /// The model events of a streaming response body read by `decoder`.
 pub fn event_stream<D: WireDecoder>(body: ByteStream, decoder: D) -> ModelStream {
+    bounded_event_stream(body, decoder, MAX_ANSWER_BYTES)
+}
+
+/// [`event_stream`] with `max_bytes` instead of [`MAX_ANSWER_BYTES`].
+fn bounded_event_stream<D: WireDecoder>(
+    body: ByteStream,
+    decoder: D,
+    max_bytes: usize,
+) -> ModelStream {
     let reading = Reading {
         body,
         sse: SseDecoder::new(),
         decoder,
         out: VecDeque::new(),
         payloads: 0,
+        read: 0,
+        max_bytes,
         closed: false,
     };
     Box::pin(futures::stream::unfold(reading, |mut r| async move {
@@ -197,4 +223,61 @@ pub fn event_stream<D: WireDecoder>(body: ByteStream, decoder: D) -> ModelStream
             }
         }
     }))
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    /// Text deltas as they come; complete on `[DONE]`.
+    struct Echo;
+
+    impl WireDecoder for Echo {
+        fn on_data(
+            &mut self,
+            data: &str,
+            out: &mut VecDeque<ModelEvent>,
+        ) -> Result<Step, ProviderError> {
+            if data == "[DONE]" {
+                out.push_back(ModelEvent::Finish(FinishReason::Stop));
+                return Ok(Step::Done);
+            }
+            out.push_back(ModelEvent::TextDelta(data.to_owned()));
+            Ok(Step::More)
+        }
+        fn on_end(&mut self, _: &mut VecDeque<ModelEvent>) -> Result<(), ProviderError> {
+            Err(ProviderError::Disconnected { events: 0 })
+        }
+    }
+
+    fn read_all(body: &'static [u8], max: usize) -> Vec<Result<ModelEvent, ProviderError>> {
+        let chunks: Vec<Result<bytes::Bytes, reqwest::Error>> = body
+            .chunks(5)
+            .map(|c| Ok(bytes::Bytes::from_static(c)))
+            .collect();
+        let stream = bounded_event_stream(Box::pin(futures::stream::iter(chunks)), Echo, max);
+        futures::executor::block_on(stream.collect())
+    }
+
+    #[test]
+    fn a_body_is_read_up_to_its_bound_and_refused_past_it() {
+        const BODY: &[u8] = b"data: hello\n\ndata: [DONE]\n\n";
+        for max in [BODY.len(), BODY.len() + 1] {
+            let events = read_all(BODY, max);
+            assert!(events.iter().all(Result::is_ok), "{max}: {events:?}");
+            assert_eq!(
+                events.last(),
+                Some(&Ok(ModelEvent::Finish(FinishReason::Stop)))
+            );
+        }
+        let events = read_all(BODY, BODY.len() - 1);
+        assert!(
+            matches!(events.last(), Some(Err(ProviderError::Malformed { .. }))),
+            "{events:?}"
+        );
+        assert!(
+            !events.contains(&Ok(ModelEvent::Finish(FinishReason::Stop))),
+            "nothing past the bound is read"
+        );
+    }
 }
