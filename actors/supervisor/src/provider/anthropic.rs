@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use agent_kernel::host::Clock;
 
 use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
-use super::http::{ModelHttp, RetryPolicy, check_base_url};
+use super::http::{EndpointConfig, ModelHttp, check_base_url};
 use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
 use crate::transcript::Message;
@@ -29,38 +29,10 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` is required by the API; this is sent when the run sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 8_192;
 
-/// Where and how to reach the Messages API.
-#[derive(Clone)]
-pub struct AnthropicConfig {
-    /// For example [`ANTHROPIC_BASE_URL`]; `/messages` is appended.
-    pub base_url: String,
-    /// Sent as `x-api-key` when present. Never logged.
-    pub api_key: Option<String>,
-    pub retry: RetryPolicy,
-    /// What the host says its model can do, over the built-in table.
-    pub capabilities: CapabilityOverrides,
-}
-
-impl std::fmt::Debug for AnthropicConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("retry", &self.retry)
-            .finish()
-    }
-}
-
-impl AnthropicConfig {
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            api_key: None,
-            retry: RetryPolicy::default(),
-            capabilities: CapabilityOverrides::default(),
-        }
-    }
-}
+/// Where and how to reach the Messages API: the base URL (for example
+/// [`ANTHROPIC_BASE_URL`]; `/messages` is appended) and the key, sent as
+/// `x-api-key`.
+pub type AnthropicConfig = EndpointConfig;
 
 /// The Messages provider.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use agent_kernel::host::Clock;
 
 use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
-use super::http::{ModelHttp, RetryPolicy, check_base_url};
+use super::http::{EndpointConfig, ModelHttp, check_base_url};
 use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
 use crate::transcript::Message;
@@ -27,38 +27,10 @@ pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1b
 /// not sent back (Gemini matches such responses by name and order).
 const LOCAL_ID_PREFIX: &str = "gemini-local-";
 
-/// Where and how to reach Gemini.
-#[derive(Clone)]
-pub struct GeminiConfig {
-    /// For example [`GEMINI_BASE_URL`]; `/models/<model>:streamGenerateContent?alt=sse` is appended.
-    pub base_url: String,
-    /// Sent as `x-goog-api-key` when present. Never logged.
-    pub api_key: Option<String>,
-    pub retry: RetryPolicy,
-    /// What the host says its model can do, over the built-in table.
-    pub capabilities: CapabilityOverrides,
-}
-
-impl std::fmt::Debug for GeminiConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GeminiConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("retry", &self.retry)
-            .finish()
-    }
-}
-
-impl GeminiConfig {
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            api_key: None,
-            retry: RetryPolicy::default(),
-            capabilities: CapabilityOverrides::default(),
-        }
-    }
-}
+/// Where and how to reach Gemini: the base URL (for example
+/// [`GEMINI_BASE_URL`]; `/models/<model>:streamGenerateContent?alt=sse` is
+/// appended) and the key, sent as `x-goog-api-key`.
+pub type GeminiConfig = EndpointConfig;
 
 /// The Gemini provider.
 #[derive(Debug)]

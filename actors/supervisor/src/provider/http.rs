@@ -17,6 +17,7 @@ use serde_json::Value;
 use agent_kernel::host::Clock;
 
 use super::ProviderError;
+use super::capabilities::CapabilityOverrides;
 
 /// The response body as it arrives.
 #[cfg(not(target_arch = "wasm32"))]
@@ -86,6 +87,39 @@ fn jitter_fraction(wall_ms: u64, attempt: u32) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Where and how to reach a remote model: its endpoint's base URL, the key
+/// (sent in the format's own header; never logged), the retry policy and
+/// what the host says its model can do over the built-in table.
+#[derive(Clone)]
+pub struct EndpointConfig {
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub retry: RetryPolicy,
+    pub capabilities: CapabilityOverrides,
+}
+
+impl std::fmt::Debug for EndpointConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .field("capabilities", &self.capabilities)
+            .finish()
+    }
+}
+
+impl EndpointConfig {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            retry: RetryPolicy::default(),
+            capabilities: CapabilityOverrides::default(),
+        }
+    }
 }
 
 /// Check a provider's base URL: absolute, http or https. Returns it
