@@ -1,6 +1,7 @@
 //! The tokio test host, written once: what a native test of any crate needs
 //! from a host to run actors (spawning on the test's tokio runtime, real
-//! time) and a whole in-memory [`Host`] built from them. The production
+//! time), a whole in-memory [`Host`] built from them, and a
+//! [`RecordingClock`] whose sleeps pass at once. The production
 //! hosts are `agent-host-native` (SQLite, tokio) and `agent-host-browser`
 //! (IndexedDB, the page's event loop); crates below them cannot use those
 //! in their own tests, so they use this. Never shipped (`publish = false`),
@@ -94,6 +95,39 @@ pub fn memory_host(clock: Arc<dyn Clock>, seed: u64) -> Host {
         lifecycle: Lifecycle::new(),
         durable: false,
     }
+}
+
+/// A clock whose sleeps complete at once, moving its time forward and
+/// recording how long each was: for backoff and retry bounds without
+/// waiting. Tests read [`RecordingClock::sleeps`].
+pub struct RecordingClock {
+    inner: agent_kernel::host::ManualClock,
+    /// Every sleep asked for, in order.
+    pub sleeps: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl Clock for RecordingClock {
+    fn wall_ms(&self) -> u64 {
+        self.inner.wall_ms()
+    }
+    fn monotonic(&self) -> Duration {
+        self.inner.monotonic()
+    }
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        if let Ok(mut sleeps) = self.sleeps.lock() {
+            sleeps.push(duration);
+        }
+        self.inner.advance(duration);
+        Box::pin(async {})
+    }
+}
+
+/// A [`RecordingClock`] at 2026-01-01.
+pub fn recording_clock() -> Arc<RecordingClock> {
+    Arc::new(RecordingClock {
+        inner: agent_kernel::host::ManualClock::new(1_767_225_600_000),
+        sleeps: std::sync::Mutex::new(Vec::new()),
+    })
 }
 
 #[cfg(test)]

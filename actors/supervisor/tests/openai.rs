@@ -18,9 +18,8 @@ use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use agent_kernel::host::{Clock, ManualClock};
+use agent_kernel::host::ManualClock;
 use agent_kernel::ids::{OwnerId, SessionId};
-use agent_kernel::maybe_send::BoxFuture;
 use agent_kernel::run::RunStatus;
 use agent_supervisor::provider::{
     FinishReason, ModelEvent, ModelProvider, ModelRequest, collect_response,
@@ -190,32 +189,7 @@ async fn start_server() -> (String, Arc<Server>) {
     (format!("http://{addr}"), server)
 }
 
-/// A clock whose sleeps complete at once, moving time and recording how long.
-struct RecordingClock {
-    inner: ManualClock,
-    sleeps: Mutex<Vec<Duration>>,
-}
-
-impl Clock for RecordingClock {
-    fn wall_ms(&self) -> u64 {
-        self.inner.wall_ms()
-    }
-    fn monotonic(&self) -> Duration {
-        self.inner.monotonic()
-    }
-    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
-        self.sleeps.lock().unwrap().push(duration);
-        self.inner.advance(duration);
-        Box::pin(async {})
-    }
-}
-
-fn recording_clock() -> Arc<RecordingClock> {
-    Arc::new(RecordingClock {
-        inner: ManualClock::new(1_767_225_600_000),
-        sleeps: Mutex::new(Vec::new()),
-    })
-}
+use agent_test_support::{RecordingClock, recording_clock};
 
 fn provider(base: &str, mode: &str, clock: Arc<RecordingClock>) -> OpenAiProvider {
     let mut config = OpenAiConfig::new(format!("{base}/{mode}/v1"));
