@@ -344,3 +344,56 @@ async fn s13_1_a_model_without_tools_chats_but_cannot_run_an_agent() {
     assert_eq!(view["run"]["status"], "completed", "{view}");
     assert_eq!(view["output"], "Hello.");
 }
+
+/// S13.3: a run chooses a provider by the name `models` gave it; the run
+/// keeps only the name. An unknown name starts nothing, and a malformed
+/// name refuses the runtime.
+#[wasm_bindgen_test]
+async fn s13_3_a_run_chooses_a_named_provider_and_an_unknown_name_starts_nothing() {
+    let rt = AgentRuntime::open(js(&json!({
+        "storage": "memory",
+        "model": { "provider": "scripted", "scenario": { "turns": [{ "text": "from the default" }] } },
+        "models": {
+            "second": { "provider": "scripted", "scenario": { "turns": [{ "text": "from the second" }] } },
+        },
+    })))
+    .await
+    .expect("created");
+    let view = run_with(&rt, "named", json!({ "model": { "provider": "second" } })).await;
+    assert_eq!(view["run"]["status"], "completed", "{view}");
+    assert_eq!(view["output"], "from the second");
+    let view = run_with(&rt, "named", json!({})).await;
+    assert_eq!(view["output"], "from the default", "{view}");
+
+    let refused = JsFuture::from(rt.start_run(
+        "unknown".into(),
+        "hi".into(),
+        js(&json!({ "model": { "provider": "third" } })),
+    ))
+    .await
+    .expect_err("an unknown provider is refused");
+    assert_eq!(code_of(&refused), "invalid_config");
+    // Named with a model of its own: the supervisor's check, same code.
+    let refused = JsFuture::from(rt.start_run(
+        "unknown".into(),
+        "hi".into(),
+        js(&json!({ "model": { "provider": "third", "model": "m" } })),
+    ))
+    .await
+    .expect_err("an unknown provider is refused");
+    assert_eq!(code_of(&refused), "invalid_config");
+    let runs = rust(
+        JsFuture::from(rt.list_runs(Some("unknown".into())))
+            .await
+            .expect("listed"),
+    );
+    assert_eq!(runs, json!([]), "nothing was started");
+
+    let bad = AgentRuntime::open(js(&json!({
+        "storage": "memory",
+        "model": { "provider": "scripted", "scenario": { "turns": [{ "text": "x" }] } },
+        "models": { "not a name": { "provider": "scripted", "scenario": { "turns": [{ "text": "x" }] } } },
+    })))
+    .await;
+    assert_eq!(code_of(&bad.err().expect("refused")), "invalid_config");
+}

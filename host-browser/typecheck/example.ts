@@ -137,6 +137,11 @@ function onEvent(runtime: AgentRuntime, event: RuntimeEvent): void {
     case "session":
       console.log(`session ${event.session} is ${event.kind} (${event.owner})`);
       return;
+    case "tool_progress": {
+      const { progress, total, message } = event.progress;
+      console.log(`${event.runId} ${event.tool} (${event.callId}): ${progress}${total === undefined ? "" : `/${total}`} ${message ?? ""}`);
+      return;
+    }
     default:
       return unreachable(event);
   }
@@ -191,8 +196,13 @@ export async function main(file: Blob): Promise<void> {
     leaseTtlMs: 30_000,
     alwaysOnPlugins: ["tickets"],
   };
-  const openai: RuntimeConfig = { model: { provider: "openai", baseUrl: "http://127.0.0.1:11434/v1", model: "small", apiKey: "k" } };
+  const openai: RuntimeConfig = {
+    model: { provider: "openai", baseUrl: "http://127.0.0.1:11434/v1", model: "small", apiKey: "k" },
+    models: { careful: { provider: "anthropic", model: "claude-sonnet-4-5", apiKey: "k2" } },
+  };
   void openai;
+  const careful: RunOptions = { model: { provider: "careful" } };
+  void careful;
 
   const runtime: AgentRuntime = await AgentRuntime.create(config);
   console.log(`durable ${runtime.durable}, owner ${runtime.owner}, locks ${runtime.lockBackend}, recovered ${runtime.recoveredRuns().join(", ")}`);

@@ -33,6 +33,10 @@ pub const AGENT_SYSTEM_PROMPT: &str = include_str!("../prompts/agent-system-v1.m
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSettings {
     pub model: String,
+    /// A provider the host configured by name beside its default (S13.3);
+    /// None: the default. Only the name is stored, never an endpoint or key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     /// Replaces the default Agent system prompt. Stored only in the run's
     /// config blob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +66,7 @@ impl Default for ModelSettings {
     fn default() -> Self {
         Self {
             model: "default".into(),
+            provider: None,
             system_prompt: None,
             system_extension: None,
             temperature: None,

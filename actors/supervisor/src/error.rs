@@ -63,4 +63,9 @@ pub enum RunError {
         "model {model} does not call tools, so it cannot run in {mode} mode; start a chat run instead"
     )]
     ModelWithoutTools { model: String, mode: &'static str },
+    /// The run names a model provider the host did not configure (S13.3).
+    #[error(
+        "no model provider named {name:?} is configured in this runtime; configure it first or start the run without one"
+    )]
+    UnknownProvider { name: String },
 }

@@ -278,7 +278,14 @@ impl Runtime {
         config.validate()?;
         // What the model can do decides what the run may be (S13.1, S9.1)
         // and, unless the run says otherwise, its context window.
-        let capabilities = self.inner.ctx.provider.capabilities(&config.model.model);
+        let provider = crate::provider::set::resolve(
+            &self.inner.ctx.provider,
+            config.model.provider.as_deref(),
+        )
+        .map_err(|_| RunError::UnknownProvider {
+            name: config.model.provider.clone().unwrap_or_default(),
+        })?;
+        let capabilities = provider.capabilities(&config.model.model);
         if !capabilities.tool_calling && config.mode != RunMode::Chat {
             return Err(RunError::ModelWithoutTools {
                 model: config.model.model.clone(),

@@ -3,7 +3,7 @@
 //! the model provider, the default run configuration, budgets, and the
 //! page's secrets.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use agent_capabilities::ApprovalMode;
@@ -13,6 +13,7 @@ use agent_kernel::memory::MemoryStorage;
 use agent_kernel::run::RunMode;
 use agent_supervisor::conversation::{HistoryMessage, validate_history};
 use agent_supervisor::provider::capabilities::CapabilityOverrides;
+use agent_supervisor::provider::set::{NamedProvider, ProviderSet};
 use agent_supervisor::{
     ModelProvider, ProviderKind, RemoteModel, RunConfig, Scenario, ScriptedProvider,
 };
@@ -54,6 +55,14 @@ pub(crate) struct RemoteModelConfig {
 }
 
 impl ModelConfig {
+    /// The model a run of this provider uses unless it names another.
+    fn model_name(&self) -> &str {
+        match self.remote() {
+            Some((_, remote)) => &remote.model,
+            None => "scripted",
+        }
+    }
+
     /// The remote model's kind and settings, unless it is scripted.
     fn remote(&self) -> Option<(ProviderKind, &RemoteModelConfig)> {
         match self {
@@ -89,6 +98,10 @@ pub(crate) struct RuntimeConfig {
     pub(crate) storage: Option<String>,
     #[serde(default)]
     pub(crate) model: Option<ModelConfig>,
+    /// Providers a run may choose by name (`startRun`'s `model.provider`),
+    /// each like `model`; keys stay in this tab's memory (S13.3).
+    #[serde(default)]
+    pub(crate) models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
     pub(crate) gateway: Option<GatewayConfig>,
     #[serde(default)]
@@ -177,6 +190,7 @@ fn run_history(history: Value) -> Result<Vec<HistoryMessage>, JsValue> {
 /// a refused option starts nothing.
 pub(crate) fn run_config_for(
     defaults: &RunConfig,
+    named_models: &BTreeMap<String, String>,
     options: RunOptions,
 ) -> Result<RunConfig, JsValue> {
     let mut config = defaults.clone();
@@ -194,7 +208,21 @@ pub(crate) fn run_config_for(
             .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("skill: {e}")))?;
         config.skill = Some(skill.applied());
     }
-    if let Some(model) = options.model {
+    if let Some(mut model) = options.model {
+        // A run that chooses a named provider and no model gets that
+        // provider's model, not the default provider's.
+        if let Some(o) = model.as_object_mut()
+            && !o.contains_key("model")
+            && let Some(name) = o.get("provider").and_then(Value::as_str)
+        {
+            let default_model = named_models.get(name).ok_or_else(|| {
+                js_error(
+                    ErrorCode::InvalidConfig,
+                    format!("model.provider: no provider named {name:?} was given in `models` when the runtime was created"),
+                )
+            })?;
+            o.insert("model".into(), Value::String(default_model.clone()));
+        }
         let mut merged = serde_json::to_value(&config.model)
             .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
         if let (Some(m), Some(o)) = (merged.as_object_mut(), model.as_object()) {
@@ -292,23 +320,66 @@ pub(crate) async fn open_storage(
     }
 }
 
+/// The runtime's provider: `model`, with the `models` a run may choose by
+/// name beside it.
 pub(crate) fn provider(
     config: &RuntimeConfig,
     clock: Arc<dyn Clock>,
 ) -> Result<Arc<dyn ModelProvider>, JsValue> {
-    match &config.model {
-        None => Err(js_error(
-            ErrorCode::InvalidConfig,
-            "model is required: { provider: \"scripted\", scenario } or { provider: \"openai\", baseUrl, model }",
-        )),
-        Some(ModelConfig::Scripted { scenario }) => {
-            let scenario = Scenario::from_json(&scenario.to_string())
-                .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model.scenario: {e}")))?;
+    let default = match &config.model {
+        None => {
+            return Err(js_error(
+                ErrorCode::InvalidConfig,
+                "model is required: { provider: \"scripted\", scenario } or { provider: \"openai\", baseUrl, model }",
+            ));
+        }
+        Some(model) => one_provider(model, "model", clock.clone())?,
+    };
+    if config.models.is_empty() {
+        return Ok(default);
+    }
+    let mut named = BTreeMap::new();
+    for (name, model) in &config.models {
+        named.insert(
+            name.clone(),
+            NamedProvider {
+                provider: one_provider(model, &format!("models.{name}"), clock.clone())?,
+                default_model: model.model_name().to_owned(),
+            },
+        );
+    }
+    let set = ProviderSet::new(default, named)
+        .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("models: {e}")))?;
+    Ok(Arc::new(set))
+}
+
+/// The model each name of `models` runs by default.
+pub(crate) fn named_models(config: &RuntimeConfig) -> BTreeMap<String, String> {
+    config
+        .models
+        .iter()
+        .map(|(name, m)| (name.clone(), m.model_name().to_owned()))
+        .collect()
+}
+
+fn one_provider(
+    model: &ModelConfig,
+    field: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn ModelProvider>, JsValue> {
+    match model {
+        ModelConfig::Scripted { scenario } => {
+            let scenario = Scenario::from_json(&scenario.to_string()).map_err(|e| {
+                js_error(ErrorCode::InvalidConfig, format!("{field}.scenario: {e}"))
+            })?;
             Ok(Arc::new(ScriptedProvider::new(scenario, clock)))
         }
-        Some(other) => {
+        other => {
             let Some((kind, c)) = other.remote() else {
-                return Err(js_error(ErrorCode::InvalidConfig, "model: no provider"));
+                return Err(js_error(
+                    ErrorCode::InvalidConfig,
+                    format!("{field}: no provider"),
+                ));
             };
             RemoteModel {
                 kind,
@@ -317,7 +388,7 @@ pub(crate) fn provider(
                 capabilities: c.capabilities,
             }
             .provider(clock)
-            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("model: {e}")))
+            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("{field}: {e}")))
         }
     }
 }

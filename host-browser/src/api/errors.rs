@@ -97,7 +97,9 @@ pub fn run_error_code(e: &RunError) -> ErrorCode {
         RunError::DecisionPending { .. } => ErrorCode::DecisionPending,
         RunError::Busy { .. } => ErrorCode::RunBusy,
         RunError::Transition(_) => ErrorCode::InvalidTransition,
-        RunError::Config(_) | RunError::ModelWithoutTools { .. } => ErrorCode::InvalidConfig,
+        RunError::Config(_)
+        | RunError::ModelWithoutTools { .. }
+        | RunError::UnknownProvider { .. } => ErrorCode::InvalidConfig,
         RunError::Storage(s) => storage_code(s),
         RunError::Lease(l) => lease_code(l),
         RunError::Id(_) => ErrorCode::InvalidArgument,

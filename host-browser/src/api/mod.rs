@@ -43,8 +43,8 @@ use crate::platform::{self, BrowserClock, BrowserEntropy, BrowserExecutor};
 use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
 use crate::worker::ScriptWorker;
 use config::{
-    PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, open_storage,
-    provider, run_config, run_config_for,
+    PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, named_models,
+    open_storage, provider, run_config, run_config_for,
 };
 use errors::{assembly_error, from_js, run_error, run_id, session_id, to_js};
 use hold::Hold;
@@ -70,6 +70,8 @@ struct Inner {
     holds: RefCell<HashMap<SessionId, Hold>>,
     sessions: RefCell<HashMap<RunId, SessionId>>,
     defaults: RunConfig,
+    /// The model each provider name of `models` runs by default.
+    named_models: std::collections::BTreeMap<String, String>,
     recovered: RefCell<Vec<String>>,
     _page: PageEvents,
     closed: Cell<bool>,
@@ -168,6 +170,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
     let entropy: Arc<dyn Entropy> =
         Arc::new(BrowserEntropy::new().map_err(|e| js_error(ErrorCode::Unavailable, e))?);
     let defaults = run_config(&config)?;
+    let named_models = named_models(&config);
     check_plugins(&config)?;
     let provider = provider(&config, clock.clone())?;
     let (storage, idb, durable) = open_storage(&config).await?;
@@ -200,6 +203,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         holds: RefCell::new(HashMap::new()),
         sessions: RefCell::new(HashMap::new()),
         defaults,
+        named_models,
         recovered: RefCell::new(Vec::new()),
         _page: page,
         closed: Cell::new(false),
@@ -322,7 +326,7 @@ impl AgentRuntime {
             } else {
                 from_js(options, "run options")?
             };
-            let config = run_config_for(&inner.defaults, options)?;
+            let config = run_config_for(&inner.defaults, &inner.named_models, options)?;
             inner.ensure_hold(&session).await?;
             let started = inner
                 .assembly

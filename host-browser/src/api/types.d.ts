@@ -70,20 +70,26 @@ export interface ScriptedTurn {
 
 export interface ScriptedScenario { turns: ScriptedTurn[]; capabilities?: ModelCapabilities; }
 
+/** A model provider: a scripted scenario, or a remote model speaking one of three wire formats (S13). */
+export type ModelConfig =
+  | { provider: "scripted"; scenario: ScriptedScenario }
+  | { provider: "openai" | "openai-compatible" | "gemini" | "anthropic"; model: string;
+      /** Default: the provider's public endpoint (which needs `apiKey`). */
+      baseUrl?: string;
+      /** Held in this tab's memory only (S13.3). */
+      apiKey?: string;
+      /** What the model can do, over the built-in table (S13.1). */
+      capabilities?: ModelCapabilities };
+
 export interface RuntimeConfig {
   /** IndexedDB database name (default "agentrt"). */
   databaseName?: string;
   /** "indexeddb" (default; falls back to memory when it cannot be opened) or "memory". */
   storage?: "indexeddb" | "memory";
-  /** Scripted scenario (default) or an OpenAI-compatible endpoint. */
-  model?: { provider: "scripted"; scenario: ScriptedScenario }
-        | { provider: "openai" | "openai-compatible" | "gemini" | "anthropic"; model: string;
-            /** Default: the provider's public endpoint (which needs `apiKey`). */
-            baseUrl?: string;
-            /** Held in this tab's memory only (S13.3). */
-            apiKey?: string;
-            /** What the model can do, over the built-in table (S13.1). */
-            capabilities?: ModelCapabilities };
+  /** The default provider: a scripted scenario or a remote model. */
+  model?: ModelConfig;
+  /** Providers a run may choose by name (`startRun`'s `model.provider`); a run stores only the name. Names: 1 to 64 of A-Z a-z 0-9 - _ . */
+  models?: Record<string, ModelConfig>;
   /** The native gateway (`agentrt serve`) for fetch_url; without it fetch_url is not offered. */
   gateway?: { url: string; token: string };
   plugins?: PluginManifest[];
@@ -111,7 +117,8 @@ export interface RunOptions {
   allowlist?: string[];
   /** A Skill manifest (S5.6): the run may use only the tools it allows (and the allowlist), and its instructions join the system prompt. A malformed manifest, or one holding a secret, is refused with code `invalid_config`. */
   skill?: SkillManifest;
-  model?: { model?: string; system_prompt?: string; system_extension?: string; temperature?: number; max_output_tokens?: number; context_window_tokens?: number };
+  /** `provider`: a name from `models` (default: the runtime's `model`); its model is used unless `model` is given. */
+  model?: { provider?: string; model?: string; system_prompt?: string; system_extension?: string; temperature?: number; max_output_tokens?: number; context_window_tokens?: number };
   /** "agent" (default: tools, the default Agent system prompt) or "chat" (no tools, no default system prompt). */
   mode?: "agent" | "chat";
   /** Replaces the default Agent system prompt (at most 64 KiB). */

@@ -84,7 +84,8 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
                 | RunError::WrongStatus { .. }
                 | RunError::Id(_)
                 | RunError::Config(_)
-                | RunError::ModelWithoutTools { .. } => code::USAGE,
+                | RunError::ModelWithoutTools { .. }
+                | RunError::UnknownProvider { .. } => code::USAGE,
                 RunError::DecisionPending { .. } | RunError::Lease(LeaseError::Held { .. }) => {
                     code::WAITING
                 }

@@ -13,6 +13,7 @@ pub mod http;
 pub mod openai;
 pub mod scripted;
 pub mod select;
+pub mod set;
 pub mod sse;
 pub mod wire;
 
@@ -113,6 +114,11 @@ pub enum ProviderError {
     Malformed { detail: String },
     #[error("model provider configuration is invalid: {0}")]
     Config(String),
+    /// A run names a provider this host did not configure (S13.3).
+    #[error(
+        "no model provider named {0:?} is configured in this runtime; configure it (for example in `models` when the runtime is created) or start the run without one"
+    )]
+    UnknownProvider(String),
     #[error(
         "scripted scenario has no turn {turn} (it has {turns}); add a turn or end with a final answer"
     )]
@@ -136,6 +142,7 @@ impl ProviderError {
             ProviderError::Http { status, .. } => *status == 429 || (500..600).contains(status),
             ProviderError::Malformed { .. }
             | ProviderError::Config(_)
+            | ProviderError::UnknownProvider(_)
             | ProviderError::ScenarioExhausted { .. } => false,
         }
     }
@@ -158,6 +165,11 @@ pub trait ModelProvider: MaybeSend + MaybeSync {
     /// was told otherwise.
     fn capabilities(&self, model: &str) -> capabilities::ModelCapabilities {
         capabilities::lookup(model)
+    }
+    /// The provider configured under `name` beside this one, for a run that
+    /// chooses it ([`set::ProviderSet`]); a plain provider has none.
+    fn named(&self, _name: &str) -> Option<set::NamedProvider> {
+        None
     }
     /// Send the request; retries of refused requests (429, 5xx) happen inside.
     /// The stream ends after `Finish`, or with an error.

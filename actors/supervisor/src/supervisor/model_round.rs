@@ -58,12 +58,17 @@ impl Supervisor {
         };
         let mut repeats = 0u32;
         let response = loop {
-            let provider = self.ctx.provider.clone();
+            // A run that names a provider the host no longer configures
+            // (the page opened again without it) fails with that reason.
+            let provider = crate::provider::set::resolve(
+                &self.ctx.provider,
+                self.config.model.provider.as_deref(),
+            );
             let events = self.ctx.events.clone();
             let run = self.id();
             let req = request.clone();
             let mut fut: BoxFuture<'static, _> = boxed(async move {
-                let stream = provider.stream(req).await?;
+                let stream = provider?.stream(req).await?;
                 collect_response(stream, |text| {
                     events.emit(RunEvent::TextDelta {
                         run: run.clone(),
