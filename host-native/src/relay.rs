@@ -12,13 +12,18 @@
 //! JSON body of at most [`MAX_RELAY_BODY_BYTES`], and every protection of
 //! the gateway (Host, Origin, token, connection limits and the request
 //! timeout) holds. The page's own auth headers are dropped; the upstream
-//! gets the server's key in the format's header. A relayed answer is cut
-//! at the gateway's request timeout (60 s by default, [`crate::gateway::ServeLimits`]);
-//! the model client takes a cut stream as a disconnect and repeats the
-//! round once.
+//! gets the server's key in the format's header.
+//!
+//! The gateway's request timeout bounds the wait for the answer's head only:
+//! a long answer streams on past it for as long as the upstream keeps
+//! sending. The relayed stream has bounds of its own ([`RelayLimits`]): it
+//! is cut when the upstream sends nothing for the idle timeout (60 s) or
+//! when it has streamed for the whole-answer limit (15 min). The model
+//! client takes a cut stream as a disconnect and repeats the round once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_supervisor::ProviderKind;
 use axum::body::{Body, Bytes};
@@ -117,7 +122,31 @@ impl RelayTarget {
 pub struct Relay {
     targets: Arc<HashMap<ProviderKind, RelayTarget>>,
     client: reqwest::Client,
+    limits: RelayLimits,
 }
+
+/// How long a relayed answer may stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayLimits {
+    /// The stream is cut when the upstream sends nothing for this long.
+    pub idle: Duration,
+    /// The stream is cut when it has lasted this long in all.
+    pub whole: Duration,
+}
+
+impl Default for RelayLimits {
+    fn default() -> Self {
+        RelayLimits {
+            idle: DEFAULT_RELAY_IDLE,
+            whole: DEFAULT_RELAY_WHOLE,
+        }
+    }
+}
+
+/// Default of [`RelayLimits::idle`].
+pub const DEFAULT_RELAY_IDLE: Duration = Duration::from_secs(60);
+/// Default of [`RelayLimits::whole`].
+pub const DEFAULT_RELAY_WHOLE: Duration = Duration::from_secs(15 * 60);
 
 impl Relay {
     pub fn new(targets: Vec<RelayTarget>) -> Result<Relay, RelayError> {
@@ -130,8 +159,19 @@ impl Relay {
         }
         Ok(Relay {
             targets: Arc::new(map),
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
+            limits: RelayLimits::default(),
         })
+    }
+
+    /// The same relay with other stream bounds.
+    pub fn with_limits(mut self, limits: RelayLimits) -> Relay {
+        self.limits = limits;
+        self
     }
 
     /// The providers relayed, by name.
@@ -253,7 +293,10 @@ pub async fn forward(
         .cloned()
         .unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
     let retry_after = upstream.headers().get(header::RETRY_AFTER).cloned();
-    let mut resp = Response::new(Body::from_stream(upstream.bytes_stream()));
+    let mut resp = Response::new(Body::from_stream(bounded(
+        upstream.bytes_stream(),
+        relay.limits,
+    )));
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, content_type);
@@ -261,6 +304,45 @@ pub async fn forward(
         resp.headers_mut().insert(header::RETRY_AFTER, after);
     }
     resp
+}
+
+/// Why a relayed stream was cut (the client sees the body end early).
+#[derive(Debug, thiserror::Error)]
+enum Cut {
+    #[error("the model endpoint sent nothing for {0:?}; the relayed answer was cut")]
+    Idle(Duration),
+    #[error("the relayed answer streamed for {0:?}, its limit, and was cut")]
+    Whole(Duration),
+    #[error("the model endpoint's stream broke: {0}")]
+    Upstream(reqwest::Error),
+}
+
+/// `upstream` within `limits`: each chunk must come within the idle
+/// timeout, and the stream ends with an error at the whole-answer limit.
+fn bounded(
+    upstream: impl futures::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    limits: RelayLimits,
+) -> impl futures::Stream<Item = Result<Bytes, Cut>> + Send + 'static {
+    use futures::StreamExt;
+    let deadline = tokio::time::Instant::now() + limits.whole;
+    let upstream = Box::pin(upstream);
+    futures::stream::unfold(Some(upstream), move |state| async move {
+        let mut upstream = state?;
+        let next = tokio::time::timeout_at(
+            deadline.min(tokio::time::Instant::now() + limits.idle),
+            upstream.next(),
+        )
+        .await;
+        match next {
+            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(upstream))),
+            Ok(Some(Err(e))) => Some((Err(Cut::Upstream(e)), None)),
+            Ok(None) => None,
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                Some((Err(Cut::Whole(limits.whole)), None))
+            }
+            Err(_) => Some((Err(Cut::Idle(limits.idle)), None)),
+        }
+    })
 }
 
 /// The token a relayed request carries in place of the provider's key: in

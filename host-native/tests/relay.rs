@@ -270,3 +270,149 @@ fn relay_without_the_key_for_a_public_endpoint_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "an unknown provider");
 }
+
+/// An upstream whose answer is `chunks` pieces, `gap` apart, then (when
+/// `stall` is set) silence for that long before the last piece.
+async fn slow_upstream(
+    chunks: usize,
+    gap: std::time::Duration,
+    stall: Option<std::time::Duration>,
+) -> SocketAddr {
+    let app = axum::Router::new().fallback(move || async move {
+        let pieces = futures::stream::unfold(0usize, move |i| async move {
+            if i > chunks {
+                return None;
+            }
+            let wait = if i == chunks { stall? } else { gap };
+            tokio::time::sleep(wait).await;
+            let piece = format!("data: {{\"piece\": {i}}}\n\n");
+            Some((
+                Ok::<_, std::io::Error>(axum::body::Bytes::from(piece)),
+                i + 1,
+            ))
+        });
+        axum::response::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(axum::body::Body::from_stream(pieces))
+            .unwrap()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// A gateway relaying Gemini to `up` whose request timeout is `request`
+/// and whose relayed streams are bounded by `limits`.
+async fn gateway_with(
+    up: SocketAddr,
+    request: std::time::Duration,
+    limits: agent_host_native::relay::RelayLimits,
+) -> (SocketAddr, String) {
+    let key = |_: &str| Some(SERVER_KEY.to_owned());
+    let relay = Relay::new(vec![
+        RelayTarget::parse(&format!("gemini=http://{up}/v1beta"), key).unwrap(),
+    ])
+    .unwrap()
+    .with_limits(limits);
+    let reader = WebReader::new(
+        UrlPolicy::public_web(Arc::new(ScriptedResolver::new())),
+        ReaderConfig::direct_only(),
+        Limits::spec(),
+        Arc::new(ManualClock::new(0)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let origin = gateway::page_origin(addr);
+    let state = GatewayState::new(Arc::new(reader), TOKEN, [origin.clone()]).with_relay(relay);
+    let limits = gateway::ServeLimits {
+        request_timeout: request,
+        ..gateway::ServeLimits::default()
+    };
+    tokio::spawn(async move {
+        gateway::serve_app(listener, gateway::router(state), limits)
+            .await
+            .unwrap()
+    });
+    (addr, origin)
+}
+
+async fn relayed_gemini(gw: SocketAddr, origin: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!(
+            "http://{gw}/v1/relay/gemini/models/m:streamGenerateContent?alt=sse"
+        ))
+        .header("origin", origin)
+        .header("x-goog-api-key", TOKEN)
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The gateway's request timeout bounds the wait for the answer's head,
+/// not a long answer: one that streams on past it arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_relayed_answer_streams_past_the_gateways_request_timeout() {
+    let gap = std::time::Duration::from_millis(250);
+    let up = slow_upstream(6, gap, None).await;
+    let request_timeout = std::time::Duration::from_millis(400);
+    let (gw, origin) = gateway_with(up, request_timeout, Default::default()).await;
+    let started = std::time::Instant::now();
+    let resp = relayed_gemini(gw, &origin).await;
+    assert_eq!(resp.status(), 200);
+    let body = resp.text().await.expect("the whole answer");
+    let expected: String = (0..6)
+        .map(|i| format!("data: {{\"piece\": {i}}}\n\n"))
+        .collect();
+    assert_eq!(body, expected);
+    assert!(
+        started.elapsed() > request_timeout,
+        "the answer did outlast the request timeout"
+    );
+}
+
+/// An upstream that stops sending mid-answer is cut at the relay's idle
+/// bound: the client gets the pieces so far and then a broken body, which
+/// the model client takes as a disconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_relayed_answer_is_cut_at_the_idle_bound() {
+    let up = slow_upstream(
+        2,
+        std::time::Duration::from_millis(10),
+        Some(std::time::Duration::from_secs(30)),
+    )
+    .await;
+    let limits = agent_host_native::relay::RelayLimits {
+        idle: std::time::Duration::from_millis(300),
+        whole: std::time::Duration::from_secs(600),
+    };
+    let (gw, origin) = gateway_with(up, std::time::Duration::from_secs(60), limits).await;
+    let started = std::time::Instant::now();
+    let mut resp = relayed_gemini(gw, &origin).await;
+    assert_eq!(resp.status(), 200);
+    let mut got = String::new();
+    let ended = loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => got.push_str(&String::from_utf8_lossy(&c)),
+            Ok(None) => break "complete",
+            Err(_) => break "broken",
+        }
+    };
+    assert_eq!(ended, "broken", "a cut answer is not a complete one: {got}");
+    assert_eq!(got, "data: {\"piece\": 0}\n\ndata: {\"piece\": 1}\n\n");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "cut long before the upstream's 30 s silence ended"
+    );
+
+    // The whole-answer limit: a steady trickle past it is cut too.
+    let up = slow_upstream(40, std::time::Duration::from_millis(50), None).await;
+    let limits = agent_host_native::relay::RelayLimits {
+        idle: std::time::Duration::from_secs(60),
+        whole: std::time::Duration::from_millis(500),
+    };
+    let (gw, origin) = gateway_with(up, std::time::Duration::from_secs(60), limits).await;
+    let resp = relayed_gemini(gw, &origin).await;
+    assert!(resp.text().await.is_err(), "cut at the whole-answer limit");
+}
