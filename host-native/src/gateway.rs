@@ -43,6 +43,7 @@ use std::time::Duration;
 use agent_fetch::{CancelToken, FetchBackend, GATEWAY_FETCH_PATH, GatewayReply, GatewayRequest};
 use agent_kernel::host::Entropy;
 
+use crate::mcp_gateway::{MAX_MCP_BODY_BYTES, MCP_GATEWAY_PATH, McpGateway};
 use crate::relay::{MAX_RELAY_BODY_BYTES, RELAY_PREFIX, Relay};
 use axum::Json;
 use axum::Router;
@@ -136,6 +137,8 @@ pub struct GatewayState {
     allowed_hosts: Arc<[String]>,
     /// The model providers relayed under [`crate::relay::RELAY_PREFIX`].
     relay: Relay,
+    /// The MCP servers reached under [`crate::mcp_gateway::MCP_GATEWAY_PATH`].
+    mcp: McpGateway,
 }
 
 impl std::fmt::Debug for GatewayState {
@@ -235,7 +238,14 @@ impl GatewayState {
             allowed_origins: allowed_origins.into(),
             allowed_hosts: allowed_hosts.into(),
             relay: Relay::default(),
+            mcp: McpGateway::default(),
         }
+    }
+
+    /// Forward pages' MCP requests as [`crate::mcp_gateway`] says.
+    pub fn with_mcp(mut self, mcp: McpGateway) -> Self {
+        self.mcp = mcp;
+        self
     }
 
     /// Relay model requests to these providers ([`crate::relay`]).
@@ -346,7 +356,37 @@ fn api(state: GatewayState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), token_guard))
         .with_state(state.clone())
-        .merge(relay_api(state))
+        .merge(relay_api(state.clone()))
+        .merge(mcp_api(state))
+}
+
+/// The MCP forwarding route, behind the same token as `/v1/fetch`.
+fn mcp_api(state: GatewayState) -> Router {
+    Router::new()
+        .route(
+            MCP_GATEWAY_PATH,
+            post(crate::mcp_gateway::forward)
+                .get(crate::mcp_gateway::forward)
+                .delete(crate::mcp_gateway::forward)
+                .options(mcp_preflight),
+        )
+        .layer(DefaultBodyLimit::max(MAX_MCP_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), token_guard))
+        .with_state(state.mcp)
+}
+
+async fn mcp_preflight() -> Response {
+    let mut resp = preflight().await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, GET, DELETE"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(crate::mcp_gateway::ALLOW_HEADERS),
+    );
+    resp
 }
 
 /// The model relay's routes: the token in the header the provider's format

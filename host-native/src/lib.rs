@@ -30,6 +30,7 @@ pub mod config;
 pub mod demo;
 pub mod gateway;
 pub mod host;
+pub mod mcp_gateway;
 pub mod page;
 #[cfg(feature = "test-hooks")]
 pub mod pause;

@@ -308,7 +308,7 @@ pub async fn forward(
 
 /// Why a relayed stream was cut (the client sees the body end early).
 #[derive(Debug, thiserror::Error)]
-enum Cut {
+pub(crate) enum Cut {
     #[error("the model endpoint sent nothing for {0:?}; the relayed answer was cut")]
     Idle(Duration),
     #[error("the relayed answer streamed for {0:?}, its limit, and was cut")]
@@ -319,7 +319,7 @@ enum Cut {
 
 /// `upstream` within `limits`: each chunk must come within the idle
 /// timeout, and the stream ends with an error at the whole-answer limit.
-fn bounded(
+pub(crate) fn bounded(
     upstream: impl futures::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     limits: RelayLimits,
 ) -> impl futures::Stream<Item = Result<Bytes, Cut>> + Send + 'static {

@@ -78,5 +78,5 @@ pub use policy::{
     CheckedUrl, PolicyViolation, ResolveError, Resolver, ScriptedResolver, UrlPolicy,
 };
 #[cfg(not(target_arch = "wasm32"))]
-pub use reader::{DirectReader, RawResponse, WebReader};
+pub use reader::{DirectReader, RawResponse, WebReader, pinned_client_builder};
 pub use tool::{FETCH_URL, FetchActor, FetchArgs, SUMMARY_CHARS, fetch_url_definition};

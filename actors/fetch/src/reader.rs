@@ -53,6 +53,25 @@ impl reqwest::dns::Resolve for PinnedResolver {
     }
 }
 
+/// A client builder that reaches `checked` only at the addresses the URL
+/// policy vetted (DNS is not asked again, so a rebinding between check and
+/// connect goes nowhere), with no proxy and no redirects followed. The one
+/// owner of that rule: every request to a policy-checked URL is sent by a
+/// client built from here.
+pub fn pinned_client_builder(checked: &CheckedUrl) -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(Policy::none());
+    if checked.is_ip_literal() {
+        builder
+    } else {
+        builder.dns_resolver(Arc::new(PinnedResolver {
+            host: checked.host().to_owned(),
+            addrs: checked.addrs().to_vec(),
+        }))
+    }
+}
+
 /// The raw result of a direct read, before text extraction.
 #[derive(Debug, Clone)]
 pub struct RawResponse {
@@ -163,17 +182,10 @@ impl DirectReader {
     }
 
     fn client_for(&self, checked: &CheckedUrl) -> Result<reqwest::Client, FetchError> {
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(Policy::none())
-            .user_agent(USER_AGENT);
-        if !checked.is_ip_literal() {
-            builder = builder.dns_resolver(Arc::new(PinnedResolver {
-                host: checked.host().to_owned(),
-                addrs: checked.addrs().to_vec(),
-            }));
-        }
-        builder.build().map_err(network)
+        pinned_client_builder(checked)
+            .user_agent(USER_AGENT)
+            .build()
+            .map_err(network)
     }
 
     /// Check `url`, then read it (see [`DirectReader::fetch_checked`]).
