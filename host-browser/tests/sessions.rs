@@ -186,6 +186,39 @@ async fn s12_3_bad_imports_are_refused_with_a_code_and_change_nothing() {
     assert_eq!(files(&rt, s).await.as_array().map(Vec::len), Some(2));
 }
 
+/// A Blob whose bytes cannot be read (its `arrayBuffer` rejects) but whose
+/// size is `size`.
+fn unreadable_blob(size: u32) -> JsValue {
+    let make = js_sys::Function::new_with_args(
+        "size",
+        "class Unreadable extends Blob { arrayBuffer() { return Promise.reject(new Error('read')); } }
+         return new Unreadable([new Uint8Array(size)]);",
+    );
+    make.call1(&JsValue::NULL, &JsValue::from(size))
+        .expect("a Blob")
+}
+
+/// S12.3: a Blob over the file quota is refused by its size before a byte
+/// of it is read (reading this one would fail); one at the quota is read
+/// (and so fails here with the read error, not the quota).
+#[wasm_bindgen_test]
+async fn s12_3_a_blob_over_the_quota_is_refused_before_it_is_read() {
+    let rt = runtime(json!([{ "text": "ok" }])).await;
+    let s = "s-blob-quota";
+    let limit = 10 * 1024 * 1024;
+    assert_eq!(
+        import(&rt, s, "over.bin", unreadable_blob(limit + 1), None, None).await,
+        Err("quota_exceeded".into()),
+        "refused by its size"
+    );
+    assert_eq!(
+        import(&rt, s, "at.bin", unreadable_blob(limit), None, None).await,
+        Err("invalid_argument".into()),
+        "within the quota, so it was read (and its read failed)"
+    );
+    assert_eq!(files(&rt, s).await, json!([]));
+}
+
 /// The file-count quota (1000 files a session): the 1001st import is
 /// `quota_exceeded` and adds nothing.
 #[wasm_bindgen_test]

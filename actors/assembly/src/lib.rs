@@ -54,7 +54,7 @@ use agent_tools::{
     PluginManifest, Registry, RegistryError, SecretResolver, ToolRegistration, ToolsHandle,
     ToolsOptions, spawn_tools,
 };
-use agent_workspace::{Quotas, SpillTarget, WorkspaceDocuments, WorkspaceSpill};
+use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
 pub mod no_model;
 pub mod sessions;
@@ -292,7 +292,7 @@ impl Assembly {
             .get(session)
             .is_none_or(|open| open.fence != fence);
         if opened_here {
-            self.workspaces.open(&self.host, fence, Quotas::default());
+            self.workspaces.open(&self.host, fence, self.quotas());
         }
         match self.runtime.recover_session(session).await {
             Ok(recovered) => Ok(OpenedSession { guard, recovered }),

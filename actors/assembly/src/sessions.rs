@@ -17,7 +17,7 @@ use agent_supervisor::RunError;
 use agent_workspace::artifact::{Artifact, is_artifact_id};
 use agent_workspace::manifest::{FileEntry, Source};
 use agent_workspace::mime::{guess_mime, validate_mime};
-use agent_workspace::{CopyReport, DeleteReport, WorkspaceError, WorkspacePath};
+use agent_workspace::{CopyReport, DeleteReport, Quotas, WorkspaceError, WorkspacePath};
 use serde::Serialize;
 
 use crate::Assembly;
@@ -144,6 +144,17 @@ impl Assembly {
             .create(&path, attachment.bytes, &mime, Source::Attachment { name })
             .await?;
         Ok(entry)
+    }
+
+    /// The quotas of every session's workspace.
+    pub fn quotas(&self) -> Quotas {
+        Quotas::default()
+    }
+
+    /// Refuse an attachment of `size` bytes before its bytes are read (a
+    /// host reading a large `Blob`, say): the workspace's own file rule.
+    pub fn check_attachment_size(&self, size: u64) -> Result<(), SessionActionError> {
+        Ok(self.quotas().check_file_bytes(size)?)
     }
 
     /// Every session with a run, a file or an Artifact, ordered by id.

@@ -67,6 +67,22 @@ impl Default for Quotas {
     }
 }
 
+impl Quotas {
+    /// The single-file rule: a file of `size` bytes fits, or the typed
+    /// quota error. Every writer asks here (the store before a write, a
+    /// host before it reads an attachment's bytes at all).
+    pub fn check_file_bytes(&self, size: u64) -> Result<(), crate::error::WorkspaceError> {
+        if size > self.max_file_bytes {
+            return Err(crate::error::WorkspaceError::QuotaExceeded {
+                quota: Quota::FileBytes,
+                limit: self.max_file_bytes,
+                requested: size,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Which quota a mutation would exceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

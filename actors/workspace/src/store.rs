@@ -351,14 +351,7 @@ impl Workspace {
     }
 
     fn check_size(&self, size: u64) -> Result<(), WorkspaceError> {
-        if size > self.quotas.max_file_bytes {
-            return Err(WorkspaceError::QuotaExceeded {
-                quota: Quota::FileBytes,
-                limit: self.quotas.max_file_bytes,
-                requested: size,
-            });
-        }
-        Ok(())
+        self.quotas.check_file_bytes(size)
     }
 
     /// Create or replace a file. `expect` guards the replace (S7.3): a stale

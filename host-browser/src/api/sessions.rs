@@ -17,15 +17,23 @@ use super::views::content_view;
 use super::{AgentRuntime, promise};
 
 /// The bytes of an `importFile` `data` argument: a `Uint8Array`, a `Blob`
-/// (a `File` too) or a string (its UTF-8 bytes).
-async fn bytes_of(data: JsValue) -> Result<Vec<u8>, JsValue> {
+/// (a `File` too) or a string (its UTF-8 bytes). `fits` is asked with the
+/// size first, so a file over the quota is refused before it is read.
+async fn bytes_of(
+    data: JsValue,
+    fits: impl Fn(u64) -> Result<(), JsValue>,
+) -> Result<Vec<u8>, JsValue> {
     if let Some(text) = data.as_string() {
+        fits(text.len() as u64)?;
         return Ok(text.into_bytes());
     }
     if let Some(array) = data.dyn_ref::<js_sys::Uint8Array>() {
+        fits(u64::from(array.length()))?;
         return Ok(array.to_vec());
     }
     if let Some(blob) = data.dyn_ref::<web_sys::Blob>() {
+        // A Blob's size is a double; a negative or fractional one cannot be.
+        fits(blob.size().max(0.0) as u64)?;
         let buffer = JsFuture::from(blob.array_buffer()).await.map_err(|e| {
             js_error(
                 ErrorCode::InvalidArgument,
@@ -62,7 +70,13 @@ impl AgentRuntime {
         let inner = self.inner.clone();
         promise(async move {
             let session = session_id(&session)?;
-            let bytes = bytes_of(data).await?;
+            let bytes = bytes_of(data, |size| {
+                inner
+                    .assembly
+                    .check_attachment_size(size)
+                    .map_err(session_action_error)
+            })
+            .await?;
             let entry = inner
                 .session_action(&session, async |assembly, held| {
                     let attachment = Attachment {
