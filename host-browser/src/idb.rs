@@ -503,30 +503,11 @@ fn check(
 ) -> Result<(), StorageError> {
     if let (Some(fence), Some(value)) = (&batch.fence, fence_value) {
         let value = value.map_err(|e| backend("get lease", &e))?;
-        let current = decode_lease(&fence.session, &value)?.map(|l| l.epoch);
-        if current != Some(fence.epoch) {
-            return Err(StorageError::StaleEpoch {
-                session: fence.session.clone(),
-                presented: fence.epoch,
-                current,
-            });
-        }
+        fence.check(decode_lease(&fence.session, &value)?.map(|l| l.epoch))?;
     }
     for (condition, value) in batch.conditions.iter().zip(condition_values) {
         let stored = optional_bytes(value.map_err(|e| backend("get", &e))?);
-        let (table, key, holds) = match condition {
-            Condition::Absent { table, key } => (table, key, stored.is_none()),
-            Condition::Present { table, key } => (table, key, stored.is_some()),
-            Condition::Equals { table, key, value } => {
-                (table, key, stored.as_deref() == Some(value.as_slice()))
-            }
-        };
-        if !holds {
-            return Err(StorageError::ConditionFailed {
-                table: *table,
-                key: key.clone(),
-            });
-        }
+        condition.check(stored.as_deref())?;
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use agent_kernel::host::lease_rules;
 use agent_kernel::host::{
-    Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
 };
 use agent_kernel::{OwnerId, SessionId};
 use futures::channel::oneshot;
@@ -556,21 +556,10 @@ fn check_and_apply(
             .query_row([fence.session.as_str()], |r| r.get(0))
             .optional()
             .map_err(db)?;
-        let current = current.map(to_u64);
-        if current != Some(fence.epoch) {
-            return Err(StorageError::StaleEpoch {
-                session: fence.session.clone(),
-                presented: fence.epoch,
-                current,
-            });
-        }
+        fence.check(current.map(to_u64))?;
     }
     for condition in &batch.conditions {
-        let (table, key) = match condition {
-            Condition::Absent { table, key }
-            | Condition::Present { table, key }
-            | Condition::Equals { table, key, .. } => (*table, key),
-        };
+        let (table, key) = condition.target();
         let value: Option<Vec<u8>> = tx
             .prepare_cached("SELECT value FROM kv WHERE tbl = ?1 AND key = ?2")
             .map_err(db)?
@@ -580,17 +569,7 @@ fn check_and_apply(
             .optional()
             .map_err(db)?
             .transpose()?;
-        let holds = match condition {
-            Condition::Absent { .. } => value.is_none(),
-            Condition::Present { .. } => value.is_some(),
-            Condition::Equals { value: want, .. } => value.as_ref() == Some(want),
-        };
-        if !holds {
-            return Err(StorageError::ConditionFailed {
-                table,
-                key: key.clone(),
-            });
-        }
+        condition.check(value.as_deref())?;
     }
     for op in batch.ops {
         match op {

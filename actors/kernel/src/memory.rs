@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::host::lease_rules;
 use crate::host::storage::{
-    Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
 };
 use crate::host::{Clock, Executor, Host, Lifecycle, ManualClock, SeededEntropy};
 use crate::ids::{OwnerId, SessionId};
@@ -47,33 +47,11 @@ impl StorageState {
     fn check(&self, batch: &Batch) -> Result<(), StorageError> {
         batch.check_blobs()?;
         if let Some(fence) = &batch.fence {
-            let current = self.leases.get(&fence.session).map(|l| l.epoch);
-            if current != Some(fence.epoch) {
-                return Err(StorageError::StaleEpoch {
-                    session: fence.session.clone(),
-                    presented: fence.epoch,
-                    current,
-                });
-            }
+            fence.check(self.leases.get(&fence.session).map(|l| l.epoch))?;
         }
         for condition in &batch.conditions {
-            let (table, key, holds) = match condition {
-                Condition::Absent { table, key } => (table, key, self.value(*table, key).is_none()),
-                Condition::Present { table, key } => {
-                    (table, key, self.value(*table, key).is_some())
-                }
-                Condition::Equals { table, key, value } => (
-                    table,
-                    key,
-                    self.value(*table, key).is_some_and(|v| v == value),
-                ),
-            };
-            if !holds {
-                return Err(StorageError::ConditionFailed {
-                    table: *table,
-                    key: key.clone(),
-                });
-            }
+            let (table, key) = condition.target();
+            condition.check(self.value(table, key).map(Vec::as_slice))?;
         }
         Ok(())
     }

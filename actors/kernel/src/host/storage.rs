@@ -95,6 +95,21 @@ pub struct Fence {
     pub epoch: u64,
 }
 
+impl Fence {
+    /// The fencing rule every backend applies inside a batch's transaction:
+    /// the session's `current` stored epoch must be this one.
+    pub fn check(&self, current: Option<u64>) -> Result<(), StorageError> {
+        if current == Some(self.epoch) {
+            return Ok(());
+        }
+        Err(StorageError::StaleEpoch {
+            session: self.session.clone(),
+            presented: self.epoch,
+            current,
+        })
+    }
+}
+
 /// A compare-and-set condition checked inside the batch's transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Condition {
@@ -108,6 +123,35 @@ pub enum Condition {
         key: String,
         value: Vec<u8>,
     },
+}
+
+impl Condition {
+    /// The table and key the condition is about.
+    pub fn target(&self) -> (Table, &str) {
+        match self {
+            Condition::Absent { table, key }
+            | Condition::Present { table, key }
+            | Condition::Equals { table, key, .. } => (*table, key),
+        }
+    }
+
+    /// The condition rule every backend applies to what its transaction
+    /// read at [`Condition::target`] (`stored`: the value, if any).
+    pub fn check(&self, stored: Option<&[u8]>) -> Result<(), StorageError> {
+        let holds = match self {
+            Condition::Absent { .. } => stored.is_none(),
+            Condition::Present { .. } => stored.is_some(),
+            Condition::Equals { value, .. } => stored == Some(value.as_slice()),
+        };
+        if holds {
+            return Ok(());
+        }
+        let (table, key) = self.target();
+        Err(StorageError::ConditionFailed {
+            table,
+            key: key.to_owned(),
+        })
+    }
 }
 
 /// One write inside a batch.
