@@ -597,7 +597,25 @@ fn generate() -> Result<String> {
     values.add(
         "events",
         "RuntimeEvent[]",
-        &runtime_events(|| events.try_recv().ok(), &runs)?,
+        &runtime_events(
+            {
+                // No tool of these runs reports progress: one report as a
+                // progress-reporting tool (an MCP server's) would send it.
+                let mut progress = Some(RunEvent::ToolProgress {
+                    run: runs[0].id.clone(),
+                    call_id: agent_kernel::ids::CallId::new("call-progress")
+                        .map_err(|e| e.to_string())?,
+                    tool: "long_running_operation".into(),
+                    progress: agent_kernel::protocol::ToolProgress {
+                        progress: 2.0,
+                        total: Some(5.0),
+                        message: Some("step 2 of 5".into()),
+                    },
+                });
+                move || events.try_recv().ok().or_else(|| progress.take())
+            },
+            &runs,
+        )?,
     )?;
     Ok(values.finish())
 }
@@ -932,6 +950,18 @@ fn runtime_events(
                 out.push(json!({"type": "text", "runId": run.as_str(), "text": piece}));
             }
             RunEvent::TextDelta { .. } => {}
+            RunEvent::ToolProgress {
+                run,
+                call_id,
+                tool,
+                progress,
+            } => out.push(json!({
+                "type": "tool_progress",
+                "runId": run.as_str(),
+                "callId": call_id.as_str(),
+                "tool": tool,
+                "progress": progress,
+            })),
             RunEvent::Activity(activity) => out.push(json!({
                 "type": "activity",
                 "runId": activity.run.as_str(),

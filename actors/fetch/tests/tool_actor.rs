@@ -153,6 +153,7 @@ impl Setup {
             },
             capability,
             verifier: self.authority.verifier(),
+            progress: Default::default(),
         }
     }
 

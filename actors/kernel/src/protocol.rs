@@ -119,6 +119,79 @@ pub struct ToolInvocation {
     pub capability: Capability,
     /// The run's verifier; the receiving side verifies before any effect.
     pub verifier: Verifier,
+    /// Where the tool's progress reports go while the call is in flight
+    /// (the supervisor's live events); [`ProgressSink::none`] drops them.
+    pub progress: ProgressSink,
+}
+
+/// How far a long call has come, as the tool reports it (an MCP server's
+/// `notifications/progress`, say). Live only: shown while the call runs,
+/// never journaled, so a report grants and proves nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolProgress {
+    /// Increases with each report of one call (units are the tool's own).
+    pub progress: f64,
+    /// The value `progress` reaches when the call is done, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// A short human-readable note, at most [`MAX_PROGRESS_MESSAGE_BYTES`]
+    /// (longer ones are cut at a character boundary by the sink).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Longest progress message kept, in bytes.
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 512;
+
+type ProgressFn = dyn Fn(ToolProgress) + Send + Sync;
+
+/// The receiving end of a call's progress reports: a function the
+/// dispatcher supplies (the supervisor turns each report into a live run
+/// event). Cloning shares it; the default drops every report.
+#[derive(Clone, Default)]
+pub struct ProgressSink(Option<std::sync::Arc<ProgressFn>>);
+
+impl ProgressSink {
+    /// A sink that drops every report (tests, callers with no one to tell).
+    pub fn none() -> ProgressSink {
+        ProgressSink(None)
+    }
+
+    /// A sink calling `report` for each report, with the message already
+    /// bounded to [`MAX_PROGRESS_MESSAGE_BYTES`] and non-finite numbers
+    /// dropped.
+    pub fn new(report: impl Fn(ToolProgress) + Send + Sync + 'static) -> ProgressSink {
+        ProgressSink(Some(std::sync::Arc::new(report)))
+    }
+
+    /// Pass one report on. Never blocks and never fails: a report nobody
+    /// hears is lost, which is what progress may be.
+    pub fn report(&self, mut progress: ToolProgress) {
+        let Some(report) = &self.0 else { return };
+        if !progress.progress.is_finite() || progress.total.is_some_and(|t| !t.is_finite()) {
+            return;
+        }
+        if let Some(message) = &mut progress.message
+            && message.len() > MAX_PROGRESS_MESSAGE_BYTES
+        {
+            let mut cut = MAX_PROGRESS_MESSAGE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        report(progress);
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ProgressSink(set)"
+        } else {
+            "ProgressSink(none)"
+        })
+    }
 }
 
 /// Where a result came from.

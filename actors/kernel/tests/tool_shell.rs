@@ -15,8 +15,8 @@ use agent_capabilities::{
 };
 use agent_kernel::memory::MemoryHost;
 use agent_kernel::protocol::{
-    InvocationDraft, TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolInvocation, ToolMsg,
-    ToolResult, ToolSuccess,
+    InvocationDraft, MAX_PROGRESS_MESSAGE_BYTES, ProgressSink, TargetRule, ToolAddr,
+    ToolDefinition, ToolFailure, ToolInvocation, ToolMsg, ToolProgress, ToolResult, ToolSuccess,
 };
 use agent_kernel::tool::validate::{canonicalise, derive_target};
 use agent_kernel::tool::{Tool, ToolContext, codes, spawn_tool};
@@ -50,7 +50,7 @@ fn probe_definition(name: &str, effect: EffectClass) -> ToolDefinition {
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
-                "mode": {"enum": ["ok", "panic", "wait", "observe"]}
+                "mode": {"enum": ["ok", "panic", "wait", "observe", "progress"]}
             },
             "required": ["path", "mode"],
             "additionalProperties": false
@@ -99,6 +99,22 @@ impl Tool for ProbeTool {
                 ctx.cancelled().await;
                 assert!(ctx.is_cancelled());
                 Err(ctx.fail("stopped_before_writing", "the run was stopped first"))
+            }
+            "progress" => {
+                for step in 1..=3 {
+                    ctx.report_progress(ToolProgress {
+                        progress: f64::from(step),
+                        total: Some(3.0),
+                        message: Some(format!("step {step} {}", "é".repeat(400))),
+                    });
+                }
+                // Not a number: dropped by the sink, never passed on.
+                ctx.report_progress(ToolProgress {
+                    progress: f64::NAN,
+                    total: None,
+                    message: None,
+                });
+                Ok(ctx.ok(json!({"path": args.path})))
             }
             _ => Ok(ctx.ok(json!({"path": args.path}))),
         }
@@ -193,6 +209,7 @@ impl Env {
             },
             capability,
             verifier: authority.verifier(),
+            progress: Default::default(),
         }
     }
 
@@ -413,6 +430,58 @@ fn a_panicking_tool_is_an_error_and_the_actor_keeps_serving() {
         env.invocation(&def, RUN, "c2", args("a.md", "ok"), cap, &env.authority),
     );
     assert!(r.is_success(), "{r:?}");
+}
+
+#[test]
+fn a_tools_progress_reaches_the_dispatchers_sink_bounded_and_in_order() {
+    let env = Env::new();
+    let probe = Arc::new(Probe::default());
+    let addr = env.spawn("probe", EffectClass::ReadLocal, probe.clone());
+    let def = probe_definition("probe", EffectClass::ReadLocal);
+    let cap = env.grant(&def, whole());
+    let (tx, rx) = async_channel::unbounded();
+    let mut invocation = env.invocation(
+        &def,
+        RUN,
+        "c1",
+        args("a.md", "progress"),
+        cap,
+        &env.authority,
+    );
+    invocation.progress = ProgressSink::new(move |p| {
+        tx.try_send(p).expect("the test listens");
+    });
+    assert!(env.ask(&addr, invocation).is_success());
+    let reports: Vec<ToolProgress> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert_eq!(
+        reports.iter().map(|p| p.progress).collect::<Vec<_>>(),
+        [1.0, 2.0, 3.0],
+        "in order, and the NaN report was dropped"
+    );
+    for p in &reports {
+        let message = p.message.as_deref().unwrap();
+        assert!(
+            message.len() <= MAX_PROGRESS_MESSAGE_BYTES,
+            "{}",
+            message.len()
+        );
+        assert!(
+            message.len() > MAX_PROGRESS_MESSAGE_BYTES - 2,
+            "cut at a character boundary only"
+        );
+        assert_eq!(p.total, Some(3.0));
+    }
+    // Without a sink the same call reports into nothing and still succeeds.
+    let cap = env.grant(&def, whole());
+    let invocation = env.invocation(
+        &def,
+        RUN,
+        "c2",
+        args("a.md", "progress"),
+        cap,
+        &env.authority,
+    );
+    assert!(env.ask(&addr, invocation).is_success());
 }
 
 #[test]

@@ -22,7 +22,7 @@ use agent_kernel::host::{
 };
 use agent_kernel::ids::{CallId, RequestId, RunId};
 use agent_kernel::journal::{CallError, CallState, JournalRecord, idempotency_key};
-use agent_kernel::protocol::{PreparedCall, ToolResult};
+use agent_kernel::protocol::{PreparedCall, ToolProgress, ToolResult};
 use agent_kernel::run::{
     Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingKind,
     PendingRequest, RunStatus, StopReason, Usage, check_transition,
@@ -31,19 +31,28 @@ use agent_kernel::run::{
 use crate::error::RunError;
 
 /// Something the UI may want to know, as it happens.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RunEvent {
     /// An activity became durable.
     Activity(Activity),
     /// A piece of assistant text arrived (not yet durable; the checkpoint after the response is).
     TextDelta { run: RunId, text: String },
+    /// A tool in flight reported how far it has come (an MCP server's
+    /// progress notification). Live only, never stored: progress is a
+    /// display of the moment, and the call's outcome is what is journaled.
+    ToolProgress {
+        run: RunId,
+        call_id: CallId,
+        tool: String,
+        progress: ToolProgress,
+    },
 }
 
 impl RunEvent {
     pub fn run(&self) -> &RunId {
         match self {
             RunEvent::Activity(a) => &a.run,
-            RunEvent::TextDelta { run, .. } => run,
+            RunEvent::TextDelta { run, .. } | RunEvent::ToolProgress { run, .. } => run,
         }
     }
 }

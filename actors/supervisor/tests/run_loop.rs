@@ -1498,6 +1498,7 @@ fn subscribers_see_text_deltas_and_every_activity() {
         match event {
             agent_supervisor::RunEvent::TextDelta { text: t, .. } => text.push_str(&t),
             agent_supervisor::RunEvent::Activity(_) => activities += 1,
+            other => panic!("no tool of this scenario reports progress: {other:?}"),
         }
     }
     assert_eq!(text, "Reading.The note says hello.");

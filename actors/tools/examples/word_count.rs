@@ -176,6 +176,7 @@ pub async fn demo(text: &str) -> agent_kernel::protocol::ToolResult {
         draft: prepared.draft,
         capability,
         verifier: authority.verifier(),
+        progress: Default::default(),
     };
     tools
         .addr

@@ -129,6 +129,7 @@ async fn the_example_tool_verifies_capabilities_itself() {
             draft: prepared.draft.clone(),
             capability,
             verifier,
+            progress: Default::default(),
         };
         let addr = addr.clone();
         async move {
@@ -158,6 +159,7 @@ async fn the_example_tool_verifies_capabilities_itself() {
         draft: tampered.draft.clone(),
         capability: run.mint(&tampered, Uses::Once),
         verifier: run.authority.verifier(),
+        progress: Default::default(),
     };
     let r = addr
         .ask(|reply| ToolMsg::Invoke { invocation, reply })

@@ -587,6 +587,18 @@ async fn forward_events(
                     RunEvent::TextDelta { run, text } => {
                         vec![json!({"type": "text", "runId": run.as_str(), "text": text})]
                     }
+                    RunEvent::ToolProgress {
+                        run,
+                        call_id,
+                        tool,
+                        progress,
+                    } => vec![json!({
+                        "type": "tool_progress",
+                        "runId": run.as_str(),
+                        "callId": call_id.as_str(),
+                        "tool": tool,
+                        "progress": progress,
+                    })],
                     RunEvent::Activity(activity) => {
                         let mut out = vec![json!({
                             "type": "activity",

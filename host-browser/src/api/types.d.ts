@@ -336,8 +336,18 @@ export interface DeleteReport { files: number; trash_entries: number; artifacts:
 
 // ---------------------------------------------------------------- events
 
+/** How far a long tool call has come, in the tool's own units. */
+export interface ToolProgress {
+  progress: number;
+  total?: number;
+  /** At most 512 bytes. */
+  message?: string;
+}
+
 export type RuntimeEvent =
   | { type: "run"; run: AgentRun }
   | { type: "activity"; runId: string; activity: Activity }
   | { type: "text"; runId: string; text: string }
+  /** A tool in flight reported progress (an MCP server's notification); live only, never stored. */
+  | { type: "tool_progress"; runId: string; callId: string; tool: string; progress: ToolProgress }
   | { type: "session"; kind: "busy" | "free" | "changed"; session: string; owner: string };

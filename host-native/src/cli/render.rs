@@ -284,5 +284,14 @@ pub(crate) fn print_event(event: &RunEvent) {
                 serde_json::json!({"event": "text", "run": run, "text": text})
             );
         }
+        RunEvent::ToolProgress {
+            run,
+            call_id,
+            tool,
+            progress,
+        } => println!(
+            "{}",
+            serde_json::json!({"event": "tool_progress", "run": run, "call_id": call_id, "tool": tool, "progress": progress})
+        ),
     }
 }

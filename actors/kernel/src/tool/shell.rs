@@ -27,8 +27,8 @@ use crate::host::{Clock, Executor};
 use crate::ids::{CallId, RunId, SessionId};
 use crate::maybe_send::boxed;
 use crate::protocol::{
-    EffectReceipt, InvocationDraft, Provenance, ToolAddr, ToolDefinition, ToolFailure,
-    ToolInvocation, ToolMsg, ToolResult, ToolSuccess,
+    EffectReceipt, InvocationDraft, ProgressSink, Provenance, ToolAddr, ToolDefinition,
+    ToolFailure, ToolInvocation, ToolMsg, ToolProgress, ToolResult, ToolSuccess,
 };
 use crate::{MaybeSend, MaybeSync, ParentLink, spawn_actor};
 
@@ -54,6 +54,7 @@ pub struct ToolContext {
     capability: Capability,
     verified: Verified,
     cancel: CancelToken,
+    progress: ProgressSink,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -91,6 +92,7 @@ impl ToolContext {
             capability: inv.capability.clone(),
             verified,
             cancel,
+            progress: inv.progress.clone(),
         }
     }
 
@@ -133,6 +135,12 @@ impl ToolContext {
     /// The cancellation signal itself, to hand to code below the tool.
     pub fn cancel_token(&self) -> CancelToken {
         self.cancel.clone()
+    }
+
+    /// Tell whoever watches the run how far this call has come (live only,
+    /// never journaled; see [`ToolProgress`]). Cheap, never blocks.
+    pub fn report_progress(&self, progress: ToolProgress) {
+        self.progress.report(progress);
     }
 
     /// Provenance naming this call's origin and tool; add detail to it.

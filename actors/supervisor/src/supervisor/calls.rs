@@ -12,7 +12,9 @@ use agent_kernel::host::timeout;
 use agent_kernel::ids::CallId;
 use agent_kernel::journal::{CallState, JournalRecord, ReplayDecision, replay_decision};
 use agent_kernel::maybe_send::{BoxFuture, boxed};
-use agent_kernel::protocol::{PreparedCall, ToolCall, ToolInvocation, ToolResult, ToolsMsg};
+use agent_kernel::protocol::{
+    InvocationDraft, PreparedCall, ProgressSink, ToolCall, ToolInvocation, ToolResult, ToolsMsg,
+};
 use agent_kernel::run::{
     ActivityKind, CheckpointStage, Evidence, PendingKind, PendingRequest, RunStatus, StopReason,
 };
@@ -20,7 +22,7 @@ use agent_kernel::run::{
 use super::{Ending, Msg, Supervisor, Watched, approval_request};
 use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
 use crate::error::RunError;
-use crate::store::{Tx, json_blob, verified_blob};
+use crate::store::{EventBus, RunEvent, Tx, json_blob, verified_blob};
 use crate::transcript::{AssistantToolCall, Message};
 
 impl Supervisor {
@@ -307,10 +309,12 @@ impl Supervisor {
             // itself, checked wherever it is verified, not only a flag here.
             capability = capability.attenuate(Caveat::Tools(skill.tools.clone()));
         }
+        let progress = progress_events(&self.ctx.events, &draft);
         let invocation = ToolInvocation {
             draft,
             capability,
             verifier: self.authority.verifier(),
+            progress,
         };
         tx.checkpoint(
             CheckpointStage::BeforeDispatch {
@@ -459,4 +463,19 @@ impl Supervisor {
         )
         .await
     }
+}
+
+/// The sink a dispatched call reports progress into: each report becomes a
+/// live [`RunEvent::ToolProgress`] of the call's run (never stored).
+fn progress_events(events: &EventBus, draft: &InvocationDraft) -> ProgressSink {
+    let events = events.clone();
+    let (run, call_id, tool) = (draft.run.clone(), draft.call_id.clone(), draft.tool.clone());
+    ProgressSink::new(move |progress| {
+        events.emit(RunEvent::ToolProgress {
+            run: run.clone(),
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            progress,
+        })
+    })
 }

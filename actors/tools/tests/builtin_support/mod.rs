@@ -92,6 +92,7 @@ pub fn invocation(
         draft,
         capability,
         verifier: authority.verifier(),
+        progress: Default::default(),
     }
 }
 

@@ -117,6 +117,7 @@ impl Run {
             draft: prepared.draft.clone(),
             capability,
             verifier: self.authority.verifier(),
+            progress: Default::default(),
         };
         self.tools
             .addr

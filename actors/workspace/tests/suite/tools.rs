@@ -110,6 +110,7 @@ impl Harness {
             draft,
             capability: cap,
             verifier: self.authority.verifier(),
+            progress: Default::default(),
         }
     }
 
