@@ -391,14 +391,21 @@ impl McpClient {
 
     async fn initialize(&self) -> Result<(), McpError> {
         let result = self
-            .raw_request("initialize", Some(initialize_params()), RequestOptions::default())
+            .raw_request(
+                "initialize",
+                Some(initialize_params()),
+                RequestOptions::default(),
+            )
             .await?;
         let init: InitializeResult = decode("initialize", result)?;
         let version = negotiate_version(&init.protocol_version)?;
         self.inner.transport.initialized(version).await;
         self.inner
             .transport
-            .send(&jsonrpc::notification("notifications/initialized", None), None)
+            .send(
+                &jsonrpc::notification("notifications/initialized", None),
+                None,
+            )
             .await?;
         let info = ServerInfo {
             protocol_version: version,
@@ -453,12 +460,16 @@ impl McpClient {
         loop {
             let epoch = self.inner.epoch.load(Ordering::SeqCst);
             match self
-                .raw_request(method, params.clone(), RequestOptions {
-                    progress: options.progress.clone(),
-                    cancel: options.cancel.clone(),
-                    retry_safe: options.retry_safe,
-                    timeout: options.timeout,
-                })
+                .raw_request(
+                    method,
+                    params.clone(),
+                    RequestOptions {
+                        progress: options.progress.clone(),
+                        cancel: options.cancel.clone(),
+                        retry_safe: options.retry_safe,
+                        timeout: options.timeout,
+                    },
+                )
                 .await
             {
                 Err(McpError::SessionExpired { .. }) => {
@@ -532,7 +543,11 @@ impl McpClient {
         };
         let result = match answer {
             Err(_) => {
-                let _ = self.inner.router.send(RouterMsg::Forget { id: id.clone() }).await;
+                let _ = self
+                    .inner
+                    .router
+                    .send(RouterMsg::Forget { id: id.clone() })
+                    .await;
                 guard.client = None;
                 self.send_cancelled(&id, "timed out").await;
                 Err(McpError::Timeout {

@@ -97,7 +97,12 @@ pub enum Endpoint {
 
 /// Headers whose values must never be configured literally: they carry
 /// credentials, so they come from secret handles.
-const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "proxy-authorization", "cookie", "x-api-key"];
+const CREDENTIAL_HEADERS: [&str; 4] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+];
 /// Headers the transport owns.
 const TRANSPORT_HEADERS: [&str; 7] = [
     "host",
@@ -159,10 +164,7 @@ impl McpServerConfig {
         let mut seen = std::collections::BTreeSet::new();
         for f in &self.trusted_functions {
             if !seen.insert(f.name.as_str()) {
-                return Err(self.invalid(format!(
-                    "trusted_functions names {:?} twice",
-                    f.name
-                )));
+                return Err(self.invalid(format!("trusted_functions names {:?} twice", f.name)));
             }
             if f.effects.is_empty() {
                 return Err(self.invalid(format!(

@@ -134,8 +134,8 @@ pub fn parse_server_messages(bytes: &[u8]) -> Result<Vec<ServerMessage>, McpErro
             limit: MAX_MESSAGE_BYTES,
         });
     }
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| McpError::Protocol(format!("not JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| McpError::Protocol(format!("not JSON: {e}")))?;
     match value {
         Value::Array(items) => {
             if items.is_empty() {
@@ -169,10 +169,7 @@ fn parse_value(value: Value) -> Result<ServerMessage, McpError> {
 pub fn request(id: &RequestId, method: &str, params: Option<Value>) -> Value {
     let mut m = Map::new();
     m.insert("jsonrpc".into(), "2.0".into());
-    m.insert(
-        "id".into(),
-        serde_json::to_value(id).unwrap_or(Value::Null),
-    );
+    m.insert("id".into(), serde_json::to_value(id).unwrap_or(Value::Null));
     m.insert("method".into(), method.into());
     if let Some(p) = params {
         m.insert("params".into(), p);
@@ -220,12 +217,22 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"no","x":2}}"#,
         )
         .unwrap();
-        assert!(matches!(e, ServerMessage::Response { outcome: Err(RpcError { code: -1, .. }), .. }));
-        let n = parse_server_message(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
-            .unwrap();
+        assert!(matches!(
+            e,
+            ServerMessage::Response {
+                outcome: Err(RpcError { code: -1, .. }),
+                ..
+            }
+        ));
+        let n = parse_server_message(
+            br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
+        )
+        .unwrap();
         assert!(matches!(n, ServerMessage::Notification { .. }));
-        let q = parse_server_message(br#"{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":{}}"#)
-            .unwrap();
+        let q = parse_server_message(
+            br#"{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":{}}"#,
+        )
+        .unwrap();
         assert!(matches!(q, ServerMessage::Request { .. }));
         let batch = parse_server_messages(
             br#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":2,"result":{}}]"#,
@@ -250,7 +257,11 @@ mod tests {
             br#""#,
         ] {
             let e = parse_server_messages(bad).unwrap_err();
-            assert!(matches!(e, McpError::Protocol(_)), "{:?}: {e:?}", String::from_utf8_lossy(bad));
+            assert!(
+                matches!(e, McpError::Protocol(_)),
+                "{:?}: {e:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -263,7 +274,10 @@ mod tests {
             "]".repeat(depth)
         );
         let e = parse_server_messages(text.as_bytes()).unwrap_err();
-        assert!(matches!(e, McpError::Protocol(ref m) if m.contains("recursion")), "{e:?}");
+        assert!(
+            matches!(e, McpError::Protocol(ref m) if m.contains("recursion")),
+            "{e:?}"
+        );
         // Within the limit it parses.
         let ok = format!(
             r#"{{"jsonrpc":"2.0","id":1,"result":{{"a":{}{}}}}}"#,

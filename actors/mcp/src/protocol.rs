@@ -270,7 +270,10 @@ mod tests {
             negotiate_version("2024-11-05"),
             Err(McpError::UnsupportedVersion { .. })
         ));
-        assert_eq!(initialize_params()["protocolVersion"], LATEST_PROTOCOL_VERSION);
+        assert_eq!(
+            initialize_params()["protocolVersion"],
+            LATEST_PROTOCOL_VERSION
+        );
     }
 
     #[test]

@@ -87,7 +87,8 @@ mod tests {
 
     #[test]
     fn events_split_anywhere_decode_the_same() {
-        let text = b"event: message\r\nid: 1\ndata: {\"a\":\ndata: 1}\n\n: keep-alive\n\ndata: x\n\n";
+        let text =
+            b"event: message\r\nid: 1\ndata: {\"a\":\ndata: 1}\n\n: keep-alive\n\ndata: x\n\n";
         let mut whole = SseDecoder::new();
         assert_eq!(whole.push(text).unwrap(), vec!["{\"a\":\n1}", "x"]);
         let mut split = SseDecoder::new();

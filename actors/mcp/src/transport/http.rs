@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
-use agent_kernel::Executor;
+use agent_kernel::host::Executor;
 use agent_kernel::host::secrets::SecretResolver;
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::tool::{CancelHandle, CancelToken};
@@ -128,7 +128,9 @@ impl HttpTransport {
         }
         for (name, value) in &self.headers {
             match value {
-                HeaderValue::Literal(text) => builder = builder.header(name.as_str(), text.as_str()),
+                HeaderValue::Literal(text) => {
+                    builder = builder.header(name.as_str(), text.as_str())
+                }
                 HeaderValue::Secret { secret, prefix } => {
                     // Checked again per request: a binding that changed
                     // since the configuration was checked must not leak.
@@ -141,18 +143,24 @@ impl HttpTransport {
                             ),
                         });
                     }
-                    let value = self.secrets.resolve(secret).await.map_err(|e| {
-                        McpError::Transport {
-                            detail: e.to_string(),
-                            sent: false,
-                        }
-                    })?;
-                    let mut header =
-                        reqwest::header::HeaderValue::from_str(&format!("{prefix}{}", value.expose()))
-                            .map_err(|_| McpError::Transport {
-                                detail: format!("the secret of header {name:?} is not a valid header value"),
+                    let value =
+                        self.secrets
+                            .resolve(secret)
+                            .await
+                            .map_err(|e| McpError::Transport {
+                                detail: e.to_string(),
                                 sent: false,
                             })?;
+                    let mut header = reqwest::header::HeaderValue::from_str(&format!(
+                        "{prefix}{}",
+                        value.expose()
+                    ))
+                    .map_err(|_| McpError::Transport {
+                        detail: format!(
+                            "the secret of header {name:?} is not a valid header value"
+                        ),
+                        sent: false,
+                    })?;
                     header.set_sensitive(true);
                     builder = builder.header(name.as_str(), header);
                 }
@@ -278,7 +286,10 @@ impl Transport for HttpTransport {
         let builder = self
             .client
             .post(self.url.clone())
-            .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         let (builder, had_session) = self.prepare(builder).await?;
@@ -306,7 +317,9 @@ impl Transport for HttpTransport {
         }
         if status.is_redirection() {
             return Err(McpError::Transport {
-                detail: format!("the server answered with redirect {status}; MCP requests never follow redirects"),
+                detail: format!(
+                    "the server answered with redirect {status}; MCP requests never follow redirects"
+                ),
                 sent: true,
             });
         }
@@ -373,7 +386,9 @@ impl Transport for HttpTransport {
                 Ok(response) => {
                     tracing::debug!(status = %response.status(), "no MCP notification stream");
                 }
-                Err(e) => tracing::debug!(error = %e.without_url_ref(), "no MCP notification stream"),
+                Err(e) => {
+                    tracing::debug!(error = %e.without_url_ref(), "no MCP notification stream")
+                }
             }
         }));
     }

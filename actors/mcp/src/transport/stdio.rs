@@ -217,7 +217,10 @@ impl Transport for StdioTransport {
             Err(p) => p.into_inner(),
         };
         let Some(pipe) = stdin.as_mut() else {
-            return Err(McpError::Closed(format!("{}: stdin is closed", self.command)));
+            return Err(McpError::Closed(format!(
+                "{}: stdin is closed",
+                self.command
+            )));
         };
         pipe.write_all(&line)
             .and_then(|()| pipe.flush())
