@@ -2,9 +2,11 @@
 //! (`agent_kernel::tool::spawn_tool_with`): one actor per function the
 //! server lists, and read tools for its resources and prompts (when it
 //! offers them). [`spawn_mcp_server`] connects, lists, spawns and returns
-//! the registrations; a watcher re-lists on `tools/list_changed` or a
-//! reconnect and hands the new set to the host's [`ToolsChanged`] callback,
-//! retiring the previous actors so that nothing stale is dispatched.
+//! the registrations; [`McpServer::watch`] re-lists on
+//! `tools/list_changed` or a reconnect and hands the new set to the host's
+//! [`ToolsChanged`] callback. Every actor checks, before sending anything,
+//! that its definition is still the server's current one, so nothing stale
+//! is dispatched.
 //!
 //! Trust (S6.1, S6.3): a function not in `trusted_functions` is unknown:
 //! effects `write_external`, not idempotent, `unknown_function: true` (the
@@ -16,13 +18,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt;
 use serde_json::{Map, Value, json};
 
 use agent_capabilities::{
-    EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Trust, is_read_only, sha256_hex,
+    EffectClass, EffectSet, Fingerprint, Idempotency, Origin, Sensitivity, Trust, is_read_only,
+    sha256_hex,
 };
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
@@ -99,12 +101,36 @@ where
 pub struct McpServer {
     pub client: McpClient,
     pub load: McpLoad,
+    shared: std::sync::Weak<Shared>,
 }
 
-/// One generation of tool actors: retired when a newer listing replaces it.
+/// The current definition of every tool of the server, by model-facing
+/// name: replaced whole by each listing. A tool actor whose fingerprint is
+/// not the current one for its name sends nothing (a stale actor may still
+/// be reached by a call prepared before the registry was updated).
 #[derive(Default)]
-struct Generation {
-    retired: AtomicBool,
+struct Current(std::sync::RwLock<BTreeMap<String, Fingerprint>>);
+
+impl Current {
+    fn set(&self, next: BTreeMap<String, Fingerprint>) {
+        match self.0.write() {
+            Ok(mut m) => *m = next,
+            Err(p) => *p.into_inner() = next,
+        }
+    }
+
+    /// None when `name` is current with `fingerprint`; else why not.
+    fn stale(&self, name: &str, fingerprint: &Fingerprint) -> Option<bool> {
+        let map = match self.0.read() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        match map.get(name) {
+            Some(f) if f == fingerprint => None,
+            Some(_) => Some(true),
+            None => Some(false),
+        }
+    }
 }
 
 struct Shared {
@@ -115,16 +141,16 @@ struct Shared {
     /// The server as provenance detail (origin or command), never a secret.
     server: String,
     env: McpEnv,
+    current: Current,
 }
 
-/// Connect to the server of `config`, list its tools, spawn one tool actor
-/// per function (plus resource and prompt read tools when it offers them)
-/// and return their registrations. Later listings (list_changed, a
-/// reconnect) go to `on_change`.
+/// Connect to the server of `config`, list its tools and spawn one tool
+/// actor per function (plus resource and prompt read tools when it offers
+/// them). Register [`McpServer::load`], then call [`McpServer::watch`] so
+/// that later listings replace it.
 pub async fn spawn_mcp_server(
     env: &McpEnv,
     config: &McpServerConfig,
-    on_change: Arc<dyn ToolsChanged>,
 ) -> Result<McpServer, McpError> {
     let endpoint = config.check(&*env.secrets)?;
     let (target, server) = match &endpoint {
@@ -144,7 +170,6 @@ pub async fn spawn_mcp_server(
         ),
     };
     let client = McpClient::connect(config, env).await?;
-    let events = client.events();
     #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
     let shared = Arc::new(Shared {
         id: config.id.clone(),
@@ -153,35 +178,48 @@ pub async fn spawn_mcp_server(
         target,
         server,
         env: env.clone(),
+        current: Current::default(),
     });
     let tools = client.list_tools().await?;
-    let mut generation = Arc::new(Generation::default());
-    let load = build_load(&shared, &tools, &generation);
-    let weak = Arc::downgrade(&shared);
-    drop(shared);
-    // The watcher holds the server weakly: the tool actors keep it alive.
-    env.executor.spawn(boxed(async move {
-        while let Ok(event) = events.recv().await {
-            if event == ServerEvent::OtherListChanged {
-                continue;
-            }
-            while events.try_recv().is_ok() {} // one re-list covers them all
-            let Some(shared) = weak.upgrade() else { return };
-            match shared.client.list_tools().await {
-                Ok(tools) => {
-                    generation.retired.store(true, Ordering::SeqCst);
-                    generation = Arc::new(Generation::default());
-                    let load = build_load(&shared, &tools, &generation);
-                    drop(shared);
-                    on_change.changed(load).await;
+    let load = build_load(&shared, &tools);
+    Ok(McpServer {
+        client,
+        load,
+        shared: Arc::downgrade(&shared),
+    })
+}
+
+impl McpServer {
+    /// Re-list on `tools/list_changed` and after a reconnect, and hand each
+    /// new listing to `on_change` (in order, one at a time). Events that
+    /// came before this call are not lost. The watcher holds the server
+    /// weakly: it ends when the tool actors are gone.
+    pub fn watch(&self, on_change: Arc<dyn ToolsChanged>) {
+        let events = self.client.events();
+        let weak = self.shared.clone();
+        let Some(shared) = weak.upgrade() else { return };
+        let executor = shared.env.executor.clone();
+        drop(shared);
+        executor.spawn(boxed(async move {
+            while let Ok(event) = events.recv().await {
+                if event == ServerEvent::OtherListChanged {
+                    continue;
                 }
-                Err(e) => {
-                    tracing::warn!(server = %shared.id, error = %e, "re-listing the MCP server's tools failed");
+                while events.try_recv().is_ok() {} // one re-list covers them all
+                let Some(shared) = weak.upgrade() else { return };
+                match shared.client.list_tools().await {
+                    Ok(tools) => {
+                        let load = build_load(&shared, &tools);
+                        drop(shared);
+                        on_change.changed(load).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %shared.id, error = %e, "re-listing the MCP server's tools failed");
+                    }
                 }
             }
-        }
-    }));
-    Ok(McpServer { client, load })
+        }));
+    }
 }
 
 fn object_schema(properties: Value, required: &[&str]) -> Value {
@@ -256,7 +294,7 @@ fn read_tools(shared: &Shared) -> Vec<(ReadKind, String, String, Value)> {
     out
 }
 
-fn build_load(shared: &Arc<Shared>, tools: &[McpTool], generation: &Arc<Generation>) -> McpLoad {
+fn build_load(shared: &Arc<Shared>, tools: &[McpTool]) -> McpLoad {
     let mut load = McpLoad::default();
     let origin = Origin::Mcp(shared.id.clone());
     let options = || ToolOptions {
@@ -274,11 +312,21 @@ fn build_load(shared: &Arc<Shared>, tools: &[McpTool], generation: &Arc<Generati
             .idempotency(Idempotency::Idempotent)
             .target(shared.target.clone())
             .build();
+        let fingerprint = match def.fingerprint() {
+            Ok(f) => f,
+            Err(e) => {
+                load.refused.push(FunctionRefusal {
+                    name,
+                    why: e.to_string(),
+                });
+                continue;
+            }
+        };
         let tool = McpReadTool {
             shared: shared.clone(),
-            generation: generation.clone(),
             kind,
             def,
+            fingerprint,
         };
         match spawn_tool_with(
             shared.env.executor.clone(),
@@ -372,9 +420,9 @@ fn build_load(shared: &Arc<Shared>, tools: &[McpTool], generation: &Arc<Generati
             .is_some_and(|pinned| *pinned == fingerprint);
         let function = McpFunctionTool {
             shared: shared.clone(),
-            generation: generation.clone(),
             server_name: tool.name.clone(),
             def,
+            fingerprint,
         };
         match spawn_tool_with(
             shared.env.executor.clone(),
@@ -391,6 +439,12 @@ fn build_load(shared: &Arc<Shared>, tools: &[McpTool], generation: &Arc<Generati
             Err(e) => load.refused.push(refuse(e.to_string())),
         }
     }
+    shared.current.set(
+        load.registrations
+            .iter()
+            .filter_map(|r| Some((r.definition.name.clone(), r.definition.fingerprint().ok()?)))
+            .collect(),
+    );
     for r in &load.refused {
         tracing::warn!(server = %shared.id, function = %r.name, why = %r.why, "MCP function refused");
     }
@@ -598,20 +652,39 @@ fn failure_for(
     }
 }
 
-fn retired(ctx: &ToolContext, id: &str) -> ToolFailure {
-    ctx.fail(
-        shell_codes::DEFINITION_CHANGED,
-        format!(
-            "the tool list of MCP server {id} changed since {} was loaded; nothing was sent. Search and load it again: its new definition needs approval again",
-            ctx.tool()
-        ),
-    )
+/// Refuse a call to a tool actor the server's newest listing replaced
+/// (`definition_changed`) or dropped (`unknown_tool`): nothing is sent.
+fn check_current(
+    shared: &Shared,
+    ctx: &ToolContext,
+    fingerprint: &Fingerprint,
+) -> Result<(), ToolFailure> {
+    match shared.current.stale(ctx.tool(), fingerprint) {
+        None => Ok(()),
+        Some(true) => Err(ctx.fail(
+            shell_codes::DEFINITION_CHANGED,
+            format!(
+                "the definition of {} on MCP server {} changed; nothing was sent. Its new definition needs approval again",
+                ctx.tool(),
+                shared.id
+            ),
+        )),
+        Some(false) => Err(ctx.fail(
+            shell_codes::UNKNOWN_TOOL,
+            format!(
+                "MCP server {} no longer offers {}; nothing was sent",
+                shared.id,
+                ctx.tool()
+            ),
+        )),
+    }
 }
 
 /// One server function as a tool of the shell.
 struct McpFunctionTool {
     shared: Arc<Shared>,
-    generation: Arc<Generation>,
+    /// The fingerprint of `def`.
+    fingerprint: Fingerprint,
     /// The name as the server lists it (the model-facing one may differ).
     server_name: String,
     def: ToolDefinition,
@@ -628,9 +701,7 @@ impl Tool for McpFunctionTool {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolSuccess, ToolFailure> {
         let shared = &self.shared;
-        if self.generation.retired.load(Ordering::SeqCst) {
-            return Err(retired(ctx, &shared.id));
-        }
+        check_current(shared, ctx, &self.fingerprint)?;
         let read_only = is_read_only(&self.def.effects);
         let (progress_tx, progress_rx) = async_channel::bounded(16);
         let call = shared
@@ -694,7 +765,8 @@ enum ReadKind {
 /// A resource or prompt read of one server.
 struct McpReadTool {
     shared: Arc<Shared>,
-    generation: Arc<Generation>,
+    /// The fingerprint of `def`.
+    fingerprint: Fingerprint,
     kind: ReadKind,
     def: ToolDefinition,
 }
@@ -710,9 +782,7 @@ impl Tool for McpReadTool {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolSuccess, ToolFailure> {
         let shared = &self.shared;
-        if self.generation.retired.load(Ordering::SeqCst) {
-            return Err(retired(ctx, &shared.id));
-        }
+        check_current(shared, ctx, &self.fingerprint)?;
         let client = &shared.client;
         let fail = |e: McpError| failure_for(shared, ctx, &e, true);
         let mut budget = Budget::new();
