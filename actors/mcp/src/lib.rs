@@ -34,6 +34,10 @@
 //! that never change effects. Results, resources and prompts are
 //! `external_untrusted` data.
 
+// The same `Arc`s hold `Send + Sync` values natively; on single-threaded
+// wasm32 the host traits inside are not `Send`, by design (as in the kernel).
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 pub mod client;
 pub mod codes;
 pub mod config;
