@@ -1,8 +1,8 @@
 //! The prerequisites of the gate and the demo: each checked first and
 //! installed only when missing (the wasm target, wasm-bindgen-cli, Chromium,
 //! ChromeDriver and clang, the rustfmt and clippy components, the npm
-//! packages of the e2e suite and of the type check); one that cannot be had
-//! fails loudly.
+//! packages of the e2e suite, of the type check and of the MCP reference
+//! server); one that cannot be had fails loudly.
 
 use std::path::Path;
 
@@ -17,6 +17,10 @@ use crate::{
 /// `.d.ts`, values generated from real runs and a typed example embedder).
 pub(crate) const TYPECHECK_DIR: &str = "host-browser/typecheck";
 
+/// The MCP reference server (`@modelcontextprotocol/server-everything`,
+/// pinned in its package-lock.json) that agent-mcp's interop tests start.
+pub(crate) const MCP_REFERENCE_DIR: &str = "actors/mcp/tests/reference";
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Prereq {
     WasmTarget,
@@ -26,16 +30,19 @@ pub(crate) enum Prereq {
     E2eNodeModules,
     /// `typescript`, pinned in `host-browser/typecheck/package.json`.
     TypecheckNodeModules,
+    /// The MCP reference server, for the native tests of agent-mcp.
+    McpReferenceNodeModules,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 6] = [
+    pub(crate) const ALL: [Prereq; 7] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::SystemPackages,
         Prereq::RustComponents,
         Prereq::E2eNodeModules,
         Prereq::TypecheckNodeModules,
+        Prereq::McpReferenceNodeModules,
     ];
 }
 
@@ -60,6 +67,9 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
             Prereq::E2eNodeModules => ensure_node_modules(runner, E2E_DIR, "e2e")?,
             Prereq::TypecheckNodeModules => {
                 ensure_node_modules(runner, TYPECHECK_DIR, "typecheck")?
+            }
+            Prereq::McpReferenceNodeModules => {
+                ensure_node_modules(runner, MCP_REFERENCE_DIR, "MCP reference server")?
             }
         }
     }

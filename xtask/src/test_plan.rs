@@ -48,7 +48,8 @@ impl Group {
                 Prereq::WasmTarget,
                 Prereq::SystemPackages,
             ],
-            Group::Native => &[],
+            // agent-mcp's interop tests start the MCP reference server.
+            Group::Native => &[Prereq::McpReferenceNodeModules],
             Group::Wasm => &[
                 Prereq::WasmTarget,
                 Prereq::WasmBindgen,

@@ -187,6 +187,13 @@ impl Resolved<'_> {
             Resolved::Registered(t) => t.trusted_external,
         }
     }
+    /// An MCP function the configuration does not declare (S6.1).
+    fn unknown_function(&self) -> bool {
+        match self {
+            Resolved::Discovery(_) => false,
+            Resolved::Registered(t) => t.unknown_function,
+        }
+    }
 }
 
 struct ToolsActor {
@@ -657,12 +664,13 @@ impl ToolsActor {
         // The same cap and visibility rules as the schemas the model is shown
         // (a set restored from storage has not passed through Schemas yet).
         let loaded = self.schema_list(&config, &loaded).1;
-        let (def, fingerprint, trusted_external, schema) = {
+        let (def, fingerprint, trusted_external, unknown_function, schema) = {
             let resolved = self.resolve(&call.name, &config, &loaded)?;
             (
                 resolved.def().clone(),
                 resolved.fingerprint().clone(),
                 resolved.trusted_external(),
+                resolved.unknown_function(),
                 resolved.schema().clone(),
             )
         };
@@ -725,7 +733,7 @@ impl ToolsActor {
                 identity: identity.clone(),
                 allowed: true,
                 trusted_external,
-                unknown_mcp_function: false,
+                unknown_mcp_function: unknown_function,
                 target_summary: target_summary.clone(),
             },
         );

@@ -2,7 +2,8 @@
 //! URL, functions with method, path, schema, effects, idempotency, an auth
 //! header and a secret handle), one tool per function on the one tool-actor
 //! shell (`agent_kernel::tool`) that turns checked calls into HTTP
-//! requests with reqwest, and the `SecretResolver` trait the host implements.
+//! requests with reqwest (the `SecretResolver` the host implements lives in
+//! `agent_kernel::host::secrets` and is re-exported here).
 //!
 //! The secret is resolved only at dispatch, inside the plugin actor, and put
 //! in a header marked sensitive; it is never part of a definition, draft,
@@ -26,11 +27,13 @@ use agent_capabilities::{
     sha256_hex,
 };
 use agent_kernel::host::{Clock, Executor, timeout};
+// The secret types' one owner is the kernel; re-exported here for callers
+// of the old paths.
+pub use agent_kernel::host::secrets::{SecretError, SecretHandle, SecretResolver, SecretValue};
 use agent_kernel::protocol::{
     EffectReceipt, Provenance, TargetRule, ToolDefinition, ToolFailure, ToolResult, ToolSuccess,
 };
 use agent_kernel::run::RunMode;
-use agent_kernel::{MaybeSend, MaybeSync};
 
 use crate::codes;
 use crate::plugin_path::{FillError, InsideUrl, OutsideFunction, PathTemplate};
@@ -46,54 +49,6 @@ pub const DEFAULT_PLUGIN_TIMEOUT_MS: u64 = 30_000;
 pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 /// What replaces an echoed secret in a response.
 pub const REDACTED: &str = "[redacted secret]";
-
-/// A name for a secret the host keeps (a key-chain entry, an environment
-/// variable, a browser credential store). Only the handle is configured,
-/// shown or stored; the value is resolved at dispatch.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SecretHandle(pub String);
-
-/// A resolved secret. No `Display`, no `Serialize`, and its `Debug` prints
-/// nothing of the value, so it cannot reach logs or records by accident.
-#[derive(Clone)]
-pub struct SecretValue(String);
-
-impl SecretValue {
-    pub fn new(value: impl Into<String>) -> SecretValue {
-        SecretValue(value.into())
-    }
-    /// The value, for putting into the request header. Do not log it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretValue([redacted])")
-    }
-}
-
-/// The host could not resolve a secret handle.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SecretError {
-    #[error("no secret is stored under handle {0:?}; add it in the host's secret settings")]
-    Unknown(String),
-    #[error("the secret store is unavailable: {0}")]
-    Unavailable(String),
-}
-
-/// Implemented by the host: resolves secret handles at dispatch.
-#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
-#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
-pub trait SecretResolver: MaybeSend + MaybeSync {
-    /// The origin (`scheme://host[:port]`) the secret is bound to, or None
-    /// when no secret has this handle.
-    fn bound_origin(&self, handle: &SecretHandle) -> Option<String>;
-    /// The secret's value. Called only when a request is about to be sent.
-    async fn resolve(&self, handle: &SecretHandle) -> Result<SecretValue, SecretError>;
-}
 
 /// HTTP methods a plugin function may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -454,6 +409,7 @@ pub fn spawn_plugin(
             modes: vec![RunMode::Agent],
             exposure: Exposure::Discoverable,
             trusted_external: trusted,
+            unknown_function: false,
             addr,
         });
     }
@@ -803,15 +759,4 @@ async fn call(state: &PluginState, ctx: &ToolContext) -> ToolResult {
         references: Vec::new(),
         receipts,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secret_value_debug_hides_the_value() {
-        let s = SecretValue::new("marker-123");
-        assert!(!format!("{s:?}").contains("marker-123"));
-    }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_capabilities::{Fingerprint, Origin, sha256_hex};
+use agent_capabilities::{Fingerprint, Origin};
 use agent_kernel::protocol::{ToolAddr, ToolDefinition};
 use agent_kernel::run::RunMode;
 
@@ -15,47 +15,15 @@ use crate::validate::CompiledSchema;
 /// the discovery tools included (S5.2).
 pub const MAX_SCHEMAS_PER_REQUEST: usize = 64;
 
-/// Longest model-facing tool name (the common provider limit).
-pub const MAX_TOOL_NAME_LEN: usize = 64;
-
 /// The discovery tools the tools actor itself provides in agent mode.
 pub const DISCOVERY_TOOL_NAMES: [&str; 2] = ["search_tools", "load_tools"];
 
-/// Provider ids that belong to the runtime: no plugin or MCP server may use them.
-pub const RESERVED_PROVIDER_IDS: &[&str] = &[
-    "builtin",
-    "builtins",
-    "runtime",
-    "system",
-    "user",
-    "agent",
-    "tools",
-    "plugin",
-    "plugins",
-    "mcp",
-    "supervisor",
-    "kernel",
-    "workspace",
-    "artifacts",
-    "fetch",
-    "javascript",
-    "skills",
-    "research",
-];
-
-/// Tool names that belong to built-in tools: no plugin or MCP function may
-/// take one, even when the built-in itself is not registered on this host.
-pub const RESERVED_TOOL_NAMES: &[&str] = &[
-    "search_tools",
-    "load_tools",
-    "ask_user",
-    "update_plan",
-    "run_javascript",
-    "extract_document",
-    "fetch_url",
-    "publish_artifact",
-    "start_deep_research",
-];
+// The naming rules' one owner is the kernel (MCP servers need them too);
+// re-exported here for callers of the old paths.
+pub use agent_kernel::tool::names::{
+    MAX_TOOL_NAME_LEN, NameError, RESERVED_PROVIDER_IDS, RESERVED_TOOL_NAMES, is_model_facing_name,
+    is_reserved_provider_id, model_facing_name,
+};
 
 /// How a registered tool reaches the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +46,10 @@ pub struct ToolRegistration {
     /// True for built-ins, and for plugins the person marked trusted whose
     /// fingerprint matches the configured one (DESIGN.md, Capabilities).
     pub trusted_external: bool,
+    /// True for an MCP function whose effects the configuration does not
+    /// declare: the policy asks once for every call (S6.1), whatever its
+    /// annotations say (S6.3). False for built-ins and plugins.
+    pub unknown_function: bool,
     /// The actor that performs the call.
     pub addr: ToolAddr,
 }
@@ -90,6 +62,7 @@ impl ToolRegistration {
             modes: vec![RunMode::Agent],
             exposure: Exposure::AlwaysOn,
             trusted_external: true,
+            unknown_function: false,
             addr,
         }
     }
@@ -110,6 +83,8 @@ pub struct RegisteredTool {
     pub modes: Vec<RunMode>,
     pub exposure: Exposure,
     pub trusted_external: bool,
+    /// See [`ToolRegistration::unknown_function`].
+    pub unknown_function: bool,
     pub addr: ToolAddr,
     pub(crate) schema: CompiledSchema,
 }
@@ -166,48 +141,6 @@ pub enum RegistryError {
     },
     #[error("no tools from {origin} are registered, so there is nothing to replace or remove")]
     UnknownProvider { origin: String },
-}
-
-/// Derive the name the model sees for a function: ASCII lowercase, every run
-/// of other characters becomes one `_`, no leading or trailing `_`, at most
-/// 64 characters (a longer name keeps 55 characters and gets `_` plus 8 hex
-/// digits of the SHA-256 of the original). Deterministic: the same function
-/// name always gives the same model-facing name, and two names that map to
-/// the same result collide explicitly.
-pub fn model_facing_name(function: &str) -> Result<String, RegistryError> {
-    let mut out = String::with_capacity(function.len());
-    let mut pending_sep = false;
-    for c in function.chars() {
-        if c.is_ascii_alphanumeric() {
-            if pending_sep && !out.is_empty() {
-                out.push('_');
-            }
-            pending_sep = false;
-            out.push(c.to_ascii_lowercase());
-        } else {
-            pending_sep = true;
-        }
-    }
-    if out.is_empty() {
-        return Err(RegistryError::InvalidName {
-            name: function.to_owned(),
-            why: "it has no ASCII letters or digits".to_owned(),
-        });
-    }
-    if out.len() > MAX_TOOL_NAME_LEN {
-        let mut short: String = out.chars().take(55).collect();
-        while short.ends_with('_') {
-            short.pop();
-        }
-        let hash = sha256_hex(function.as_bytes());
-        out = format!("{short}_{}", &hash[..8]);
-    }
-    Ok(out)
-}
-
-/// True when `name` is already in model-facing form.
-pub fn is_model_facing_name(name: &str) -> bool {
-    model_facing_name(name).is_ok_and(|n| n == name)
 }
 
 /// Names and fingerprints of every registered tool, for comparisons in tests
@@ -335,7 +268,7 @@ fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
     }
     match (&def.origin, provider_id(&def.origin), &def.provider) {
         (_, Some(id), Some(p)) if id == p => {
-            if RESERVED_PROVIDER_IDS.contains(&id.to_ascii_lowercase().as_str()) {
+            if is_reserved_provider_id(id) {
                 return Err(RegistryError::ReservedProvider { id: id.to_owned() });
             }
             if RESERVED_TOOL_NAMES.contains(&name.as_str()) {
@@ -380,6 +313,7 @@ fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
         modes: reg.modes,
         exposure: reg.exposure,
         trusted_external: reg.trusted_external,
+        unknown_function: reg.unknown_function,
         addr: reg.addr,
     })
 }
@@ -399,25 +333,4 @@ fn check_capacity(tools: &BTreeMap<String, RegisteredTool>) -> Result<(), Regist
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_facing_names_are_deterministic() {
-        assert_eq!(model_facing_name("Create Issue").unwrap(), "create_issue");
-        assert_eq!(model_facing_name("create-issue").unwrap(), "create_issue");
-        assert_eq!(model_facing_name("__x..y__").unwrap(), "x_y");
-        assert!(model_facing_name("!!!").is_err());
-        let long = "a".repeat(100);
-        let n = model_facing_name(&long).unwrap();
-        assert_eq!(n.len(), 64);
-        assert_eq!(n, model_facing_name(&long).unwrap());
-        assert_ne!(n, model_facing_name(&"a".repeat(101)).unwrap());
-        assert!(is_model_facing_name(&n));
-        assert!(is_model_facing_name(&"b".repeat(64)));
-        assert!(!is_model_facing_name(&"b".repeat(65)));
-    }
 }

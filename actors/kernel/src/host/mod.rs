@@ -1,5 +1,5 @@
 //! Host traits: everything the runtime needs from its environment (storage,
-//! blobs, leases, clock, executor, lifecycle, entropy). Native and browser
+//! blobs, leases, clock, executor, lifecycle, entropy, secrets). Native and browser
 //! hosts implement them; `crate::memory` implements them in memory. The lease
 //! rules every storage backend applies live in [`lease_rules`].
 
@@ -9,6 +9,7 @@ pub mod executor;
 pub mod lease;
 pub mod lease_rules;
 pub mod lifecycle;
+pub mod secrets;
 pub mod storage;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ pub use entropy::{Entropy, SeededEntropy, random_id, random_key};
 pub use executor::Executor;
 pub use lease::{LeaseGuard, LeaseManager};
 pub use lifecycle::{Lifecycle, LifecycleEvent};
+pub use secrets::{SecretError, SecretHandle, SecretResolver, SecretValue};
 pub use storage::{
     Batch, BlobRef, Condition, Fence, LeaseError, LeaseRecord, Op, Record, Storage, StorageError,
     StorageExt, Table,

@@ -8,7 +8,8 @@
 //!   (the tools actor's pre-check uses them too);
 //! - [`validate`]: argument parsing, canonical form, JSON Schema, targets;
 //! - [`cancel`]: the cancellation signal ([`CancelHandle`], [`CancelToken`]);
-//! - [`codes`]: the stable error codes.
+//! - [`codes`]: the stable error codes;
+//! - [`names`]: model-facing names, reserved provider ids and tool names.
 //!
 //! Argument validation uses the maintained `jsonschema` crate (default
 //! features off: no remote `$ref`s, no TLS, builds for wasm32).
@@ -68,6 +69,7 @@ pub mod cancel;
 pub mod codes;
 pub mod definition;
 pub mod gate;
+pub mod names;
 pub mod shell;
 pub mod validate;
 

@@ -1,0 +1,54 @@
+//! `agent-mcp`: the Model Context Protocol client and its tool actors.
+//!
+//! - [`jsonrpc`]: JSON-RPC 2.0 messages and the one bounded parser every
+//!   server message goes through (4 MiB, serde_json's depth limit);
+//! - [`protocol`]: the MCP messages (revisions 2025-06-18 and 2025-03-26);
+//! - [`sse`]: a bounded Server-Sent Events decoder;
+//! - [`transport`]: Streamable HTTP (both targets) and stdio (native);
+//! - [`client`]: [`McpClient`] (handshake, listings, calls, progress,
+//!   cancellation, timeouts, session expiry, server events);
+//! - [`config`]: [`McpServerConfig`], the configuration of one server;
+//! - [`tools`]: the tool actors of a server (one per function, and the
+//!   resource and prompt read tools) and [`spawn_mcp_server`];
+//! - [`codes`]: the stable error codes of MCP tool calls.
+//!
+//! Why not the official SDK (`rmcp`): its transports and service loop are
+//! built on tokio (tasks, `tokio::process`, tokio channels and timers), and
+//! its Streamable HTTP client did not build for wasm32-unknown-unknown when
+//! this crate was written. This crate must run in the browser too, where
+//! spawning and time come from the host (`agent_kernel::host`), so it keeps
+//! one protocol model for both targets and uses reqwest (the browser's
+//! fetch on wasm32) for HTTP and plain threads for stdio's pipes.
+//!
+//! Limits: a server message is at most [`jsonrpc::MAX_MESSAGE_BYTES`]
+//! (4 MiB) and nests at most 128 levels; a listing reads at most
+//! [`protocol::MAX_LIST_PAGES`] pages and [`protocol::MAX_LIST_ITEMS`]
+//! items; every request has a deadline (`timeout_ms`, default 30 s); text
+//! handed to the model is at most [`tools::MAX_TEXT_CHARS`] characters per
+//! result, truncation marked; stdio keeps the last
+//! 8 KiB of the server's stderr.
+//!
+//! Trust (S6.1, S6.3): a function the configuration does not declare is
+//! *unknown*: it is assumed to write externally and not be idempotent, and
+//! every call asks once. Annotations (`readOnlyHint`, ...) are display hints
+//! that never change effects. Results, resources and prompts are
+//! `external_untrusted` data.
+
+// The same `Arc`s hold `Send + Sync` values natively; on single-threaded
+// wasm32 the host traits inside are not `Send`, by design (as in the kernel).
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
+pub mod client;
+pub mod codes;
+pub mod config;
+pub mod error;
+pub mod jsonrpc;
+pub mod protocol;
+pub mod sse;
+pub mod tools;
+pub mod transport;
+
+pub use client::{McpClient, McpEnv, RequestOptions, ServerEvent, ServerInfo};
+pub use config::{HeaderValue, McpServerConfig, TrustedFunction};
+pub use error::McpError;
+pub use tools::{McpFunctionRegistration, McpLoad, McpServer, spawn_mcp_server};

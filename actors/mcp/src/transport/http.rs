@@ -1,0 +1,403 @@
+//! Streamable HTTP (both targets, reqwest): every message is a POST with
+//! `Accept: application/json, text/event-stream`; an answer comes back as
+//! one JSON body or as an SSE stream read on its own task (bounded per
+//! message); `Mcp-Session-Id` is kept and sent, `MCP-Protocol-Version`
+//! after the handshake; a 404 on a request carrying a session id is
+//! [`McpError::SessionExpired`]; the optional GET stream carries server
+//! notifications (405: the server offers none). Configured headers are
+//! attached per request, secrets resolved only then and only for the origin
+//! they are bound to. Natively no redirect is followed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+
+use agent_kernel::host::Executor;
+use agent_kernel::host::secrets::SecretResolver;
+use agent_kernel::maybe_send::boxed;
+use agent_kernel::tool::{CancelHandle, CancelToken};
+
+use super::{Inbound, InboundSink, Transport};
+use crate::config::HeaderValue;
+use crate::error::McpError;
+use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, parse_server_messages};
+use crate::sse::SseDecoder;
+
+/// The session header.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The protocol version header.
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+
+fn http_client() -> reqwest::Client {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        // Never follow redirects: a hop could carry a credential elsewhere.
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        reqwest::Client::new()
+    }
+}
+
+/// Session state shared by concurrent requests (a leaf value, not an
+/// actor's state: two fields read and replaced whole).
+#[derive(Default)]
+struct Session {
+    id: Option<String>,
+    version: Option<String>,
+}
+
+/// A Streamable HTTP connection to one server.
+pub struct HttpTransport {
+    url: url::Url,
+    origin: String,
+    headers: BTreeMap<String, HeaderValue>,
+    secrets: Arc<dyn SecretResolver>,
+    executor: Arc<dyn Executor>,
+    client: reqwest::Client,
+    session: Mutex<Session>,
+    sink: InboundSink,
+    /// Fired when the transport is dropped: its stream readers stop.
+    closed: CancelHandle,
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+impl HttpTransport {
+    pub fn new(
+        url: url::Url,
+        origin: String,
+        headers: BTreeMap<String, HeaderValue>,
+        secrets: Arc<dyn SecretResolver>,
+        executor: Arc<dyn Executor>,
+        sink: InboundSink,
+    ) -> HttpTransport {
+        HttpTransport {
+            url,
+            origin,
+            headers,
+            secrets,
+            executor,
+            client: http_client(),
+            session: Mutex::new(Session::default()),
+            sink,
+            closed: CancelHandle::new(),
+        }
+    }
+
+    fn session(&self) -> (Option<String>, Option<String>) {
+        match self.session.lock() {
+            Ok(s) => (s.id.clone(), s.version.clone()),
+            Err(poisoned) => {
+                let s = poisoned.into_inner();
+                (s.id.clone(), s.version.clone())
+            }
+        }
+    }
+
+    fn set_session(&self, f: impl FnOnce(&mut Session)) {
+        match self.session.lock() {
+            Ok(mut s) => f(&mut s),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// The request with the session, version and configured headers.
+    async fn prepare(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::RequestBuilder, bool), McpError> {
+        let mut builder = builder;
+        let (session, version) = self.session();
+        let had_session = session.is_some();
+        if let Some(id) = session {
+            builder = builder.header(SESSION_HEADER, id);
+        }
+        if let Some(v) = version {
+            builder = builder.header(VERSION_HEADER, v);
+        }
+        for (name, value) in &self.headers {
+            match value {
+                HeaderValue::Literal(text) => {
+                    builder = builder.header(name.as_str(), text.as_str())
+                }
+                HeaderValue::Secret { secret, prefix } => {
+                    // Checked again per request: a binding that changed
+                    // since the configuration was checked must not leak.
+                    if self.secrets.bound_origin(secret).as_deref() != Some(self.origin.as_str()) {
+                        return Err(McpError::Config {
+                            id: self.origin.clone(),
+                            why: format!(
+                                "the secret of header {name:?} is no longer bound to {}; nothing was sent",
+                                self.origin
+                            ),
+                        });
+                    }
+                    let value =
+                        self.secrets
+                            .resolve(secret)
+                            .await
+                            .map_err(|e| McpError::Transport {
+                                detail: e.to_string(),
+                                sent: false,
+                            })?;
+                    let mut header = reqwest::header::HeaderValue::from_str(&format!(
+                        "{prefix}{}",
+                        value.expose()
+                    ))
+                    .map_err(|_| McpError::Transport {
+                        detail: format!(
+                            "the secret of header {name:?} is not a valid header value"
+                        ),
+                        sent: false,
+                    })?;
+                    header.set_sensitive(true);
+                    builder = builder.header(name.as_str(), header);
+                }
+            }
+        }
+        Ok((builder, had_session))
+    }
+
+    fn spawn_sse(&self, response: reqwest::Response, request: Option<RequestId>) {
+        let sink = self.sink.clone();
+        let closed = self.closed.token();
+        self.executor.spawn(boxed(async move {
+            let outcome = read_sse(response, &sink, &closed).await;
+            if let Some(request) = request {
+                // The router ignores this when the answer already came.
+                let error = match outcome {
+                    Ok(()) => McpError::Transport {
+                        detail: "the server's event stream ended before the answer".into(),
+                        sent: true,
+                    },
+                    Err(e) => e,
+                };
+                sink.deliver(Inbound::StreamFailed { request, error }).await;
+            } else if let Err(e) = outcome {
+                tracing::debug!(error = %e, "the MCP notification stream ended");
+            }
+        }));
+    }
+}
+
+fn transport_error(e: &reqwest::Error, sent: bool) -> McpError {
+    McpError::Transport {
+        detail: e.without_url_ref(),
+        sent,
+    }
+}
+
+trait WithoutUrl {
+    fn without_url_ref(&self) -> String;
+}
+
+impl WithoutUrl for reqwest::Error {
+    fn without_url_ref(&self) -> String {
+        let mut text = self.to_string();
+        if let Some(url) = self.url() {
+            text = text.replace(url.as_str(), "<server>");
+        }
+        text
+    }
+}
+
+/// True when the request certainly never left (no connection, bad request).
+fn failed_before_sending(e: &reqwest::Error) -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        e.is_connect() || e.is_builder()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        e.is_builder()
+    }
+}
+
+/// Read one bounded body.
+async fn read_body(response: reqwest::Response) -> Result<Vec<u8>, McpError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| transport_error(&e, true))?;
+        if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            return Err(McpError::TooLarge {
+                size: body.len() + chunk.len(),
+                limit: MAX_MESSAGE_BYTES,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Read an SSE body into the sink until it ends.
+async fn read_sse(
+    response: reqwest::Response,
+    sink: &InboundSink,
+    closed: &CancelToken,
+) -> Result<(), McpError> {
+    let mut decoder = SseDecoder::new();
+    let mut stream = response.bytes_stream();
+    loop {
+        let next = futures::select! {
+            next = stream.next().fuse() => next,
+            () = closed.cancelled().fuse() => return Ok(()),
+        };
+        let Some(chunk) = next else { break };
+        let chunk = chunk.map_err(|e| transport_error(&e, true))?;
+        for data in decoder.push(&chunk)? {
+            if data.trim().is_empty() {
+                continue; // a priming event carries no message
+            }
+            for message in parse_server_messages(data.as_bytes())? {
+                sink.deliver(Inbound::Message(message)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn content_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+impl Transport for HttpTransport {
+    async fn send(&self, message: &Value, request: Option<&RequestId>) -> Result<(), McpError> {
+        let body = serde_json::to_vec(message)
+            .map_err(|e| McpError::Protocol(format!("cannot encode a message: {e}")))?;
+        let builder = self
+            .client
+            .post(self.url.clone())
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        let (builder, had_session) = self.prepare(builder).await?;
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| transport_error(&e, !failed_before_sending(&e)))?;
+        let status = response.status();
+        if let Some(id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            let id = id.to_owned();
+            self.set_session(|s| {
+                if s.id.is_none() {
+                    s.id = Some(id);
+                }
+            });
+        }
+        if status.as_u16() == 404 && had_session {
+            return Err(McpError::SessionExpired {
+                method: String::new(),
+            });
+        }
+        if status.is_redirection() {
+            return Err(McpError::Transport {
+                detail: format!(
+                    "the server answered with redirect {status}; MCP requests never follow redirects"
+                ),
+                sent: true,
+            });
+        }
+        if !status.is_success() {
+            let text = read_body(response).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&text);
+            let mut shown: String = text.chars().take(300).collect();
+            if shown.len() < text.len() {
+                shown.push('…');
+            }
+            return Err(McpError::Transport {
+                detail: format!("the server answered HTTP {status}: {shown}"),
+                // A server error may come after the request was handled.
+                sent: status.is_server_error(),
+            });
+        }
+        if status.as_u16() == 202 || request.is_none() {
+            return Ok(());
+        }
+        let kind = content_type(&response);
+        if kind.starts_with("text/event-stream") {
+            self.spawn_sse(response, request.cloned());
+            Ok(())
+        } else if kind.starts_with("application/json") {
+            let body = read_body(response).await?;
+            for message in parse_server_messages(&body)? {
+                self.sink.deliver(Inbound::Message(message)).await;
+            }
+            Ok(())
+        } else {
+            Err(McpError::Protocol(format!(
+                "the server answered a request with content type {kind:?}, not JSON or an event stream"
+            )))
+        }
+    }
+
+    async fn initialized(&self, version: &str) {
+        self.set_session(|s| s.version = Some(version.to_owned()));
+        // The optional stream of server notifications (list_changed).
+        let builder = self
+            .client
+            .get(self.url.clone())
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let Ok((builder, _)) = self.prepare(builder).await else {
+            return;
+        };
+        let sink = self.sink.clone();
+        let closed = self.closed.token();
+        self.executor.spawn(boxed(async move {
+            let sent = futures::select! {
+                sent = builder.send().fuse() => sent,
+                () = closed.cancelled().fuse() => return,
+            };
+            match sent {
+                Ok(response)
+                    if response.status().is_success()
+                        && content_type(&response).starts_with("text/event-stream") =>
+                {
+                    if let Err(e) = read_sse(response, &sink, &closed).await {
+                        tracing::debug!(error = %e, "the MCP notification stream ended");
+                    }
+                }
+                // 405: the server offers no such stream; anything else: none either.
+                Ok(response) => {
+                    tracing::debug!(status = %response.status(), "no MCP notification stream");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e.without_url_ref(), "no MCP notification stream")
+                }
+            }
+        }));
+    }
+
+    fn reset_session(&self) {
+        self.set_session(|s| *s = Session::default());
+    }
+
+    fn describe(&self) -> String {
+        self.origin.clone()
+    }
+}
