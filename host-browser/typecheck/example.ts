@@ -8,7 +8,7 @@
 import init, { AgentRuntime } from "../pkg/agent_host_browser.js";
 import type {
   Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
-  CopyReport, DeleteReport, Evidence, FileContent, FileEntry, JournalRecord, PendingKind,
+  CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
   PendingRequest, Plan, RunOptions, RunView, RuntimeConfig, RuntimeEvent, SessionSummary, Source,
   StopReason, Subscription,
 } from "../pkg/agent_host_browser.js";
@@ -195,6 +195,11 @@ export async function main(file: Blob): Promise<void> {
     workerGlueUrl: "/pkg/agent_host_browser.js",
     leaseTtlMs: 30_000,
     alwaysOnPlugins: ["tickets"],
+    mcpServers: [
+      { id: "docs", url: "https://mcp.docs.example/mcp", headers: { Authorization: { secret: "docs-key", prefix: "Bearer " } },
+        trusted_functions: [{ name: "search", effects: ["read_network"], idempotency: "idempotent" }] },
+      { id: "wiki", url: "https://wiki.example/mcp", via_gateway: true, timeout_ms: 60_000 },
+    ],
   };
   const openai: RuntimeConfig = {
     model: { provider: "openai", baseUrl: "http://127.0.0.1:11434/v1", model: "small", apiKey: "k" },
@@ -206,6 +211,12 @@ export async function main(file: Blob): Promise<void> {
 
   const runtime: AgentRuntime = await AgentRuntime.create(config);
   console.log(`durable ${runtime.durable}, owner ${runtime.owner}, locks ${runtime.lockBackend}, recovered ${runtime.recoveredRuns().join(", ")}`);
+  const describeMcp = (s: McpServerStatus): string =>
+    s.connected ? `${s.id}: ${s.tools.length} tools, ${s.refused.map((r) => `${r.name} (${r.why})`).join("; ")}` : `${s.id}: ${s.error ?? "?"}`;
+  runtime.mcpServers().forEach((s) => console.log(describeMcp(s)));
+  if (runtime.mcpServers().some((s) => !s.connected)) {
+    (await runtime.connectMcp()).forEach((s) => console.log(describeMcp(s)));
+  }
 
   const session = "chat-1";
   const subscription: Subscription = runtime.subscribe(session, (event) => onEvent(runtime, event));

@@ -297,6 +297,13 @@ impl App {
             secrets: options.config.secret_resolver(),
             plugins: options.config.plugins.clone(),
             always_on_plugins: options.config.always_on_plugins.clone(),
+            mcp: options
+                .config
+                .mcp
+                .iter()
+                .cloned()
+                .map(agent_assembly::McpServerSpec::direct)
+                .collect(),
             runtime: RuntimeOptions {
                 lease_ttl: native.lease_ttl(),
                 ..RuntimeOptions::default()

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::{Budget, BudgetPreset};
+use agent_mcp::McpServerConfig;
 use agent_supervisor::ProviderKind;
 use agent_supervisor::provider::capabilities::CapabilityOverrides;
 use agent_tools::plugin::SecretError;
@@ -111,6 +112,8 @@ struct RawConfig {
     plugins: Vec<PluginManifest>,
     #[serde(default)]
     always_on_plugins: Vec<String>,
+    #[serde(default)]
+    mcp: Vec<McpServerConfig>,
 }
 
 /// A checked configuration.
@@ -131,6 +134,9 @@ pub struct Config {
     /// through `search_tools` / `load_tools` (they count against the
     /// 64-schema limit of S5.2).
     pub always_on_plugins: Vec<String>,
+    /// The `[[mcp]]` servers: offered to runs through `search_tools` /
+    /// `load_tools`, and reached by `agentrt serve`'s gateway for its page.
+    pub mcp: Vec<McpServerConfig>,
 }
 
 /// Parse a budget preset name (`light`, `standard`, `extended`); the
@@ -249,6 +255,25 @@ impl Config {
                 )));
             }
         }
+        for server in &raw.mcp {
+            if ids.contains(&server.id) || raw.mcp.iter().filter(|m| m.id == server.id).count() > 1
+            {
+                return Err(invalid(format!(
+                    "MCP server id {:?} appears twice (or is a plugin's id too); give each its own id",
+                    server.id
+                )));
+            }
+            for value in server.headers.values() {
+                if let agent_mcp::HeaderValue::Secret { secret, .. } = value
+                    && !raw.secrets.contains_key(&secret.0)
+                {
+                    return Err(invalid(format!(
+                        "MCP server {:?} uses secret handle {:?}, which no [secrets.{}] section defines",
+                        server.id, secret.0, secret.0
+                    )));
+                }
+            }
+        }
         // The rule is the assembly's (both hosts refuse such an id).
         agent_assembly::check_always_on(ids.iter().map(String::as_str), &raw.always_on_plugins)
             .map_err(|e| {
@@ -266,6 +291,7 @@ impl Config {
             budget_spec,
             secrets: raw.secrets,
             plugins: raw.plugins,
+            mcp: raw.mcp,
         })
     }
 

@@ -507,9 +507,22 @@ async fn serve(
     let entropy = agent_host_native::host::OsEntropy::probe()?;
     let token = gateway::random_token(&entropy);
     let origin = gateway::page_origin(addr);
+    // The page's MCP requests: to the [[mcp]] servers with their own
+    // credentials, anywhere else only through the public-address policy.
+    let mcp_servers =
+        agent_host_native::mcp_gateway::configured_servers(&config.mcp, &*config.secret_resolver())
+            .await
+            .map_err(|e| usage(format!("[[mcp]]: {e}")))?;
+    let mcp_policy =
+        agent_fetch::UrlPolicy::public_web(Arc::new(agent_fetch::SystemResolver::new(Arc::new(
+            TokioExecutor::current().ok_or_else(|| anyhow!("no async runtime"))?,
+        ))));
+    let mcp =
+        agent_host_native::mcp_gateway::McpGateway::new(mcp_servers, Some(Arc::new(mcp_policy)));
     let state = gateway::GatewayState::new(Arc::new(reader), token.clone(), [origin.clone()])
         .also_allowing(&allowed)
-        .with_relay(relay.clone());
+        .with_relay(relay.clone())
+        .with_mcp(mcp);
     let page_url = dirs
         .as_ref()
         .map(|_| format!("{origin}/#gateway-token={token}"));
@@ -654,7 +667,21 @@ async fn open_app(cli: &Cli, config: Config, spec: &ProviderSpec) -> anyhow::Res
                 .context("cannot find the agentrt executable for the script sandbox")?,
         ),
     };
-    Ok(App::on_host(native, options, provider).await?)
+    let app = App::on_host(native, options, provider).await?;
+    // A server that cannot be reached leaves its tools out of this run;
+    // the person is told why, and the next command tries again.
+    for status in app.assembly().connect_mcp().await {
+        if let Some(error) = &status.error {
+            eprintln!("agentrt: MCP server {}: not connected: {error}", status.id);
+        }
+        for refused in &status.refused {
+            eprintln!(
+                "agentrt: MCP server {}: function {} not offered: {}",
+                status.id, refused.name, refused.why
+            );
+        }
+    }
+    Ok(app)
 }
 
 async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {

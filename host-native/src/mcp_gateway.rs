@@ -33,10 +33,11 @@ use axum::response::Response;
 use crate::gateway::refuse;
 use crate::relay::{RelayLimits, bounded};
 
-/// The path of every forwarded MCP request.
-pub const MCP_GATEWAY_PATH: &str = "/v1/mcp";
+/// The path of every forwarded MCP request (the MCP client's constant: the
+/// client and the gateway share one name for it).
+pub const MCP_GATEWAY_PATH: &str = agent_mcp::GATEWAY_MCP_PATH;
 /// The request header naming the MCP server's URL.
-pub const MCP_TARGET_HEADER: &str = "x-agentrt-mcp-target";
+pub const MCP_TARGET_HEADER: &str = agent_mcp::GATEWAY_TARGET_HEADER;
 /// The largest request body forwarded.
 pub const MAX_MCP_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// A forwarded answer (or event stream) with no byte for this long is cut.
@@ -89,6 +90,8 @@ pub enum McpGatewayError {
     Url(String),
     #[error("MCP server {url:?}: header {name:?} cannot be sent")]
     Header { url: String, name: String },
+    #[error("{0}")]
+    Config(String),
 }
 
 impl ConfiguredMcpServer {
@@ -114,6 +117,38 @@ impl ConfiguredMcpServer {
             headers: out,
         })
     }
+}
+
+/// The servers of `[[mcp]]` that have a `url`, as the gateway reaches them:
+/// each configuration checked by its own rule (`McpServerConfig::check`:
+/// a secret header only to the origin its secret is bound to), secret
+/// header values resolved now from the server's environment.
+pub async fn configured_servers(
+    servers: &[agent_mcp::McpServerConfig],
+    secrets: &dyn agent_kernel::host::secrets::SecretResolver,
+) -> Result<Vec<ConfiguredMcpServer>, McpGatewayError> {
+    let mut out = Vec::new();
+    for server in servers {
+        let Some(url) = &server.url else { continue };
+        server
+            .check(secrets)
+            .map_err(|e| McpGatewayError::Config(e.to_string()))?;
+        let mut headers = Vec::new();
+        for (name, value) in &server.headers {
+            let text = match value {
+                agent_mcp::HeaderValue::Literal(text) => text.clone(),
+                agent_mcp::HeaderValue::Secret { secret, prefix } => {
+                    let value = secrets.resolve(secret).await.map_err(|e| {
+                        McpGatewayError::Config(format!("MCP server {:?}: {e}", server.id))
+                    })?;
+                    format!("{prefix}{}", value.expose())
+                }
+            };
+            headers.push((name.clone(), text));
+        }
+        out.push(ConfiguredMcpServer::new(url, headers)?);
+    }
+    Ok(out)
 }
 
 /// What `/v1/mcp` may reach, and how long its answers may stream.

@@ -253,6 +253,11 @@ impl Fixture {
             secrets: Arc::new(NoSecrets),
             plugins: Vec::new(),
             always_on_plugins: Vec::new(),
+            // Never connected here (nothing in this example reaches a
+            // network): its status is the "not connected yet" one.
+            mcp: vec![agent_assembly::McpServerSpec::direct(
+                agent_mcp::McpServerConfig::http("docs", "http://127.0.0.1:9/mcp"),
+            )],
             runtime: RuntimeOptions {
                 lease_ttl: Duration::from_secs(30),
                 ..RuntimeOptions::default()
@@ -369,6 +374,11 @@ fn generate() -> Result<String> {
             .map_err(|e| format!("import: {e}"))
     })?;
     values.add("attachment", "FileEntry", &attached)?;
+    values.add(
+        "mcpServers",
+        "McpServerStatus[]",
+        &f.assembly.mcp_statuses(),
+    )?;
 
     // The run card: plan, evidence, receipts, an Artifact, a failed external write.
     let card = f.run(&session, CARD, RunConfig::default())?;

@@ -56,11 +56,13 @@ use agent_tools::{
 };
 use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
+pub mod mcp;
 pub mod no_model;
 pub mod sessions;
 pub mod view;
 
 pub use agent_workspace::WorkspaceDirectory;
+pub use mcp::{McpServerSpec, McpServerStatus, RefusedFunction};
 pub use no_model::NoModel;
 pub use sessions::{Attachment, SessionActionError, SessionSummary};
 pub use view::{CallFailure, PendingView, RunView};
@@ -75,6 +77,9 @@ pub enum AssemblyError {
     /// A plugin manifest was refused.
     #[error("plugin {id}: {detail}")]
     Plugin { id: String, detail: String },
+    /// An MCP server's configuration was refused.
+    #[error("MCP server {id}: {detail}")]
+    Mcp { id: String, detail: String },
     /// `always_on_plugins` names an id no configured plugin has.
     #[error("always-on plugin {0:?} is not one of the configured plugins")]
     UnknownAlwaysOn(String),
@@ -93,6 +98,7 @@ impl AssemblyError {
         matches!(
             self,
             AssemblyError::Plugin { .. }
+                | AssemblyError::Mcp { .. }
                 | AssemblyError::UnknownAlwaysOn(_)
                 | AssemblyError::Registry(_)
         )
@@ -131,6 +137,8 @@ pub struct Parts {
     pub plugins: Vec<PluginManifest>,
     /// Ids of `plugins` whose functions are always on (no `load_tools`).
     pub always_on_plugins: Vec<String>,
+    /// The MCP servers to offer; connected by [`Assembly::connect_mcp`].
+    pub mcp: Vec<McpServerSpec>,
     /// The runtime's options; `lease_ttl` is the TTL of the stored leases.
     pub runtime: RuntimeOptions,
 }
@@ -151,6 +159,9 @@ pub struct Assembly {
     runtime: Runtime,
     tools: ToolsHandle,
     workspaces: WorkspaceDirectory,
+    /// Resolves the secret handles plugins and MCP servers name.
+    secrets: Arc<dyn SecretResolver>,
+    mcp: Arc<mcp::McpServers>,
 }
 
 impl std::fmt::Debug for Assembly {
@@ -169,6 +180,12 @@ impl Assembly {
             parts.plugins.iter().map(|p| p.id.as_str()),
             &parts.always_on_plugins,
         )?;
+        let plugin_ids: Vec<&str> = parts.plugins.iter().map(|p| p.id.as_str()).collect();
+        let mcp = Arc::new(mcp::McpServers::new(
+            parts.mcp,
+            &plugin_ids,
+            &*parts.secrets,
+        )?);
         let host = parts.host;
         let workspaces = WorkspaceDirectory::new();
         let mut tools: Vec<ToolRegistration> = Vec::new();
@@ -253,6 +270,8 @@ impl Assembly {
             runtime,
             tools,
             workspaces,
+            secrets: parts.secrets,
+            mcp,
         })
     }
 

@@ -89,6 +89,7 @@ fn parts(
         secrets: Arc::new(NoSecrets),
         plugins: vec![tickets_plugin()],
         always_on_plugins: always_on.iter().map(|s| (*s).to_owned()).collect(),
+        mcp: Vec::new(),
         runtime: RuntimeOptions {
             lease_ttl: Duration::from_secs(3),
             ..RuntimeOptions::default()

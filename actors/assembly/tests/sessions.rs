@@ -128,6 +128,7 @@ fn fixture(turns: &str) -> Fixture {
         secrets: Arc::new(NoSecrets),
         plugins: vec![tickets_plugin()],
         always_on_plugins: vec!["tickets".into()],
+        mcp: Vec::new(),
         runtime: RuntimeOptions {
             lease_ttl: Duration::from_secs(30),
             ..RuntimeOptions::default()

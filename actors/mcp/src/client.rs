@@ -33,7 +33,7 @@ use crate::protocol::{
     ProgressParams, Prompt, ReadResourceResult, Resource, ServerCapabilities, decode,
     initialize_params, negotiate_version, page_of,
 };
-use crate::transport::http::HttpTransport;
+use crate::transport::http::{GatewayRoute, HttpTransport};
 use crate::transport::{Inbound, InboundSink, Transport};
 
 /// Capacity of the router's mailbox (back-pressure beyond it).
@@ -48,6 +48,10 @@ pub struct McpEnv {
     pub executor: Arc<dyn Executor>,
     pub clock: Arc<dyn Clock>,
     pub secrets: Arc<dyn SecretResolver>,
+    /// Reach the server (Streamable HTTP) through an `agentrt serve`
+    /// gateway instead of directly; its own headers are then configured on
+    /// the gateway, and a server configured with headers is refused.
+    pub gateway: Option<GatewayRoute>,
 }
 
 /// Something the server told us that is not an answer.
@@ -316,14 +320,23 @@ impl McpClient {
         let (router_tx, router_rx) = async_channel::bounded(ROUTER_MAILBOX);
         let sink = InboundSink(router_tx.clone());
         let transport: Arc<dyn Transport> = match endpoint {
-            Endpoint::Http { url, origin } => Arc::new(HttpTransport::new(
-                url,
-                origin,
-                config.headers.clone(),
-                env.secrets.clone(),
-                env.executor.clone(),
-                sink,
-            )),
+            Endpoint::Http { url, origin } => {
+                if env.gateway.is_some() && !config.headers.is_empty() {
+                    return Err(McpError::Config {
+                        id: config.id.clone(),
+                        why: "a server reached through the gateway gets its headers from the gateway's own configuration ([[mcp]] there); configure none here".into(),
+                    });
+                }
+                Arc::new(HttpTransport::new(
+                    url,
+                    origin,
+                    config.headers.clone(),
+                    env.secrets.clone(),
+                    env.executor.clone(),
+                    env.gateway.as_ref(),
+                    sink,
+                )?)
+            }
             #[cfg(not(target_arch = "wasm32"))]
             Endpoint::Stdio {
                 command,

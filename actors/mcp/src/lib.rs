@@ -52,3 +52,4 @@ pub use client::{McpClient, McpEnv, RequestOptions, ServerEvent, ServerInfo};
 pub use config::{HeaderValue, McpServerConfig, TrustedFunction};
 pub use error::McpError;
 pub use tools::{McpFunctionRegistration, McpLoad, McpServer, spawn_mcp_server};
+pub use transport::http::{GATEWAY_MCP_PATH, GATEWAY_TARGET_HEADER, GatewayRoute};

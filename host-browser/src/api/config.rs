@@ -6,11 +6,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use agent_assembly::McpServerSpec;
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{Clock, Storage};
 use agent_kernel::memory::MemoryStorage;
 use agent_kernel::run::RunMode;
+use agent_mcp::{GatewayRoute, McpServerConfig};
 use agent_supervisor::conversation::{HistoryMessage, validate_history};
 use agent_supervisor::provider::capabilities::CapabilityOverrides;
 use agent_supervisor::provider::set::{NamedProvider, ProviderSet};
@@ -116,6 +118,13 @@ pub(crate) struct RuntimeConfig {
     pub(crate) worker_glue_url: Option<String>,
     #[serde(default)]
     pub(crate) lease_ttl_ms: Option<u64>,
+    /// MCP servers (issue 16): each `McpServerConfig` (snake_case, as in
+    /// `agentrt`'s `[[mcp]]`: `id`, `url`, `headers`, `timeout_ms`,
+    /// `trusted_functions`), plus `via_gateway: true` to reach it through
+    /// the `gateway` (a server that sends no CORS headers for this page).
+    /// Read by [`mcp_servers`].
+    #[serde(default)]
+    pub(crate) mcp_servers: Vec<Value>,
     /// Ids of `plugins` offered in every request without `load_tools`
     /// (S5.2); checked by [`check_plugins`] and the assembly.
     #[serde(default)]
@@ -408,6 +417,63 @@ pub(crate) fn run_config(config: &RuntimeConfig) -> Result<RunConfig, JsValue> {
         .validate()
         .map_err(|e| js_error(ErrorCode::InvalidConfig, e))?;
     Ok(defaults)
+}
+
+/// The MCP servers of `mcpServers`: a malformed entry, a `command` (a
+/// page cannot start processes) or `via_gateway` without a `gateway` is
+/// `invalid_config`.
+pub(crate) fn mcp_servers(config: &RuntimeConfig) -> Result<Vec<McpServerSpec>, JsValue> {
+    let mut out = Vec::new();
+    for (i, entry) in config.mcp_servers.iter().enumerate() {
+        let field = format!("mcpServers[{i}]");
+        let mut entry = entry.clone();
+        let via_gateway = match entry.as_object_mut().map(|o| o.remove("via_gateway")) {
+            None => {
+                return Err(js_error(
+                    ErrorCode::InvalidConfig,
+                    format!("{field}: expected an object"),
+                ));
+            }
+            Some(None) => false,
+            Some(Some(Value::Bool(b))) => b,
+            Some(Some(other)) => {
+                return Err(js_error(
+                    ErrorCode::InvalidConfig,
+                    format!("{field}.via_gateway: expected true or false, not {other}"),
+                ));
+            }
+        };
+        let server: McpServerConfig = serde_json::from_value(entry)
+            .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("{field}: {e}")))?;
+        if server.command.is_some() {
+            return Err(js_error(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "{field}: a page cannot start a process; give the server's url (stdio servers run in agentrt)"
+                ),
+            ));
+        }
+        let route = match (via_gateway, &config.gateway) {
+            (false, _) => None,
+            (true, Some(g)) => Some(GatewayRoute {
+                url: g.url.clone(),
+                token: g.token.clone(),
+            }),
+            (true, None) => {
+                return Err(js_error(
+                    ErrorCode::InvalidConfig,
+                    format!(
+                        "{field}.via_gateway: no gateway is configured; give gateway {{ url, token }}"
+                    ),
+                ));
+            }
+        };
+        out.push(McpServerSpec {
+            config: server,
+            via_gateway: route,
+        });
+    }
+    Ok(out)
 }
 
 /// `alwaysOnPlugins` must name configured plugins (the assembly's rule,

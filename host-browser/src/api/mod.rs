@@ -43,8 +43,8 @@ use crate::platform::{self, BrowserClock, BrowserEntropy, BrowserExecutor};
 use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
 use crate::worker::ScriptWorker;
 use config::{
-    PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, named_models,
-    open_storage, provider, run_config, run_config_for,
+    PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, mcp_servers,
+    named_models, open_storage, provider, run_config, run_config_for,
 };
 use errors::{assembly_error, from_js, run_error, run_id, session_id, to_js};
 use hold::Hold;
@@ -156,6 +156,7 @@ fn assemble(
         secrets,
         plugins: config.plugins.clone(),
         always_on_plugins: config.always_on_plugins.clone(),
+        mcp: mcp_servers(config)?,
         runtime: RuntimeOptions {
             lease_ttl,
             ..RuntimeOptions::default()
@@ -210,6 +211,9 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         subscriptions: SubscriptionRegistry::new(),
     });
     recover(&inner).await?;
+    // A server that cannot be reached is in `mcpServers()` with its reason;
+    // `connectMcp()` tries it again.
+    inner.assembly.connect_mcp().await;
     keep_renewed(Rc::downgrade(&inner), ttl);
     Ok(AgentRuntime { inner })
 }
@@ -307,6 +311,22 @@ impl AgentRuntime {
     #[wasm_bindgen(js_name = recoveredRuns)]
     pub fn recovered_runs(&self) -> Vec<String> {
         self.inner.recovered.borrow().clone()
+    }
+
+    /// What became of each configured MCP server (issue 16): connected
+    /// with its tools, the functions left out and why, or why it is not
+    /// connected.
+    #[wasm_bindgen(js_name = mcpServers, unchecked_return_type = "McpServerStatus[]")]
+    pub fn mcp_servers(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.inner.assembly.mcp_statuses())
+    }
+
+    /// Connect the MCP servers not connected yet (one that was down when
+    /// the runtime was created); resolves with every server's status.
+    #[wasm_bindgen(js_name = connectMcp, unchecked_return_type = "Promise<McpServerStatus[]>")]
+    pub fn connect_mcp(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        promise(async move { to_js(&inner.assembly.connect_mcp().await) })
     }
 
     /// Start a run in `session`; resolves with its id once it is stored.

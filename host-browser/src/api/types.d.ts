@@ -51,6 +51,33 @@ export interface PluginFunction {
   annotations?: Record<string, unknown>;
 }
 
+/** An MCP server (issue 16), as in agentrt's `[[mcp]]` (snake_case). A page reaches servers over Streamable HTTP only. */
+export interface McpServerConfig {
+  /** The provider id: tools have origin `mcp:<id>`. */
+  id: string;
+  url: string;
+  /** Request headers: literal text (never a credential), or a secret handle of `secrets` bound to the server's origin. */
+  headers?: Record<string, string | { secret: string; prefix?: string }>;
+  /** Per-request deadline, 1 to 600000 ms (default 30000). */
+  timeout_ms?: number;
+  /** Functions whose effects the person declares; a pinned fingerprint equal to the current definition's makes a write trusted. Any other function is unknown: every call asks. */
+  trusted_functions?: Array<{ name: string; effects: EffectClass[]; idempotency: Idempotency; fingerprint?: string }>;
+  /** Reach the server through `gateway` (`agentrt serve` forwards it; its headers come from the gateway's configuration). */
+  via_gateway?: boolean;
+}
+
+/** What became of a configured MCP server (`mcpServers()`, `connectMcp()`). */
+export interface McpServerStatus {
+  id: string;
+  connected: boolean;
+  /** Its registered tools' model-facing names. */
+  tools: string[];
+  /** Functions left out, and why. */
+  refused: Array<{ name: string; why: string }>;
+  /** Why it is not connected. */
+  error?: string;
+}
+
 export interface PluginManifest {
   id: string; base_url: string; trusted?: boolean; expected_fingerprint?: string;
   auth?: { header: string; secret: string; prefix?: string };
@@ -93,6 +120,8 @@ export interface RuntimeConfig {
   /** The native gateway (`agentrt serve`) for fetch_url; without it fetch_url is not offered. */
   gateway?: { url: string; token: string };
   plugins?: PluginManifest[];
+  /** MCP servers: their functions are found with search_tools and loaded with load_tools; connected when the runtime is created. */
+  mcpServers?: McpServerConfig[];
   /** Secret values by handle, bound to one origin; kept in memory only. */
   secrets?: Array<{ handle: string; origin: string; value: string }>;
   budget?: BudgetSpec;

@@ -27,6 +27,32 @@ use crate::sse::SseDecoder;
 
 /// The session header.
 pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The path of an `agentrt serve` gateway that forwards MCP requests.
+pub const GATEWAY_MCP_PATH: &str = "/v1/mcp";
+/// The header naming the MCP server's URL to that gateway.
+pub const GATEWAY_TARGET_HEADER: &str = "x-agentrt-mcp-target";
+
+/// Reach a server through an `agentrt serve` gateway (a page whose server
+/// sends no CORS headers for it): every request goes to the gateway's
+/// [`GATEWAY_MCP_PATH`] with the gateway token and the server's URL in
+/// [`GATEWAY_TARGET_HEADER`]; the gateway adds whatever credentials it has
+/// configured for that server, so the page sends none.
+#[derive(Clone)]
+pub struct GatewayRoute {
+    /// The gateway's base URL (`http://127.0.0.1:8787`).
+    pub url: String,
+    /// The gateway token (`Authorization: Bearer`).
+    pub token: String,
+}
+
+impl std::fmt::Debug for GatewayRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayRoute")
+            .field("url", &self.url)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
 /// The protocol version header.
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 
@@ -62,6 +88,8 @@ pub struct HttpTransport {
     executor: Arc<dyn Executor>,
     client: reqwest::Client,
     session: Mutex<Session>,
+    /// Through a gateway: its MCP endpoint and token.
+    route: Option<(url::Url, String)>,
     sink: InboundSink,
     /// Fired when the transport is dropped: its stream readers stop.
     closed: CancelHandle,
@@ -80,9 +108,24 @@ impl HttpTransport {
         headers: BTreeMap<String, HeaderValue>,
         secrets: Arc<dyn SecretResolver>,
         executor: Arc<dyn Executor>,
+        route: Option<&GatewayRoute>,
         sink: InboundSink,
-    ) -> HttpTransport {
-        HttpTransport {
+    ) -> Result<HttpTransport, McpError> {
+        let route = match route {
+            None => None,
+            Some(r) => {
+                let base = url::Url::parse(&r.url).map_err(|e| McpError::Config {
+                    id: origin.clone(),
+                    why: format!("gateway URL {:?}: {e}", r.url),
+                })?;
+                let endpoint = base.join(GATEWAY_MCP_PATH).map_err(|e| McpError::Config {
+                    id: origin.clone(),
+                    why: format!("gateway URL {:?}: {e}", r.url),
+                })?;
+                Some((endpoint, r.token.clone()))
+            }
+        };
+        Ok(HttpTransport {
             url,
             origin,
             headers,
@@ -90,8 +133,17 @@ impl HttpTransport {
             executor,
             client: http_client(),
             session: Mutex::new(Session::default()),
+            route,
             sink,
             closed: CancelHandle::new(),
+        })
+    }
+
+    /// Where requests go: the server, or the gateway that forwards them.
+    fn endpoint(&self) -> url::Url {
+        match &self.route {
+            Some((gateway, _)) => gateway.clone(),
+            None => self.url.clone(),
         }
     }
 
@@ -120,6 +172,17 @@ impl HttpTransport {
         let mut builder = builder;
         let (session, version) = self.session();
         let had_session = session.is_some();
+        if let Some((_, token)) = &self.route {
+            let mut auth = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| McpError::Transport {
+                    detail: "the gateway token is not a valid header value".into(),
+                    sent: false,
+                })?;
+            auth.set_sensitive(true);
+            builder = builder
+                .header(reqwest::header::AUTHORIZATION, auth)
+                .header(GATEWAY_TARGET_HEADER, self.url.as_str());
+        }
         if let Some(id) = session {
             builder = builder.header(SESSION_HEADER, id);
         }
@@ -285,7 +348,7 @@ impl Transport for HttpTransport {
             .map_err(|e| McpError::Protocol(format!("cannot encode a message: {e}")))?;
         let builder = self
             .client
-            .post(self.url.clone())
+            .post(self.endpoint())
             .header(
                 reqwest::header::ACCEPT,
                 "application/json, text/event-stream",
@@ -361,7 +424,7 @@ impl Transport for HttpTransport {
         // The optional stream of server notifications (list_changed).
         let builder = self
             .client
-            .get(self.url.clone())
+            .get(self.endpoint())
             .header(reqwest::header::ACCEPT, "text/event-stream");
         let Ok((builder, _)) = self.prepare(builder).await else {
             return;

@@ -64,6 +64,7 @@ pub fn env_with(secrets: Arc<dyn SecretResolver>) -> McpEnv {
         executor: executor(),
         clock: clock(),
         secrets,
+        gateway: None,
     }
 }
 
