@@ -241,6 +241,31 @@ impl Default for SimToolsConfig {
     }
 }
 
+/// Spawn one actor per test tool on `executor` (each on the one tool-actor
+/// shell), for a host to register as it registers its own tools (the
+/// native `TabSim` puts them in the assembly's registry).
+pub fn spawn_sim_tool_actors(
+    executor: Arc<dyn Executor>,
+    clock: Arc<dyn Clock>,
+    log: ToolLog,
+    config: SimToolsConfig,
+) -> Vec<(ToolDefinition, ToolAddr)> {
+    let config = Arc::new(config);
+    definitions()
+        .into_iter()
+        .filter_map(|def| {
+            let tool = SimTool {
+                def: def.clone(),
+                clock: clock.clone(),
+                log: log.clone(),
+                config: config.clone(),
+            };
+            let (addr, _) = spawn_tool(executor.clone(), clock.clone(), tool).ok()?;
+            Some((def, addr))
+        })
+        .collect()
+}
+
 /// Spawn the test tools actor on `executor`: each test tool is its own
 /// actor on the one tool-actor shell (`agent_kernel::tool`, which checks
 /// the draft, verifies the capability and handles cancellation); this actor
@@ -252,19 +277,11 @@ pub fn spawn_sim_tools(
     log: ToolLog,
     config: SimToolsConfig,
 ) -> ToolsAddr {
-    let config = Arc::new(config);
     // Fingerprints are computed once, as a registry does at registration.
-    let defs: Vec<SimDef> = definitions()
+    let defs: Vec<SimDef> = spawn_sim_tool_actors(executor.clone(), clock, log, config)
         .into_iter()
-        .filter_map(|def| {
+        .filter_map(|(def, addr)| {
             let fingerprint = def.fingerprint().ok()?;
-            let tool = SimTool {
-                def: def.clone(),
-                clock: clock.clone(),
-                log: log.clone(),
-                config: config.clone(),
-            };
-            let (addr, _) = spawn_tool(executor.clone(), clock.clone(), tool).ok()?;
             Some(SimDef {
                 def,
                 fingerprint,
