@@ -17,8 +17,9 @@
 //! summary line (S2.3, S2.5, S3.1, S3.3, S6.4).
 //!
 //! Plugins run on a tokio runtime of the simulation (their HTTP requests
-//! are real, to the test host's own loopback servers): while one is in
-//! flight the tab waits for its answer instead of moving the clock.
+//! are real, to the test host's own loopback servers) on the tabs' clock:
+//! while one is in flight the tab waits for its answer instead of moving
+//! the clock.
 //!
 //! ```no_run
 //! # use agent_host_native::tabs::{TabSim, KillAt};
@@ -71,7 +72,7 @@ use agent_tools::{
     plugin::SecretError,
 };
 
-use crate::host::{SystemClock, TokioExecutor};
+use crate::host::TokioExecutor;
 use crate::process::Liveness;
 use crate::sqlite::{CommitHook, OpenError, SqliteStorage};
 
@@ -432,7 +433,10 @@ impl TabSim {
             for manifest in &self.wiring.plugins {
                 for mut r in plugin_registrations(
                     Arc::new(TokioExecutor::new(handle.clone())),
-                    Arc::new(SystemClock::new(handle.clone())),
+                    // The tab's clock: capabilities are minted and
+                    // verified on it (a tab waits for a request in flight
+                    // instead of moving it, so a timeout is not jumped to).
+                    host.clock.clone(),
                     manifest,
                     self.wiring.secrets.clone(),
                     &self.wiring.always_on_plugins,
@@ -524,19 +528,25 @@ fn observe_tool(
             while let Ok(msg) = inbox.recv().await {
                 match msg {
                     ToolMsg::Invoke { invocation, reply } => {
-                        let d = &invocation.draft;
-                        let step = lock(&checker).step();
-                        let dispatch = Dispatch::observe(
-                            &*storage, &d.run, &d.call_id, &d.tool, d.attempt, step,
-                        )
-                        .await;
-                        lock(&checker).dispatched(dispatch);
-                        let tool = d.tool.clone();
+                        let (storage, checker) = (storage.clone(), checker.clone());
                         let addr = addr.clone();
                         let counter = in_flight.clone().map(InFlight::enter);
                         spawner.spawn(Box::pin(async move {
+                            let d = &invocation.draft;
+                            let step = lock(&checker).step();
+                            let dispatch = Dispatch::observe(
+                                &*storage, &d.run, &d.call_id, &d.tool, d.attempt, step,
+                            )
+                            .await;
+                            let tool = d.tool.clone();
                             let result = addr
-                                .ask(|reply| ToolMsg::Invoke { invocation, reply })
+                                .ask(|reply| {
+                                    // Recorded as the call is handed to the
+                                    // tool, in the same poll: a kill after
+                                    // this no longer stops it.
+                                    lock(&checker).dispatched(dispatch);
+                                    ToolMsg::Invoke { invocation, reply }
+                                })
                                 .await
                                 .unwrap_or_else(|e| {
                                     ToolResult::error("tool_unavailable", e.to_string(), &tool)
@@ -850,7 +860,12 @@ impl Tab {
     }
 
     fn act<T>(&self, fut: impl Future<Output = Result<T, RunError>>) -> Result<T, SimError> {
-        Ok(self.block_on(fut)??)
+        match self.block_on(fut)? {
+            Ok(v) => Ok(v),
+            // Refused because the tab died under it.
+            Err(_) if self.is_dead() => Err(SimError::Dead(self.name.clone())),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The person acts on `run`: the next step of the simulation.
@@ -864,7 +879,11 @@ impl Tab {
     /// closes), open its workspace, recover what another owner left running.
     pub fn open_session(&self, session: &str) -> Result<Vec<RunId>, SimError> {
         let session = SessionId::new(session)?;
-        let opened = self.block_on(self.assembly.open_session(&session))??;
+        let opened = match self.block_on(self.assembly.open_session(&session))? {
+            Ok(opened) => opened,
+            Err(_) if self.is_dead() => return Err(SimError::Dead(self.name.clone())),
+            Err(e) => return Err(e.into()),
+        };
         lock(&self.checker).page_loaded(&opened.recovered);
         lock(&self.guards).push(opened.guard);
         Ok(opened.recovered)
