@@ -1057,11 +1057,10 @@ impl Tab {
                 }
                 status => return Ok(status),
             };
-            match outcome {
-                Err(SimError::Dead(name)) => return Err(SimError::Dead(name)),
-                // A refusal (busy, a decision pending, a lease) is the
-                // runtime's answer to the person, not a failure of the tab.
-                Err(_) | Ok(()) => {}
+            // Any other refusal (busy, a decision pending, a lease) is the
+            // runtime's answer to the person, not a failure of the tab.
+            if let Err(SimError::Dead(name)) = outcome {
+                return Err(SimError::Dead(name));
             }
         }
         Ok(self.run(run)?.status)
@@ -1137,7 +1136,7 @@ fn draw(rng: &SeededEntropy) -> (At, Interruption) {
         At::AfterPolls(1 + below(80))
     };
     let what = match below(6) {
-        0 | 1 | 2 => Interruption::Kill,
+        0..=2 => Interruption::Kill,
         3 => Interruption::Raise(LifecycleEvent::Offline),
         4 => Interruption::Raise(LifecycleEvent::PageHidden),
         _ => Interruption::Raise(LifecycleEvent::ExecutorLost),
