@@ -230,7 +230,7 @@ pub struct Checker {
     retries: BTreeMap<(RunId, CallId), u32>,
     waiting_for_person: BTreeSet<RunId>,
     dispatches: Vec<Dispatch>,
-    shown: BTreeMap<(RunId, String), u64>,
+    shown: BTreeMap<(RunId, String, u64), u64>,
     violations: Vec<Violation>,
 }
 
@@ -331,9 +331,11 @@ impl Checker {
     /// each may be shown once.
     pub fn shown(&mut self, run: &RunId, requests: &[PendingRequest]) {
         for p in requests {
+            // A request asked again later (the same call undecided again
+            // after a retry) is a new request: its own creation time.
             let n = self
                 .shown
-                .entry((run.clone(), p.id.to_string()))
+                .entry((run.clone(), p.id.to_string(), p.created_at_ms))
                 .or_default();
             *n += 1;
             if *n == 2 {
