@@ -129,6 +129,54 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// `agentrt sim`: play the scenario file over `seeds` seeds in a scratch
+/// directory, print the summary line, write the report; exit 0 only with
+/// no violations (4 otherwise).
+#[cfg(feature = "sim")]
+fn simulate(
+    scenario: &std::path::Path,
+    seeds: u64,
+    report: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
+    use agent_host_native::tabs::{SimFile, SimReportFile, run_seeds};
+    let (wiring, plan) = SimFile::load(scenario)
+        .and_then(SimFile::into_parts)
+        .map_err(|e| usage(format!("{}: {e}", scenario.display())))?;
+    let scratch = tempfile_dir()?;
+    let outcome = run_seeds(&scratch, 0..seeds, &wiring, &plan);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (summary, dispatches) = outcome?;
+    println!("{summary}");
+    for v in summary.violations.iter().take(20) {
+        eprintln!("{v}");
+    }
+    if let Some(path) = report {
+        let json = serde_json::to_vec_pretty(&SimReportFile::new(&summary, dispatches))?;
+        std::fs::write(path, json)
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
+    }
+    Ok(if summary.violations.is_empty() {
+        code::OK
+    } else {
+        code::FAILED
+    })
+}
+
+/// A fresh scratch directory for the simulation's databases.
+#[cfg(feature = "sim")]
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow!("no randomness: {e}"))?;
+    let dir = std::env::temp_dir().join(format!("agentrt-sim-{}", hex_of(&bytes)));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+#[cfg(feature = "sim")]
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Where data lives: `--data-dir`, else `AGENTRT_DATA_DIR`, else the platform's data directory.
 fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &cli.data_dir {
@@ -193,6 +241,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Runs => list_runs(&cli).await,
         Command::Show { run } => show(&cli, &parse_run_id(run)?).await,
         Command::Demo => start_demo(&cli).await,
+        #[cfg(feature = "sim")]
+        Command::Sim {
+            scenario,
+            seeds,
+            report,
+        } => tokio::task::block_in_place(|| simulate(scenario, *seeds, report.as_deref())),
         Command::Attach {
             session,
             file,

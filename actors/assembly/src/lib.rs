@@ -119,6 +119,38 @@ pub fn check_always_on<'a>(
     }
 }
 
+/// Spawn the actors of one configured plugin on `executor` and return their
+/// registrations, always on when `always_on` names the plugin. What
+/// [`Assembly::build`] does for each of [`Parts::plugins`]; a host that runs
+/// plugins on another executor (the native `TabSim` runs them on tokio
+/// beside its simulated tabs) registers them with
+/// [`Assembly::build_with_tools`].
+pub fn plugin_registrations(
+    executor: Arc<dyn agent_kernel::host::Executor>,
+    clock: Arc<dyn agent_kernel::host::Clock>,
+    manifest: &PluginManifest,
+    secrets: Arc<dyn SecretResolver>,
+    always_on: &[String],
+) -> Result<Vec<ToolRegistration>, AssemblyError> {
+    let registrations =
+        agent_tools::spawn_plugin(executor, clock, manifest, secrets).map_err(|e| {
+            AssemblyError::Plugin {
+                id: manifest.id.clone(),
+                detail: e.to_string(),
+            }
+        })?;
+    let always_on = always_on.contains(&manifest.id);
+    Ok(registrations
+        .into_iter()
+        .map(|mut r| {
+            if always_on {
+                r.exposure = Exposure::AlwaysOn;
+            }
+            r
+        })
+        .collect())
+}
+
 /// What a host passes in: only what is host-specific.
 pub struct Parts {
     /// Storage, clock, executor, entropy and lifecycle of this host.
@@ -176,6 +208,16 @@ impl Assembly {
     /// Spawn every tool actor, register them, spawn the tools actor and
     /// build the runtime. Nothing here awaits.
     pub fn build(parts: Parts) -> Result<Assembly, AssemblyError> {
+        Self::build_with_tools(parts, Vec::new())
+    }
+
+    /// [`Assembly::build`], registering also `own_tools`: tools a host or a
+    /// test host spawned itself (the native `TabSim` wires a test host's
+    /// tools here), beside the built-ins and plugins.
+    pub fn build_with_tools(
+        parts: Parts,
+        own_tools: Vec<ToolRegistration>,
+    ) -> Result<Assembly, AssemblyError> {
         check_always_on(
             parts.plugins.iter().map(|p| p.id.as_str()),
             &parts.always_on_plugins,
@@ -226,24 +268,15 @@ impl Assembly {
             ));
         }
         for manifest in &parts.plugins {
-            let registrations = agent_tools::spawn_plugin(
+            tools.extend(plugin_registrations(
                 host.executor.clone(),
                 host.clock.clone(),
                 manifest,
                 parts.secrets.clone(),
-            )
-            .map_err(|e| AssemblyError::Plugin {
-                id: manifest.id.clone(),
-                detail: e.to_string(),
-            })?;
-            let always_on = parts.always_on_plugins.contains(&manifest.id);
-            tools.extend(registrations.into_iter().map(|mut r| {
-                if always_on {
-                    r.exposure = Exposure::AlwaysOn;
-                }
-                r
-            }));
+                &parts.always_on_plugins,
+            )?);
         }
+        tools.extend(own_tools);
         let mut registry = Registry::new();
         registry.register_all(tools)?;
         let spill = WorkspaceSpill::new(workspaces.clone(), SpillTarget::Workspace);
@@ -273,6 +306,13 @@ impl Assembly {
             secrets: parts.secrets,
             mcp,
         })
+    }
+
+    /// The same assembly with its runtime replaced by `wrap(runtime)`, before
+    /// any run started (the native `TabSim` applies a test's sabotage here).
+    pub fn map_runtime(mut self, wrap: impl FnOnce(Runtime) -> Runtime) -> Assembly {
+        self.runtime = wrap(self.runtime);
+        self
     }
 
     pub fn host(&self) -> &Host {

@@ -33,8 +33,8 @@ fn crash_sim_thousand_seeds_no_violations() {
         "{summary} ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
-    for (seed, v) in summary.violations.iter().take(20) {
-        println!("seed {seed}: {v}");
+    for v in summary.violations.iter().take(20) {
+        println!("{v}");
     }
     assert_eq!(summary.seeds, 1000);
     // Every boundary of each mode is a crash point for some seed.

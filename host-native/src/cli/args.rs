@@ -76,6 +76,21 @@ pub(crate) enum DecisionArg {
 pub(crate) enum Command {
     /// Run the embedded demo scenario.
     Demo,
+    /// Simulate tab loss on a scenario file (a scripted model, plugins on
+    /// your own servers, sessions, the person's answers) over many seeds;
+    /// prints the summary line, exits 0 only with no violations. Only in an
+    /// `agentrt` built with the feature `sim`.
+    #[cfg(feature = "sim")]
+    Sim {
+        /// The scenario file (JSON, or TOML when it ends in `.toml`).
+        scenario: PathBuf,
+        /// How many seeds to play (0..N).
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// Write the JSON report here.
+        #[arg(long, value_name = "PATH")]
+        report: Option<PathBuf>,
+    },
     /// Start a run.
     Run {
         /// The prompt (default: a fixed prompt when a scenario is given).

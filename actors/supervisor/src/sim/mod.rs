@@ -3,12 +3,14 @@
 //! counting external write, kills the tab (drops every task, releases
 //! nothing) at journal/checkpoint boundaries and at random await points,
 //! recovers and resumes as a person would, and checks the invariants of
-//! issue 3 item 7. Generic over storage: pass any backend's factory.
+//! issue 3 item 7 with the [`invariants`] library. Generic over storage:
+//! pass any backend's factory.
 
+pub mod invariants;
 pub mod tools;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+pub use invariants::{Checker, Dispatch, Rule, SimSummary, Violation};
+
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,11 +23,8 @@ use agent_kernel::host::{
     SeededEntropy, Storage, StorageError, StorageExt, Table,
 };
 use agent_kernel::ids::{OwnerId, RunId, SessionId};
-use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::memory::{MEMORY_HOST_START_WALL_MS, SimExecutor};
-use agent_kernel::run::{
-    Activity, ActivityKind, AgentRun, PendingKind, PendingRequest, RunStatus, Usage,
-};
+use agent_kernel::run::{AgentRun, PendingKind, PendingRequest, RunStatus};
 
 use crate::config::{RunConfig, RuntimeOptions};
 use crate::provider::scripted::{Scenario, ScriptedProvider};
@@ -51,29 +50,8 @@ pub struct SimReport {
     pub seed: u64,
     /// Kills that actually happened.
     pub crash_points: u64,
-    pub violations: Vec<String>,
+    pub violations: Vec<Violation>,
     pub final_status: Option<RunStatus>,
-}
-
-/// What a range of seeds found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SimSummary {
-    pub seeds: u64,
-    pub crash_points: u64,
-    /// `(seed, violation)`.
-    pub violations: Vec<(u64, String)>,
-}
-
-impl fmt::Display for SimSummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "crash-sim: {} seeds, {} crash points, {} violations",
-            self.seeds,
-            self.crash_points,
-            self.violations.len()
-        )
-    }
 }
 
 /// Run every seed of `seeds`; print nothing (the caller prints the summary line).
@@ -88,11 +66,7 @@ where
     let mut summary = SimSummary::default();
     for seed in seeds {
         let report = seed_with(seed, &storage_factory, sabotage, boundaries);
-        summary.seeds += 1;
-        summary.crash_points += report.crash_points;
-        summary
-            .violations
-            .extend(report.violations.into_iter().map(|v| (seed, v)));
+        summary.add_seed(report.crash_points, report.violations);
     }
     summary
 }
@@ -275,22 +249,6 @@ impl Storage for TabStorage {
     }
 }
 
-/// What the checker remembers between tabs.
-#[derive(Default)]
-struct Snapshot {
-    keys: BTreeMap<Table, BTreeSet<String>>,
-    committed: BTreeMap<String, Option<BlobRef>>,
-    usage: Usage,
-}
-
-const PER_TABLE: [Table; 5] = [
-    Table::Runs,
-    Table::Journal,
-    Table::Checkpoints,
-    Table::Activities,
-    Table::Evidence,
-];
-
 fn read<T>(fut: impl Future<Output = T>) -> T {
     futures::executor::block_on(fut)
 }
@@ -329,7 +287,9 @@ where
         ..SimReport::default()
     };
     let mut run_id: Option<RunId> = None;
-    let mut snapshot = Snapshot::default();
+    let mut checker = Checker::new(seed);
+    checker.forbid_raw_text(PROMPT);
+    let mut fed = 0usize;
     let options = RuntimeOptions::default();
     let ttl = options.lease_ttl;
 
@@ -392,6 +352,10 @@ where
             let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
             run_id = runs.first().map(|r| r.id.clone());
         }
+        log.set_step(checker.next_step());
+        if let Some(id) = &run_id {
+            checker.page_loaded([id]);
+        }
         let outcome: Slot<Result<(), String>> = Slot::default();
         match &run_id {
             None => {
@@ -402,7 +366,7 @@ where
                 let id_slot: Slot<RunId> = Slot::default();
                 let ids = id_slot.clone();
                 executor.spawn(Box::pin(async move {
-                    match rt.start(&sess, "simulated prompt", cfg).await {
+                    match rt.start(&sess, PROMPT, cfg).await {
                         Ok(id) => {
                             ids.set(id);
                             out.set(Ok(()));
@@ -411,6 +375,7 @@ where
                     }
                 }));
                 let alive = tab_driver.drive();
+                feed(&mut checker, &log, &mut fed);
                 run_id = id_slot.take().or_else(|| {
                     let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
                     runs.first().map(|r| r.id.clone())
@@ -430,28 +395,30 @@ where
                     let r = rt.recover().await.map(|_| ()).map_err(|e| e.to_string());
                     out.set(r);
                 }));
-                if !tab_driver.drive() {
+                let alive = tab_driver.drive();
+                feed(&mut checker, &log, &mut fed);
+                if !alive {
                     report.crash_points += 1;
-                    snapshot_check(&*storage, &mut snapshot, &mut report);
+                    read(checker.check_stored(&*storage));
                     continue;
                 }
             }
         }
         let Some(id) = run_id.clone() else {
-            report.violations.push("the run was never created".into());
+            checker.violation(Rule::Harness, "the run was never created");
+            report.violations = checker.into_violations();
             return (report, last_commits);
         };
         if let Some(Err(e)) = outcome.take() {
-            report
-                .violations
-                .push(format!("tab {tab}: opening failed: {e}"));
+            checker.violation(Rule::Harness, format!("tab {tab}: opening failed: {e}"));
         }
 
         // Act as a person until the run is final, or the tab dies.
         let mut died = false;
         for _ in 0..12 {
             let Ok((run, _)) = read(crate::store::load_run(&*storage, &id)) else {
-                report.violations.push("the run record disappeared".into());
+                checker.violation(Rule::RecordsKept, "the run record disappeared");
+                report.violations = checker.into_violations();
                 return (report, last_commits);
             };
             if run.status.is_final() {
@@ -461,6 +428,8 @@ where
                 read(crate::store::pending_of(&*storage, &id)).unwrap_or_default();
             let rt = runtime.clone();
             let run_key = id.clone();
+            // Every action but re-recovering a run left `running` is the person's.
+            let person = run.status != RunStatus::Running;
             let action: Option<agent_kernel::maybe_send::BoxFuture<'static, ()>> = match run.status
             {
                 RunStatus::AwaitingApproval => pending
@@ -493,6 +462,7 @@ where
                             let choice = if log.executed(id.as_str(), call.as_str()) {
                                 Choice::MarkDone
                             } else {
+                                checker.retry_chosen(&id, &call);
                                 Choice::RetryAnyway
                             };
                             Box::pin(async move {
@@ -512,14 +482,20 @@ where
                 _ => None,
             };
             let Some(action) = action else {
-                report.violations.push(format!(
-                    "run is {} with no pending request to answer",
-                    run.status
-                ));
+                checker.violation(
+                    Rule::Settled,
+                    format!("run is {} with no pending request to answer", run.status),
+                );
                 break;
             };
+            if person {
+                checker.person_acted(&id);
+            }
+            log.set_step(checker.next_step());
             executor.spawn(action);
-            if !tab_driver.drive() {
+            let alive = tab_driver.drive();
+            feed(&mut checker, &log, &mut fed);
+            if !alive {
                 died = true;
                 break;
             }
@@ -527,20 +503,46 @@ where
         if died {
             report.crash_points += 1;
         }
-        snapshot_check(&*storage, &mut snapshot, &mut report);
+        read(checker.check_stored(&*storage));
         last_commits = tab_storage.commits.load(Ordering::SeqCst);
         if !died {
             break;
         }
     }
-    final_check(&*storage, run_id.as_ref(), &log, &mut report);
+    match &run_id {
+        Some(id) => {
+            read(checker.check_final(&*storage, id));
+            report.final_status = read(crate::store::load_run(&*storage, id))
+                .ok()
+                .map(|(run, _)| run.status);
+        }
+        None => checker.violation(Rule::Harness, "no run was started"),
+    }
+    report.violations = checker.into_violations();
     (report, last_commits)
+}
+
+/// The prompt of the simulated run; stored only in blobs (S2.2).
+const PROMPT: &str = "simulated prompt";
+
+/// Hand the checker the dispatches the tools logged since the last call.
+fn feed(checker: &mut Checker, log: &ToolLog, fed: &mut usize) {
+    let all = log.dispatches();
+    for d in all.iter().skip(*fed) {
+        checker.dispatched(d.clone());
+    }
+    *fed = all.len();
 }
 
 fn failed_report(seed: u64, why: String) -> SimReport {
     SimReport {
         seed,
-        violations: vec![format!("setup failed: {why}")],
+        violations: vec![Violation {
+            seed,
+            step: 0,
+            rule: Rule::Harness,
+            detail: format!("setup failed: {why}"),
+        }],
         ..SimReport::default()
     }
 }
@@ -603,145 +605,5 @@ impl Tab<'_> {
                 None => return true,
             }
         }
-    }
-}
-
-fn snapshot_check(storage: &dyn Storage, snap: &mut Snapshot, report: &mut SimReport) {
-    for table in PER_TABLE {
-        let now: BTreeSet<String> = read(storage.scan_prefix(table, ""))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        if let Some(before) = snap.keys.get(&table) {
-            for lost in before.difference(&now) {
-                report.violations.push(format!(
-                    "record {lost} of table {} was lost",
-                    table.as_str()
-                ));
-            }
-        }
-        snap.keys.insert(table, now);
-    }
-    let journal: Vec<JournalRecord> = read(storage.scan_records("")).unwrap_or_default();
-    for rec in &journal {
-        let key = format!("{}/{}", rec.run, rec.call_id);
-        if let Some(result) = snap.committed.get(&key)
-            && (rec.state != CallState::Committed || &rec.result != result)
-        {
-            report
-                .violations
-                .push(format!("committed call {key} changed to {:?}", rec.state));
-        }
-        if rec.state == CallState::Committed {
-            snap.committed.insert(key, rec.result.clone());
-        }
-    }
-    let runs: Vec<AgentRun> = read(storage.scan_records("")).unwrap_or_default();
-    if let Some(run) = runs.first() {
-        if !run.usage.dominates(&snap.usage) {
-            report.violations.push(format!(
-                "usage decreased from {:?} to {:?}",
-                snap.usage, run.usage
-            ));
-        }
-        snap.usage = run.usage;
-    }
-}
-
-fn final_check(
-    storage: &dyn Storage,
-    run_id: Option<&RunId>,
-    log: &ToolLog,
-    report: &mut SimReport,
-) {
-    report.violations.extend(log.violations());
-    let Some(id) = run_id else {
-        report.violations.push("no run was started".into());
-        return;
-    };
-    let Ok((run, _)) = read(crate::store::load_run(storage, id)) else {
-        report.violations.push("the run record is missing".into());
-        return;
-    };
-    report.final_status = Some(run.status);
-    // The non-idempotent effect ran at most once per call.
-    let mut tickets: BTreeMap<String, u32> = BTreeMap::new();
-    for e in log.executions().iter().filter(|e| e.tool == "send_ticket") {
-        *tickets.entry(e.call.clone()).or_default() += 1;
-    }
-    for (call, n) in tickets {
-        if n > 1 {
-            report
-                .violations
-                .push(format!("non-idempotent call {call} ran {n} times"));
-        }
-    }
-    // Final, or clearly blocked on the person.
-    let pending: Vec<PendingRequest> =
-        read(crate::store::pending_of(storage, id)).unwrap_or_default();
-    let blocked = match run.status {
-        RunStatus::AwaitingApproval | RunStatus::AwaitingInput => !pending.is_empty(),
-        RunStatus::Interrupted => pending
-            .iter()
-            .any(|p| matches!(p.kind, PendingKind::Decision { .. })),
-        _ => false,
-    };
-    if !run.status.is_final() && !blocked {
-        report.violations.push(format!(
-            "run ended {} and is not clearly blocked",
-            run.status
-        ));
-    }
-    // An uncertain effect is effect_unknown or decided by the person, never replayed.
-    let journal: Vec<JournalRecord> =
-        read(crate::store::journal_of(storage, id)).unwrap_or_default();
-    for rec in &journal {
-        if rec.state == CallState::Running && run.status.is_final() {
-            report.violations.push(format!(
-                "call {} is still running in a final run",
-                rec.call_id
-            ));
-        }
-    }
-    // Legal status history.
-    for pair in run.status_history.windows(2) {
-        if !pair[0].can_transition_to(pair[1]) {
-            report
-                .violations
-                .push(format!("illegal transition {} -> {}", pair[0], pair[1]));
-        }
-    }
-    // Activities gap-free, monotonic, and agreeing with the status history.
-    let activities: Vec<Activity> =
-        read(storage.scan_records(&format!("{id}/"))).unwrap_or_default();
-    let mut last_at = 0;
-    let mut statuses = vec![RunStatus::Running];
-    for (i, a) in activities.iter().enumerate() {
-        if a.seq != i as u64 {
-            report
-                .violations
-                .push(format!("activity gap at {i} (found {})", a.seq));
-            break;
-        }
-        if a.at_ms < last_at {
-            report
-                .violations
-                .push(format!("activity {i} goes back in time"));
-        }
-        last_at = a.at_ms;
-        if let ActivityKind::StatusChanged { to, .. } = &a.kind {
-            statuses.push(*to);
-        }
-    }
-    if activities.len() as u64 != run.next_activity {
-        report
-            .violations
-            .push("next_activity does not match the activities".into());
-    }
-    if statuses != run.status_history {
-        report
-            .violations
-            .push("status history and status activities disagree".into());
     }
 }

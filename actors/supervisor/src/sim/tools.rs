@@ -22,9 +22,9 @@ use agent_capabilities::{
     Sensitivity, Trust, canonical_json, decide, sha256_hex,
 };
 use agent_kernel::actor::spawn_actor;
-use agent_kernel::host::{Clock, Executor, Storage, StorageExt};
+use agent_kernel::host::{Clock, Executor, Storage};
 use agent_kernel::ids::{RunId, SessionId};
-use agent_kernel::journal::{CallState, JournalRecord, idempotency_key};
+use agent_kernel::journal::idempotency_key;
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::protocol::{
     EffectReceipt, InvocationDraft, ModelToolSchema, PreparedCall, Provenance, RunToolConfig,
@@ -33,6 +33,8 @@ use agent_kernel::protocol::{
 };
 use agent_kernel::tool::validate::derive_target;
 use agent_kernel::tool::{Tool, ToolContext, spawn_tool};
+
+use super::invariants::Dispatch;
 
 /// One execution of a tool with an effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +51,8 @@ pub struct Execution {
 #[derive(Debug, Default)]
 struct LogInner {
     executions: Vec<Execution>,
-    violations: Vec<String>,
+    dispatches: Vec<Dispatch>,
+    step: u64,
     tickets: u64,
 }
 
@@ -66,12 +69,32 @@ impl ToolLog {
             .map(|i| i.executions.clone())
             .unwrap_or_default()
     }
-    /// Re-executions of calls whose journal record was already committed.
+    /// Dispatches out of the durability order (dispatched before `running`
+    /// was durable, or again after `committed`), by
+    /// [`Dispatch::durability_violation`]; seen only with
+    /// [`SimToolsConfig::storage`] set.
     pub fn violations(&self) -> Vec<String> {
+        self.dispatches()
+            .iter()
+            .filter_map(Dispatch::durability_violation)
+            .collect()
+    }
+    /// Every call that reached a test tool, with the journal record durable
+    /// at that moment (only with [`SimToolsConfig::storage`] set).
+    pub fn dispatches(&self) -> Vec<Dispatch> {
         self.inner
             .lock()
-            .map(|i| i.violations.clone())
+            .map(|i| i.dispatches.clone())
             .unwrap_or_default()
+    }
+    /// The simulation step later dispatches are stamped with.
+    pub fn set_step(&self, step: u64) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.step = step;
+        }
+    }
+    fn step(&self) -> u64 {
+        self.inner.lock().map(|i| i.step).unwrap_or(0)
     }
     /// How many tickets `send_ticket` created.
     pub fn tickets(&self) -> u64 {
@@ -91,9 +114,9 @@ impl ToolLog {
             }
         }
     }
-    fn violation(&self, v: String) {
+    fn dispatched(&self, d: Dispatch) {
         if let Ok(mut i) = self.inner.lock() {
-            i.violations.push(v);
+            i.dispatches.push(d);
         }
     }
 }
@@ -204,8 +227,8 @@ pub fn definitions() -> Vec<ToolDefinition> {
 pub struct SimToolsConfig {
     /// Text `read_note` returns (tests plant a marker here).
     pub note_text: String,
-    /// When set, every dispatch checks the journal and logs a violation if
-    /// the call was already committed.
+    /// When set, every dispatch reads the call's journal record, and the log
+    /// keeps it (see [`ToolLog::dispatches`]).
     pub storage: Option<Arc<dyn Storage>>,
 }
 
@@ -216,6 +239,31 @@ impl Default for SimToolsConfig {
             storage: None,
         }
     }
+}
+
+/// Spawn one actor per test tool on `executor` (each on the one tool-actor
+/// shell), for a host to register as it registers its own tools (the
+/// native `TabSim` puts them in the assembly's registry).
+pub fn spawn_sim_tool_actors(
+    executor: Arc<dyn Executor>,
+    clock: Arc<dyn Clock>,
+    log: ToolLog,
+    config: SimToolsConfig,
+) -> Vec<(ToolDefinition, ToolAddr)> {
+    let config = Arc::new(config);
+    definitions()
+        .into_iter()
+        .filter_map(|def| {
+            let tool = SimTool {
+                def: def.clone(),
+                clock: clock.clone(),
+                log: log.clone(),
+                config: config.clone(),
+            };
+            let (addr, _) = spawn_tool(executor.clone(), clock.clone(), tool).ok()?;
+            Some((def, addr))
+        })
+        .collect()
 }
 
 /// Spawn the test tools actor on `executor`: each test tool is its own
@@ -229,19 +277,11 @@ pub fn spawn_sim_tools(
     log: ToolLog,
     config: SimToolsConfig,
 ) -> ToolsAddr {
-    let config = Arc::new(config);
     // Fingerprints are computed once, as a registry does at registration.
-    let defs: Vec<SimDef> = definitions()
+    let defs: Vec<SimDef> = spawn_sim_tool_actors(executor.clone(), clock, log, config)
         .into_iter()
-        .filter_map(|def| {
+        .filter_map(|(def, addr)| {
             let fingerprint = def.fingerprint().ok()?;
-            let tool = SimTool {
-                def: def.clone(),
-                clock: clock.clone(),
-                log: log.clone(),
-                config: config.clone(),
-            };
-            let (addr, _) = spawn_tool(executor.clone(), clock.clone(), tool).ok()?;
             Some(SimDef {
                 def,
                 fingerprint,
@@ -477,16 +517,17 @@ impl Tool for SimTool {
 /// Carry out one checked call of a test tool.
 async fn run_tool(tool: &SimTool, ctx: &ToolContext, args: &Value) -> ToolResult {
     let (clock, log, config) = (&*tool.clock, &tool.log, &*tool.config);
-    if let Some(storage) = &config.storage
-        && let Ok(Some(record)) = storage
-            .get_record::<JournalRecord>(&JournalRecord::key_for(&ctx.run, &ctx.call_id))
-            .await
-        && record.state == CallState::Committed
-    {
-        log.violation(format!(
-            "call {} of run {} executed again after it was committed",
-            ctx.call_id, ctx.run
-        ));
+    if let Some(storage) = &config.storage {
+        let dispatch = Dispatch::observe(
+            &**storage,
+            &ctx.run,
+            &ctx.call_id,
+            ctx.tool(),
+            ctx.attempt,
+            log.step(),
+        )
+        .await;
+        log.dispatched(dispatch);
     }
     let execution = Execution {
         run: ctx.run.to_string(),
