@@ -146,6 +146,9 @@ pub struct SimWiring {
     pub tools: Option<ToolsFactory>,
     /// HTTP plugins (run on the simulation's tokio runtime).
     pub plugins: Vec<PluginManifest>,
+    /// MCP servers (their clients run on the simulation's tokio runtime;
+    /// each tab connects its own, as each page load does).
+    pub mcp: Vec<agent_mcp::McpServerConfig>,
     pub always_on_plugins: Vec<String>,
     pub secrets: Arc<dyn SecretResolver>,
     /// What every run starts with: budget, approval mode, allowlist, Skill.
@@ -178,6 +181,7 @@ impl SimWiring {
             }),
             tools: None,
             plugins: Vec::new(),
+            mcp: Vec::new(),
             always_on_plugins: Vec::new(),
             secrets: Arc::new(NoSecrets),
             run_config: RunConfig::default(),
@@ -198,6 +202,12 @@ impl SimWiring {
     /// Add an HTTP plugin.
     pub fn with_plugin(mut self, manifest: PluginManifest) -> SimWiring {
         self.plugins.push(manifest);
+        self
+    }
+
+    /// Add an MCP server (Streamable HTTP or stdio).
+    pub fn with_mcp(mut self, server: agent_mcp::McpServerConfig) -> SimWiring {
+        self.mcp.push(server);
         self
     }
 
@@ -446,6 +456,27 @@ impl TabSim {
                 }
             }
         }
+        let mut mcp_servers = Vec::new();
+        if !self.wiring.mcp.is_empty() {
+            let handle = self.external()?;
+            let env = agent_mcp::McpEnv {
+                executor: Arc::new(TokioExecutor::new(handle.clone())),
+                clock: host.clock.clone(),
+                secrets: self.wiring.secrets.clone(),
+                gateway: None,
+            };
+            for config in &self.wiring.mcp {
+                let server = handle
+                    .block_on(agent_mcp::spawn_mcp_server(&env, config))
+                    .map_err(|e| SimError::Wiring(format!("MCP server {}: {e}", config.id)))?;
+                for r in server.load.registrations.iter().cloned() {
+                    let mut r = agent_assembly::mcp::registration(r);
+                    r.addr = observe(r.addr, true);
+                    own.push(r);
+                }
+                mcp_servers.push(server);
+            }
+        }
         let provider = (self.wiring.provider)(&host);
         let assembly = Assembly::build_with_tools(
             Parts {
@@ -457,6 +488,7 @@ impl TabSim {
                 secrets: self.wiring.secrets.clone(),
                 plugins: Vec::new(),
                 always_on_plugins: Vec::new(),
+                mcp: Vec::new(),
                 runtime: self.wiring.runtime.clone(),
             },
             own,
@@ -476,6 +508,7 @@ impl TabSim {
             log: self.log.clone(),
             run_config: self.wiring.run_config.clone(),
             guards: Mutex::new(Vec::new()),
+            _mcp: mcp_servers,
         };
         tab.install_hook();
         // A page load: what waits for the person stays waiting for them.
@@ -607,6 +640,8 @@ pub struct Tab {
     log: ToolLog,
     run_config: RunConfig,
     guards: Mutex<Vec<LeaseGuard>>,
+    /// The MCP servers this tab connected (their connections live with it).
+    _mcp: Vec<agent_mcp::McpServer>,
 }
 
 impl std::fmt::Debug for Tab {

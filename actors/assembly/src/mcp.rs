@@ -152,8 +152,9 @@ impl McpServers {
     }
 }
 
-/// The registry entry of one server function: discoverable, agent mode.
-fn registration(r: McpFunctionRegistration) -> ToolRegistration {
+/// The registry entry of one server function: discoverable, agent mode
+/// (the one conversion; a test host that spawns servers itself uses it).
+pub fn registration(r: McpFunctionRegistration) -> ToolRegistration {
     ToolRegistration {
         definition: r.definition,
         modes: vec![RunMode::Agent],
