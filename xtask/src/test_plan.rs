@@ -61,6 +61,8 @@ impl Group {
                 Prereq::SystemPackages,
                 Prereq::E2eNodeModules,
                 Prereq::TypecheckNodeModules,
+                // tests/mcp.test.mjs runs the MCP reference server.
+                Prereq::McpReferenceNodeModules,
             ],
         }
     }
