@@ -34,6 +34,12 @@ pub enum TargetRule {
     Endpoint { origin: String },
     /// A fixed scope, whatever the arguments.
     Fixed { scope: TargetScope },
+    /// A local process the host started (an MCP server over stdio): it
+    /// reaches nothing by itself, so its target is nothing outside the
+    /// run; the rule names the process (`command` and its arguments), so
+    /// the definition's fingerprint, and every approval bound to it,
+    /// changes when the process does (S6.2).
+    Process { command: String },
 }
 
 /// A tool as the registry knows it. Its fingerprint is the SHA-256 of its

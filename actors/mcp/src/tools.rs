@@ -160,14 +160,23 @@ pub async fn spawn_mcp_server(
             },
             url.as_str().to_owned(),
         ),
-        // A local process has no network origin: the approval identity
-        // names it by origin `mcp:<id>`; the target is fixed (no scope).
-        Endpoint::Stdio { command, .. } => (
-            TargetRule::Fixed {
-                scope: agent_capabilities::TargetScope::NoTarget,
-            },
-            format!("stdio:{command}"),
-        ),
+        // A local process has no network origin: its definitions name the
+        // process (command and arguments), so a changed command is a new
+        // fingerprint and every approval bound to the old one lapses.
+        Endpoint::Stdio { command, args, .. } => {
+            let process = serde_json::to_string(
+                &std::iter::once(command)
+                    .chain(args.iter())
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or_else(|_| command.clone());
+            (
+                TargetRule::Process {
+                    command: process.clone(),
+                },
+                format!("stdio:{process}"),
+            )
+        }
     };
     let client = McpClient::connect(config, env).await?;
     let shared = Arc::new(Shared {

@@ -212,6 +212,29 @@ async fn reference_server_over_stdio() {
             );
         }
     }
+
+    // S6.2: the definition names the process, so the same server started
+    // by another command line is another fingerprint for every function
+    // (an approval of the old one does not carry over).
+    let fingerprint = |server: &agent_mcp::McpServer| {
+        server
+            .load
+            .registrations
+            .iter()
+            .find(|r| r.definition.name == "echo")
+            .map(|r| r.definition.fingerprint().unwrap())
+            .expect("echo")
+    };
+    let same = spawn_mcp_server(&env(), &config).await.unwrap();
+    assert_eq!(
+        fingerprint(&server),
+        fingerprint(&same),
+        "stable for one command line"
+    );
+    let mut other = config.clone();
+    other.args.insert(0, "--no-warnings".into());
+    let other = spawn_mcp_server(&env(), &other).await.unwrap();
+    assert_ne!(fingerprint(&server), fingerprint(&other));
 }
 
 /// A free loopback port.

@@ -267,6 +267,7 @@ pub fn derive_target(
             ))
         }
         TargetRule::Fixed { scope } => Ok((Target::Nothing, scope.clone())),
+        TargetRule::Process { .. } => Ok((Target::Nothing, TargetScope::NoTarget)),
     }
 }
 
