@@ -77,8 +77,8 @@ pub enum AssemblyError {
     /// A plugin manifest was refused.
     #[error("plugin {id}: {detail}")]
     Plugin { id: String, detail: String },
-    /// An MCP server's configuration was refused.
-    #[error("MCP server {id}: {detail}")]
+    /// An MCP server's configuration was refused (`detail` names it).
+    #[error("{detail}")]
     Mcp { id: String, detail: String },
     /// `always_on_plugins` names an id no configured plugin has.
     #[error("always-on plugin {0:?} is not one of the configured plugins")]

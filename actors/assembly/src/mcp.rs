@@ -95,14 +95,14 @@ impl McpServers {
                 detail,
             };
             if seen.contains(&id) {
-                return Err(refuse(
-                    "two MCP servers have this id; give each its own".into(),
-                ));
+                return Err(refuse(format!(
+                    "MCP server {id:?}: two MCP servers have this id; give each its own"
+                )));
             }
             if plugin_ids.contains(&id) {
-                return Err(refuse(
-                    "a plugin has this id too; a provider id names one plugin or server".into(),
-                ));
+                return Err(refuse(format!(
+                    "MCP server {id:?}: a plugin has this id too; a provider id names one plugin or server"
+                )));
             }
             seen.push(id);
             spec.config

@@ -108,6 +108,7 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
                         _ => code::FAILED,
                     };
                 }
+                AppError::Assembly(a) if a.is_config() => return code::USAGE,
                 AppError::Run(_) => {}
                 _ => return code::FAILED,
             }
