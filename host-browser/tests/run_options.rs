@@ -397,3 +397,57 @@ async fn s13_3_a_run_chooses_a_named_provider_and_an_unknown_name_starts_nothing
     .await;
     assert_eq!(code_of(&bad.err().expect("refused")), "invalid_config");
 }
+
+/// Issue 16 item 6: a page's `mcpServers` are checked when the runtime is
+/// created (a page cannot start a process; `via_gateway` needs a gateway;
+/// the configuration's own rules), and a server that cannot be reached is
+/// reported by `mcpServers()` while the runtime works.
+#[wasm_bindgen_test]
+async fn mcp_servers_are_checked_at_create_and_an_unreachable_one_is_reported() {
+    let scripted = json!({ "provider": "scripted", "scenario": { "turns": [{ "text": "x" }] } });
+    for (servers, why) in [
+        (
+            json!([{ "id": "local", "command": "node", "args": ["server.js"] }]),
+            "a process",
+        ),
+        (
+            json!([{ "id": "far", "url": "https://mcp.example/mcp", "via_gateway": true }]),
+            "no gateway",
+        ),
+        (
+            json!([{ "id": "far", "url": "https://mcp.example/mcp", "via_gateway": "yes" }]),
+            "not a boolean",
+        ),
+        (
+            json!([{ "id": "mcp", "url": "https://mcp.example/mcp" }]),
+            "a reserved id",
+        ),
+        (
+            json!([{ "id": "far", "url": "https://mcp.example/mcp", "headers": { "Authorization": "Bearer literal" } }]),
+            "a literal credential",
+        ),
+        (json!(["not an object"]), "not an object"),
+    ] {
+        let created = AgentRuntime::open(js(&json!({
+            "storage": "memory", "model": scripted, "mcpServers": servers,
+        })))
+        .await;
+        let err = created.err().unwrap_or_else(|| panic!("{why}: accepted"));
+        assert_eq!(code_of(&err), "invalid_config", "{why}");
+    }
+    let rt = AgentRuntime::open(js(&json!({
+        "storage": "memory", "model": scripted,
+        "mcpServers": [{ "id": "down", "url": "http://127.0.0.1:9/mcp", "timeout_ms": 2000 }],
+    })))
+    .await
+    .expect("created although its MCP server is down");
+    let statuses = rust(rt.mcp_servers().expect("statuses"));
+    assert_eq!(statuses[0]["id"], "down");
+    assert_eq!(statuses[0]["connected"], false, "{statuses}");
+    assert!(
+        statuses[0]["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{statuses}"
+    );
+    let view = run_with(&rt, "mcp-down", json!({})).await;
+    assert_eq!(view["run"]["status"], "completed", "{view}");
+}

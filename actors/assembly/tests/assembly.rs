@@ -164,6 +164,58 @@ fn an_always_on_id_that_names_no_plugin_is_a_configuration_error() {
     assert!(err.is_config());
 }
 
+/// MCP servers are checked when the assembly is built, before anything
+/// connects: a provider id names one plugin or server, ids are unique and
+/// not reserved, and each configuration passes its own rule.
+#[test]
+fn bad_mcp_servers_are_configuration_errors_at_build() {
+    use agent_assembly::McpServerSpec;
+    use agent_mcp::McpServerConfig;
+    let cases = [
+        (
+            vec![McpServerConfig::http("tickets", "http://127.0.0.1:9/mcp")],
+            "a plugin has this id",
+        ),
+        (
+            vec![
+                McpServerConfig::http("docs", "http://127.0.0.1:9/mcp"),
+                McpServerConfig::http("docs", "http://127.0.0.1:8/mcp"),
+            ],
+            "two MCP servers",
+        ),
+        (
+            vec![McpServerConfig::http("fetch", "http://127.0.0.1:9/mcp")],
+            "reserved",
+        ),
+        (
+            vec![McpServerConfig::http("docs", "ftp://127.0.0.1:9/mcp")],
+            "docs",
+        ),
+    ];
+    for (servers, why) in cases {
+        let mem = MemoryHost::fifo(1);
+        let provider = Arc::new(scripted(&mem, r#"[{"text": "x"}]"#));
+        let mut p = parts(&mem, "owner-a", provider, &[]);
+        p.mcp = servers.into_iter().map(McpServerSpec::direct).collect();
+        let err = Assembly::build(p).expect_err(why);
+        assert!(matches!(&err, AssemblyError::Mcp { .. }), "{why}: {err:?}");
+        assert!(err.is_config());
+        assert!(err.to_string().contains(why), "{why}: {err}");
+    }
+    // A good one builds, and is "not connected yet" until connect_mcp.
+    let mem = MemoryHost::fifo(1);
+    let provider = Arc::new(scripted(&mem, r#"[{"text": "x"}]"#));
+    let mut p = parts(&mem, "owner-a", provider, &[]);
+    p.mcp = vec![McpServerSpec::direct(McpServerConfig::http(
+        "docs",
+        "http://127.0.0.1:9/mcp",
+    ))];
+    let assembly = Assembly::build(p).expect("built");
+    let statuses = assembly.mcp_statuses();
+    assert_eq!(statuses.len(), 1);
+    assert!(!statuses[0].connected);
+}
+
 #[test]
 fn s2_5_open_session_takes_over_an_expired_lease_and_recovers_the_run_left_running() {
     let mem = MemoryHost::fifo(2);
