@@ -223,6 +223,8 @@ impl Assembly {
             &parts.always_on_plugins,
         )?;
         let plugin_ids: Vec<&str> = parts.plugins.iter().map(|p| p.id.as_str()).collect();
+        // On wasm32 nothing here is Send, and nothing needs to be.
+        #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
         let mcp = Arc::new(mcp::McpServers::new(
             parts.mcp,
             &plugin_ids,

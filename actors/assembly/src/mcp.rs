@@ -293,7 +293,9 @@ impl Assembly {
         let tools = self.tools.clone();
         let statuses = Arc::downgrade(&self.mcp);
         let watched_id = id.clone();
-        server.watch(Arc::new(move |load: McpLoad| -> BoxFuture<'static, ()> {
+        // On wasm32 nothing here is Send, and nothing needs to be.
+        #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+        let on_change = Arc::new(move |load: McpLoad| -> BoxFuture<'static, ()> {
             let tools = tools.clone();
             let statuses = statuses.clone();
             let id = watched_id.clone();
@@ -303,7 +305,8 @@ impl Assembly {
                     servers.status(status);
                 }
             })
-        }));
+        });
+        server.watch(on_change);
         let mut connected = match self.mcp.connected.lock() {
             Ok(c) => c,
             Err(p) => p.into_inner(),
