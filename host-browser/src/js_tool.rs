@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::protocol::{ToolAddr, ToolDefinition, ToolFailure, ToolSuccess};
-use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
+use agent_kernel::tool::{Tool, ToolContext, ToolOptions, codes, spawn_tool_with};
 use agent_tools::builtin::javascript::{JsLimits, definition};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -95,6 +95,9 @@ impl Tool for JsWorkerTool {
                     after.as_millis()
                 ),
             )),
+            // The call's executor is gone: the supervisor interrupts the
+            // run (S2.5) and Resume runs the script again.
+            Err(e @ WorkerError::Lost(_)) => Err(ctx.fail(codes::EXECUTOR_LOST, e.to_string())),
             Err(e) => {
                 Err(ctx.fail_retryable("js_worker_lost", format!("{e}; the script may be retried")))
             }

@@ -1,7 +1,10 @@
 //! Page lifecycle (S2.5): `pagehide`, `offline` and `online` on the window
-//! become `LifecycleEvent`s on the host's `Lifecycle`, which the supervisor
-//! turns into checkpoints and interruptions. A page that starts offline says
-//! so at once. Listeners are removed when the `PageEvents` value drops.
+//! and `freeze` on the document become `LifecycleEvent`s on the host's
+//! `Lifecycle`, which the supervisor turns into checkpoints and
+//! interruptions. A page that is frozen, or hidden into the back/forward
+//! cache (`pagehide` with `persisted`), keeps no executor for its runs: both
+//! raise `ExecutorLost`. A page that starts offline says so at once.
+//! Listeners are removed when the `PageEvents` value drops.
 
 use agent_kernel::host::{Lifecycle, LifecycleEvent};
 use wasm_bindgen::JsCast;
@@ -12,10 +15,9 @@ use crate::js;
 
 type Listener = Closure<dyn FnMut(Event)>;
 
-/// The installed window listeners.
+/// The installed window and document listeners.
 pub struct PageEvents {
-    target: Option<EventTarget>,
-    listeners: Vec<(&'static str, Listener)>,
+    listeners: Vec<(EventTarget, &'static str, Listener)>,
 }
 
 impl std::fmt::Debug for PageEvents {
@@ -23,16 +25,24 @@ impl std::fmt::Debug for PageEvents {
         f.debug_struct("PageEvents")
             .field(
                 "events",
-                &self.listeners.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+                &self
+                    .listeners
+                    .iter()
+                    .map(|(_, n, _)| *n)
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
 }
 
-/// Which lifecycle event a DOM event name stands for.
-pub fn lifecycle_event_for(name: &str) -> Option<LifecycleEvent> {
+/// Which lifecycle event a DOM event stands for: its name, and for
+/// `pagehide` whether the page is `persisted` (kept frozen in the
+/// back/forward cache rather than unloaded).
+pub fn lifecycle_event_for(name: &str, persisted: bool) -> Option<LifecycleEvent> {
     match name {
+        "pagehide" if persisted => Some(LifecycleEvent::ExecutorLost),
         "pagehide" => Some(LifecycleEvent::PageHidden),
+        "freeze" => Some(LifecycleEvent::ExecutorLost),
         "offline" => Some(LifecycleEvent::Offline),
         "online" => Some(LifecycleEvent::Online),
         _ => None,
@@ -48,42 +58,52 @@ pub fn navigator_online() -> bool {
 }
 
 impl PageEvents {
-    /// Forward the page's `pagehide`, `offline` and `online` events to
-    /// `lifecycle`. Outside a window (a worker) nothing is installed.
+    /// Forward the window's `pagehide`, `offline` and `online` events and
+    /// the document's `freeze` to `lifecycle`. Outside a window (a worker)
+    /// nothing is installed.
     pub fn install(lifecycle: &Lifecycle) -> PageEvents {
-        let target: Option<EventTarget> = web_sys::window().map(|w| w.unchecked_into());
         let mut listeners = Vec::new();
-        if let Some(target) = &target {
-            for name in ["pagehide", "offline", "online"] {
-                let Some(event) = lifecycle_event_for(name) else {
-                    continue;
-                };
+        if let Some(window) = web_sys::window() {
+            let document: Option<EventTarget> = window.document().map(|d| d.unchecked_into());
+            let window: EventTarget = window.unchecked_into();
+            let targets = [
+                (Some(window.clone()), "pagehide"),
+                (Some(window.clone()), "offline"),
+                (Some(window), "online"),
+                (document, "freeze"),
+            ];
+            for (target, name) in targets {
+                let Some(target) = target else { continue };
                 let lifecycle = lifecycle.clone();
-                let listener = Closure::<dyn FnMut(Event)>::new(move |_e: Event| {
-                    lifecycle.emit(event);
+                let listener = Closure::<dyn FnMut(Event)>::new(move |e: Event| {
+                    let persisted = js_sys::Reflect::get(&e, &JsValue::from_str("persisted"))
+                        .ok()
+                        .and_then(|v| v.as_bool())
+                        .unwrap_or(false);
+                    if let Some(event) = lifecycle_event_for(name, persisted) {
+                        lifecycle.emit(event);
+                    }
                 });
                 if target
                     .add_event_listener_with_callback(name, listener.as_ref().unchecked_ref())
                     .is_ok()
                 {
-                    listeners.push((name, listener));
+                    listeners.push((target, name, listener));
                 }
             }
         }
         if !navigator_online() {
             lifecycle.emit(LifecycleEvent::Offline);
         }
-        PageEvents { target, listeners }
+        PageEvents { listeners }
     }
 }
 
 impl Drop for PageEvents {
     fn drop(&mut self) {
-        if let Some(target) = &self.target {
-            for (name, listener) in &self.listeners {
-                let _ = target
-                    .remove_event_listener_with_callback(name, listener.as_ref().unchecked_ref());
-            }
+        for (target, name, listener) in &self.listeners {
+            let _ =
+                target.remove_event_listener_with_callback(name, listener.as_ref().unchecked_ref());
         }
     }
 }

@@ -59,6 +59,10 @@ pub enum WorkerError {
     Start(String),
     #[error("the JavaScript Worker failed: {0}")]
     Failed(String),
+    /// The Worker died with the script in flight (it reported an error, or
+    /// the page let go of it): the executor of that call is lost.
+    #[error("the JavaScript Worker died with the script in flight: {0}")]
+    Lost(String),
 }
 
 type Pending = Rc<RefCell<HashMap<u64, oneshot::Sender<Result<String, String>>>>>;
@@ -302,6 +306,13 @@ impl ScriptWorker {
         }
     }
 
+    /// The Worker is gone from under its script, as when the browser
+    /// discards it: it is terminated, and a script in flight is answered
+    /// [`WorkerError::Lost`] at once (the next script starts a new Worker).
+    pub fn kill(&self, why: &str) {
+        self.terminate(why);
+    }
+
     /// Run one script; terminate the Worker if no answer comes within
     /// `hard_deadline` (measured from when the script is posted).
     pub async fn run(
@@ -347,11 +358,11 @@ impl ScriptWorker {
             }
             Some(Err(_)) => {
                 self.terminate("lost");
-                Err(WorkerError::Failed("the Worker dropped the script".into()))
+                Err(WorkerError::Lost("the Worker dropped the script".into()))
             }
             Some(Ok(Err(message))) => {
                 self.terminate(&message);
-                Err(WorkerError::Failed(message))
+                Err(WorkerError::Lost(message))
             }
             Some(Ok(Ok(text))) => {
                 serde_json::from_str(&text).map_err(|e| WorkerError::Failed(e.to_string()))

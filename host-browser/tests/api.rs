@@ -400,3 +400,50 @@ async fn s5_2_always_on_plugins_are_offered_without_load_tools() {
         .unwrap_or_default();
     assert!(message.contains("ghost"), "{message}");
 }
+
+/// S2.5 (issue 17 item 4): a page that is frozen (`freeze` on the
+/// document) while a run is working interrupts the run: `page_interrupted`
+/// with an `executor_lost` activity; Resume continues it to the end.
+#[wasm_bindgen_test]
+async fn s2_5_a_frozen_page_interrupts_its_run_and_resume_continues() {
+    let mut config = scripted(json!([{ "text": "slow answer", "delay_ms": 1500 }]));
+    config["databaseName"] = json!(format!("freeze-{}", js_sys::Date::now() as u64));
+    let rt = create(config).await.expect("runtime");
+    let run = start(&rt, "s-freeze", JsValue::UNDEFINED).await;
+    platform::sleep(Duration::from_millis(100)).await;
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .expect("a document");
+    document
+        .dispatch_event(&web_sys::Event::new("freeze").expect("event"))
+        .expect("dispatch");
+    let view = wait_for(&rt, &run, "interrupted").await;
+    assert_eq!(view["run"]["status"], json!("interrupted"), "{view}");
+    assert_eq!(
+        view["run"]["stop_reason"]["reason"],
+        json!("page_interrupted"),
+        "{view}"
+    );
+    let lost: Vec<&Value> = view["activities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["kind"]["kind"] == json!("executor_lost"))
+        .collect();
+    assert_eq!(lost.len(), 1, "{view}");
+    assert_eq!(lost[0]["kind"]["executor"], json!("host"));
+    // The session's Web Lock may be let go a moment after the interruption.
+    let mut resumed = Err(JsValue::NULL);
+    for _ in 0..100 {
+        resumed = JsFuture::from(rt.resume(run.clone())).await;
+        match &resumed {
+            Err(e) if code_of(e) == "session_busy" => {
+                platform::sleep(Duration::from_millis(50)).await;
+            }
+            _ => break,
+        }
+    }
+    resumed.expect("resume");
+    let view = wait_for(&rt, &run, "completed").await;
+    assert_eq!(view["run"]["status"], json!("completed"), "{view}");
+}

@@ -49,3 +49,46 @@ async fn s2_5_pagehide_offline_online_become_lifecycle_events() {
     assert!(events.try_recv().is_err(), "no listener after drop");
     assert!(lifecycle.is_online());
 }
+
+/// S2.5 (issue 17 item 4): a frozen page (`freeze` on the document) and a
+/// page hidden into the back/forward cache (`pagehide` with `persisted`)
+/// keep no executor for their runs: both raise `ExecutorLost`; a plain
+/// `pagehide` stays `PageHidden`.
+#[wasm_bindgen_test]
+async fn s2_5_freeze_and_a_persisted_pagehide_raise_executor_lost() {
+    let lifecycle = Lifecycle::new();
+    let events = lifecycle.subscribe();
+    let _page = PageEvents::install(&lifecycle);
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .expect("a document");
+    document
+        .dispatch_event(&web_sys::Event::new("freeze").expect("event"))
+        .expect("dispatch");
+    let init = web_sys::PageTransitionEventInit::new();
+    init.set_persisted(true);
+    let persisted =
+        web_sys::PageTransitionEvent::new_with_event_init_dict("pagehide", &init).expect("event");
+    web_sys::window()
+        .expect("window")
+        .dispatch_event(&persisted)
+        .expect("dispatch");
+    dispatch("pagehide");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(
+            timeout(&BrowserClock, Duration::from_secs(1), events.recv())
+                .await
+                .expect("in time")
+                .expect("open"),
+        );
+    }
+    assert_eq!(
+        seen,
+        vec![
+            LifecycleEvent::ExecutorLost,
+            LifecycleEvent::ExecutorLost,
+            LifecycleEvent::PageHidden
+        ]
+    );
+}

@@ -160,3 +160,45 @@ async fn s5_7_deep_recursion_is_a_stack_limit_error() {
         "{out:?}"
     );
 }
+
+/// S2.5 (issue 17 item 4): a Worker that dies with a script in flight
+/// answers `Lost` at once, not at the hard deadline, so the run is
+/// interrupted (`executor_lost`) instead of waiting; the next script gets a
+/// new Worker.
+#[wasm_bindgen_test]
+async fn s2_5_a_worker_that_dies_mid_script_answers_lost_at_once() {
+    use std::rc::Rc;
+    let worker = Rc::new(ScriptWorker::new(&test_glue_url()));
+    worker
+        .run(&request("0", JsLimits::DEFAULT), Duration::from_secs(10))
+        .await
+        .expect("warm up");
+    let generous = JsLimits {
+        time_ms: 60_000,
+        ..JsLimits::DEFAULT
+    };
+    let killer = worker.clone();
+    wasm_bindgen_futures::spawn_local(async move {
+        agent_host_browser::platform::sleep(Duration::from_millis(300)).await;
+        killer.kill("discarded by the browser");
+    });
+    let started = js_sys::Date::now();
+    let err = worker
+        .run(&request("for (;;) {}", generous), Duration::from_secs(60))
+        .await
+        .expect_err("the Worker died");
+    assert!(matches!(err, WorkerError::Lost(_)), "{err:?}");
+    assert!(
+        js_sys::Date::now() - started < 30_000.0,
+        "answered when the Worker died, not at the hard deadline"
+    );
+    let out = worker
+        .run(
+            &request("40 + 2", JsLimits::DEFAULT),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("a new Worker answers");
+    assert!(matches!(out, ScriptResponse::Ok { .. }), "{out:?}");
+    assert_eq!(worker.workers_started(), 2);
+}

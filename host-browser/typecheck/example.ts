@@ -52,6 +52,7 @@ function describeActivity(kind: ActivityKind): string {
     case "child_started": return `child run ${kind.child}`;
     case "conversation_trimmed":
       return `${kind.dropped_turns} earlier turns left out, ${kind.kept_turns} kept`;
+    case "executor_lost": return `interrupted: ${kind.executor} lost`;
     default: return unreachable(kind);
   }
 }

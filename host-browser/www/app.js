@@ -119,6 +119,7 @@ function activityText(a) {
     case 'plan_updated': return 'plan updated';
     case 'child_started': return `child run ${k.child} started`;
     case 'conversation_trimmed': return `conversation: ${k.dropped_turns} oldest turn(s) left out to fit the context, ${k.kept_turns} kept`;
+    case 'executor_lost': return `interrupted: the ${k.executor} was lost (Resume continues)`;
     default: return k.kind;
   }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent_kernel::OwnerId;
-use agent_kernel::host::{Clock, Entropy, Executor, Host, LeaseManager, Lifecycle};
+use agent_kernel::host::{Clock, Entropy, Executor, Host, LeaseManager, Lifecycle, LifecycleEvent};
 use agent_kernel::maybe_send::BoxFuture;
 
 use crate::process::process_owner;
@@ -278,6 +278,45 @@ impl NativeHost {
         );
         self.keep_renewed(&leases);
         leases
+    }
+
+    /// This process stops executing runs (S2.5): `ExecutorLost` is raised,
+    /// so every run a supervisor of this host is driving is interrupted
+    /// (`page_interrupted`, with an `executor_lost` activity naming the
+    /// host), its call in flight left to Resume's replay rule. Runs waiting
+    /// for a person are untouched: they need no executor.
+    pub fn shut_down(&self) {
+        tracing::info!(owner = %self.owner, "host shutting down: interrupting the runs it executes");
+        self.host.lifecycle.emit(LifecycleEvent::ExecutorLost);
+    }
+
+    /// On SIGINT or SIGTERM, [`NativeHost::shut_down`]; a second signal
+    /// exits at once (status 130). For a process that drives runs and
+    /// should leave them resumable when it is stopped.
+    pub fn shut_down_on_signal(&self) {
+        let lifecycle = self.host.lifecycle.clone();
+        let owner = self.owner.clone();
+        self.handle.spawn(async move {
+            let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            else {
+                return;
+            };
+            for signals in 0.. {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                if signals > 0 {
+                    std::process::exit(130);
+                }
+                tracing::info!(%owner, "signal: interrupting the runs this process executes");
+                eprintln!(
+                    "stopping: the runs in progress are interrupted and continue on resume (signal again to exit at once)"
+                );
+                lifecycle.emit(LifecycleEvent::ExecutorLost);
+            }
+        });
     }
 
     /// The kernel's host bundle.

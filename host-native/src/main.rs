@@ -705,6 +705,8 @@ async fn open_app(cli: &Cli, config: Config, spec: &ProviderSpec) -> anyhow::Res
         host_options.lease_ttl = ttl;
     }
     let native = NativeHost::open_with(data_dir(cli)?, host_options).await?;
+    // Stopped by a signal, the run in progress is interrupted, not lost (S2.5).
+    native.shut_down_on_signal();
     #[cfg(feature = "test-hooks")]
     pause::install_from_env(native.storage());
     let provider = provider_for(

@@ -672,6 +672,7 @@ fn activity_kind_name(kind: &ActivityKind) -> &'static str {
         ActivityKind::PlanUpdated { .. } => "plan_updated",
         ActivityKind::ChildStarted { .. } => "child_started",
         ActivityKind::ConversationTrimmed { .. } => "conversation_trimmed",
+        ActivityKind::ExecutorLost { .. } => "executor_lost",
     }
 }
 
@@ -731,6 +732,9 @@ fn every_activity_kind(runs: &[RunView]) -> Result<Vec<ActivityKind>> {
         ActivityKind::ConversationTrimmed {
             dropped_turns: 2,
             kept_turns: 3,
+        },
+        ActivityKind::ExecutorLost {
+            executor: "tool:read_file".into(),
         },
     ];
     let produced: Vec<&ActivityKind> = runs

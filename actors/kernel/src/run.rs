@@ -318,6 +318,12 @@ pub enum ActivityKind {
         dropped_turns: u64,
         kept_turns: u64,
     },
+    /// The executor running the run's work was lost (S2.5): `executor` names
+    /// it (`tool:<name>`, `supervisor`, `host`, `javascript worker`, ...);
+    /// the run is interrupted and continues only on Resume.
+    ExecutorLost {
+        executor: String,
+    },
 }
 
 /// One entry of a run's gap-free activity sequence (S1.4).

@@ -415,7 +415,7 @@ fn a_panicking_tool_is_an_error_and_the_actor_keeps_serving() {
     let ToolResult::Error(failure) = &r else {
         panic!("{r:?}")
     };
-    assert_eq!(failure.code, codes::TOOL_PANICKED);
+    assert_eq!(failure.code, codes::EXECUTOR_LOST);
     assert!(
         failure.message.contains("probe exploded"),
         "{}",

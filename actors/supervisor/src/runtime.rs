@@ -445,17 +445,51 @@ impl Runtime {
     ) -> Result<Addr<Msg>, RunError> {
         let id = writer.run.id.clone();
         let sup = Supervisor::load(self.inner.ctx.clone(), writer, guard).await?;
+        let (report, reports) = async_channel::bounded(1);
         let addr = spawn_actor(
             &*self.host().executor,
             &format!("supervisor:{id}"),
             self.inner.ctx.options.mailbox,
-            None,
+            Some(report),
             move |inbox| sup.run(inbox),
         );
+        self.host()
+            .executor
+            .spawn(self.interrupt_if_lost(id.clone(), reports));
         if let Ok(mut live) = self.inner.live.lock() {
             live.insert(id, addr.clone());
         }
         Ok(addr)
+    }
+
+    /// Natively a supervisor that panics is reported here: its run is lost
+    /// with it, so it is interrupted as a lost tab's would be (S2.5: the
+    /// replay rule settles its call in flight) with an `executor_lost`
+    /// activity, and waits for Resume. (In wasm32 a panic aborts the page;
+    /// the next page load recovers the run.)
+    fn interrupt_if_lost(
+        &self,
+        run: RunId,
+        reports: async_channel::Receiver<agent_kernel::actor::ActorReport>,
+    ) -> agent_kernel::maybe_send::BoxFuture<'static, ()> {
+        let weak = Arc::downgrade(&self.inner);
+        Box::pin(async move {
+            let Ok(report) = reports.recv().await else {
+                return;
+            };
+            let agent_kernel::actor::ActorExit::Panicked(message) = report.exit else {
+                return;
+            };
+            tracing::error!(run = %run, %message, "the supervisor panicked; its run is interrupted");
+            let Some(inner) = weak.upgrade() else { return };
+            let runtime = Runtime { inner };
+            if let Err(e) = runtime
+                .recover_where(|r| r.id == run, Some("supervisor"))
+                .await
+            {
+                tracing::error!(run = %run, error = %e, "could not interrupt the run of a panicked supervisor");
+            }
+        })
     }
 
     fn live_addr(&self, run: &RunId) -> Option<Addr<Msg>> {
@@ -577,19 +611,24 @@ impl Runtime {
     /// its in-flight journal records are settled by the replay rule. Nothing
     /// is resumed and no network work starts. Returns the runs recovered.
     pub async fn recover(&self) -> Result<Vec<RunId>, RunError> {
-        self.recover_where(|_| true).await
+        self.recover_where(|_| true, None).await
     }
 
     /// [`Runtime::recover`] for one session's runs: what a tab does when it
     /// takes over a session another tab left (closed or crashed) without
     /// waiting for the next page load.
     pub async fn recover_session(&self, session: &SessionId) -> Result<Vec<RunId>, RunError> {
-        self.recover_where(|run| &run.session == session).await
+        self.recover_where(|run| &run.session == session, None)
+            .await
     }
 
+    /// Interrupt the runs `wanted` picks that were left `running`; `lost`
+    /// names the executor lost with them when it is known (an
+    /// `executor_lost` activity).
     async fn recover_where(
         &self,
         wanted: impl Fn(&AgentRun) -> bool,
+        lost: Option<&str>,
     ) -> Result<Vec<RunId>, RunError> {
         let storage = self.host().storage.clone();
         let mut runs: Vec<AgentRun> = Vec::new();
@@ -638,6 +677,11 @@ impl Runtime {
             }
             if let Some(cp) = latest_checkpoint(&*storage, &run.id).await? {
                 tx.checkpoint(CheckpointStage::Interrupted, cp.transcript);
+            }
+            if let Some(executor) = lost {
+                tx.activity(ActivityKind::ExecutorLost {
+                    executor: executor.to_owned(),
+                });
             }
             tx.status(RunStatus::Interrupted, Some(StopReason::PageInterrupted))?;
             writer.commit(tx).await?;

@@ -201,7 +201,7 @@ async fn a_panicking_tool_becomes_an_error_and_the_actor_keeps_serving() {
     );
     for i in 0..2 {
         let r = run.call(&format!("p{i}"), "panics", "{}").await;
-        assert_eq!(code(&r), codes::TOOL_PANICKED);
+        assert_eq!(code(&r), codes::EXECUTOR_LOST);
         assert!(text(&r).contains("boom"));
     }
 }

@@ -231,7 +231,9 @@ export type ActivityKind =
   | { kind: "plan_updated"; plan: BlobRef }
   | { kind: "child_started"; child: string }
   /** The run started without its conversation's oldest turns: they did not fit the context budget (S12). */
-  | { kind: "conversation_trimmed"; dropped_turns: number; kept_turns: number };
+  | { kind: "conversation_trimmed"; dropped_turns: number; kept_turns: number }
+  /** The executor running the run's work was lost (a tool task, the Worker, the page frozen): the run is interrupted. */
+  | { kind: "executor_lost"; executor: string };
 
 /** One entry of a run's gap-free activity sequence. */
 export interface Activity { run: string; seq: number; at_ms: number; kind: ActivityKind; }

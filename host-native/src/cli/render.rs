@@ -224,6 +224,9 @@ pub(crate) fn activity_text(kind: &ActivityKind) -> String {
         } => format!(
             "conversation: {dropped_turns} oldest turn(s) left out to fit the context, {kept_turns} kept"
         ),
+        ActivityKind::ExecutorLost { executor } => {
+            format!("interrupted: the {executor} was lost (resume continues)")
+        }
     }
 }
 

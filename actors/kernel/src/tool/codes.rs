@@ -28,8 +28,11 @@ pub const TARGET_MISMATCH: &str = "target_mismatch";
 pub const CAPABILITY_REFUSED: &str = "capability_refused";
 /// The tool's actor is gone or dropped the request.
 pub const TOOL_UNAVAILABLE: &str = "tool_unavailable";
-/// The tool's code panicked while handling the call.
-pub const TOOL_PANICKED: &str = "tool_panicked";
+/// The task that ran the call was lost: the tool's code panicked (natively)
+/// or the Worker running it died. The supervisor answers it by interrupting
+/// the run (`page_interrupted`, S2.5) with an `executor_lost` activity; the
+/// call is settled by the replay rule, so a write is never repeated blindly.
+pub const EXECUTOR_LOST: &str = "executor_lost";
 /// Loading would put more than 64 tool schemas in one model request.
 pub const TOOL_CAPACITY_EXCEEDED: &str = "tool_capacity_exceeded";
 /// A plugin request would send a credential to an origin it is not bound to.

@@ -474,8 +474,8 @@ async fn handle<T: Tool>(p: &Prepared<T>, inv: ToolInvocation, cancel: CancelTok
         Ok(Ok(success)) => ToolResult::Success(success),
         Ok(Err(failure)) => ToolResult::Error(failure),
         Err(panic) => ToolResult::Error(ToolFailure {
-            code: codes::TOOL_PANICKED.to_owned(),
-            message: format!("the tool failed unexpectedly: {panic}"),
+            code: codes::EXECUTOR_LOST.to_owned(),
+            message: format!("the tool's task panicked: {panic}"),
             retryable: false,
             trust: Trust::Internal,
             provenance: ctx.provenance(),

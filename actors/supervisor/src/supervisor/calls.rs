@@ -18,8 +18,9 @@ use agent_kernel::protocol::{
 use agent_kernel::run::{
     ActivityKind, CheckpointStage, Evidence, PendingKind, PendingRequest, RunStatus, StopReason,
 };
+use agent_kernel::tool::codes;
 
-use super::{Ending, Msg, Supervisor, Watched, approval_request};
+use super::{Ending, Interruption, Msg, Supervisor, Watched, approval_request};
 use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
 use crate::error::RunError;
 use crate::store::{EventBus, RunEvent, Tx, json_blob, verified_blob};
@@ -374,10 +375,16 @@ impl Supervisor {
         call: &AssistantToolCall,
         result: ToolResult,
     ) -> Result<(), RunError> {
-        if let ToolResult::Error(f) = &result
-            && f.effect_may_have_happened
-        {
-            return self.block_on_unknown_from(&mut record).await;
+        if let ToolResult::Error(f) = &result {
+            if f.code == codes::EXECUTOR_LOST {
+                // The call's task was lost, as if the tab had been (S2.5):
+                // the record stays `running` for Resume's replay rule.
+                let lost = Interruption::ExecutorLost(format!("tool:{}", record.tool));
+                return self.interrupt(lost).await;
+            }
+            if f.effect_may_have_happened {
+                return self.block_on_unknown_from(&mut record).await;
+            }
         }
         let call_id = record.call_id.clone();
         self.outcome(Some(record), &call_id, call, result, |_| Ok(()))

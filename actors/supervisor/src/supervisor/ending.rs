@@ -2,7 +2,7 @@
 //! person's stop or a budget run out ([`Supervisor::end_early`], with a call
 //! in flight given the stop grace first, [`Supervisor::end_in_flight`]), the
 //! tools actor lost mid-dispatch, a runtime failure, and an interruption
-//! (offline, page hidden) that waits for a resume. The output so far stays
+//! (offline, page hidden, an executor lost) that waits for a resume. The output so far stays
 //! readable.
 
 use agent_kernel::actor::ActorError;
@@ -11,9 +11,9 @@ use agent_kernel::host::{Table, timeout};
 use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::maybe_send::BoxFuture;
 use agent_kernel::protocol::ToolResult;
-use agent_kernel::run::{CheckpointStage, RunStatus, StopReason};
+use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
 
-use super::{Answer, Ending, Supervisor, pending_key};
+use super::{Answer, Ending, Interruption, Supervisor, pending_key};
 use crate::error::RunError;
 use crate::store::{Tx, pending_of};
 use crate::transcript::{AssistantToolCall, Message};
@@ -65,11 +65,19 @@ impl Supervisor {
         self.writer.commit(tx).await
     }
 
-    pub(super) async fn interrupt(&mut self, reason: StopReason) -> Result<(), RunError> {
-        tracing::info!(?reason, "run interrupted");
+    /// Interrupt the run (S2.5). A call in flight stays `running`: Resume
+    /// settles it by the replay rule (a call safe to repeat runs again, any
+    /// other is `effect_unknown` and waits for the person's decision).
+    pub(super) async fn interrupt(&mut self, why: Interruption) -> Result<(), RunError> {
+        tracing::info!(?why, "run interrupted");
         let mut tx = self.writer.begin();
+        if let Interruption::ExecutorLost(executor) = &why {
+            tx.activity(ActivityKind::ExecutorLost {
+                executor: executor.clone(),
+            });
+        }
         tx.checkpoint(CheckpointStage::Interrupted, self.transcript_ref.clone());
-        tx.status(RunStatus::Interrupted, Some(reason))?;
+        tx.status(RunStatus::Interrupted, Some(why.reason()))?;
         self.writer.commit(tx).await
     }
 

@@ -205,9 +205,40 @@ enum CallMode {
 enum Watched<T> {
     Done(T),
     Stop(Answer),
-    Interrupt(StopReason),
+    Interrupt(Interruption),
     /// The duration budget ran out while waiting (S4.4).
     OutOfTime,
+}
+
+/// Why foreground work stops and waits for Resume (S2.5, S13.2): the host
+/// went offline, the page was hidden, the executor running the run's work
+/// was lost (a tool's task panicked, its Worker died, the page froze, the
+/// host shut down; naming what was lost), or the model provider stayed
+/// unavailable past its retry bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Interruption {
+    Offline,
+    PageHidden,
+    ExecutorLost(String),
+    ProviderUnavailable { provider: String, message: String },
+}
+
+impl Interruption {
+    /// The stop reason the run records: S2.5 names `offline` and
+    /// `page_interrupted`; a lost executor is the latter, with an
+    /// `executor_lost` activity saying what was lost.
+    pub(crate) fn reason(&self) -> StopReason {
+        match self {
+            Interruption::Offline => StopReason::Offline,
+            Interruption::PageHidden | Interruption::ExecutorLost(_) => StopReason::PageInterrupted,
+            Interruption::ProviderUnavailable { provider, message } => {
+                StopReason::ProviderUnavailable {
+                    provider: provider.clone(),
+                    message: message.clone(),
+                }
+            }
+        }
+    }
 }
 
 /// Why a run ends before its own course: a person's stop, or a budget that

@@ -12,7 +12,7 @@ use agent_kernel::maybe_send::{BoxFuture, boxed};
 use agent_kernel::protocol::{ModelToolSchema, ToolsMsg};
 use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
 
-use super::{Msg, Supervisor, Watched};
+use super::{Interruption, Msg, Supervisor, Watched};
 use crate::builtin;
 use crate::error::RunError;
 use crate::provider::{FinishReason, ModelRequest, collect_response};
@@ -29,7 +29,7 @@ impl Supervisor {
             return self.exhaust(dim).await;
         }
         if !self.ctx.host.lifecycle.is_online() {
-            return self.interrupt(StopReason::Offline).await;
+            return self.interrupt(Interruption::Offline).await;
         }
         let tools = match self.schemas().await {
             Ok(t) => t,
@@ -94,11 +94,11 @@ impl Supervisor {
                 // Down or overloaded past the retry bound: nothing of the
                 // round was committed; the run waits for Resume (S13.2).
                 Watched::Done(Err(e)) if e.is_outage() => {
-                    let reason = StopReason::ProviderUnavailable {
+                    let why = Interruption::ProviderUnavailable {
                         provider: self.ctx.provider.name().to_owned(),
                         message: e.to_string(),
                     };
-                    return self.interrupt(reason).await;
+                    return self.interrupt(why).await;
                 }
                 Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
                 Watched::Stop(reply) => return self.cancel(reply, None).await,

@@ -12,9 +12,8 @@ use futures::future::{Either, Fuse, FusedFuture};
 use agent_kernel::actor::Inbox;
 use agent_kernel::host::LifecycleEvent;
 use agent_kernel::maybe_send::BoxFuture;
-use agent_kernel::run::StopReason;
 
-use super::{Answer, MIN_ACTIVE_TIME_FLUSH, Msg, Supervisor, Watched, link_child};
+use super::{Answer, Interruption, MIN_ACTIVE_TIME_FLUSH, Msg, Supervisor, Watched, link_child};
 use crate::error::RunError;
 
 impl Supervisor {
@@ -106,9 +105,10 @@ impl Supervisor {
                     Err(_) => inbox_open = false,
                 },
                 event = life => match event {
-                    Ok(LifecycleEvent::Offline) => return Ok(Watched::Interrupt(StopReason::Offline)),
-                    Ok(LifecycleEvent::PageHidden | LifecycleEvent::ExecutorLost) => {
-                        return Ok(Watched::Interrupt(StopReason::PageInterrupted));
+                    Ok(LifecycleEvent::Offline) => return Ok(Watched::Interrupt(Interruption::Offline)),
+                    Ok(LifecycleEvent::PageHidden) => return Ok(Watched::Interrupt(Interruption::PageHidden)),
+                    Ok(LifecycleEvent::ExecutorLost) => {
+                        return Ok(Watched::Interrupt(Interruption::ExecutorLost("host".into())));
                     }
                     Ok(LifecycleEvent::Online) => {}
                     Err(_) => life_open = false,
