@@ -207,6 +207,8 @@ impl SessionConversation {
             start,
             level: MAX_SEGMENT_LEVEL,
             messages,
+            own_turns: None,
+            turn_start: None,
         };
         let encoded = serde_json::to_vec(&segment).map_err(|e| RunError::Inconsistent {
             run: run.clone(),

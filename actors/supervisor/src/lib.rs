@@ -126,6 +126,7 @@ pub mod provider;
 pub mod runtime;
 #[cfg(feature = "sim")]
 pub mod sabotage;
+pub mod session_index;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;

@@ -353,6 +353,7 @@ impl Runtime {
             config: config_blob,
             window: start.window.window,
         });
+        tx.put_row(crate::session_index::index_row(session, &id));
         if let Some(conversation) = &start.conversation {
             tx.put(conversation);
         }
@@ -404,7 +405,7 @@ impl Runtime {
         }
         let storage = &*self.host().storage;
         let mut conversation = SessionConversation::load(storage, session).await?;
-        let runs: Vec<AgentRun> = storage.scan_records("").await?;
+        let runs = crate::session_index::runs_of_session(storage, session).await?;
         let added = conversation.catch_up(storage, runs).await?;
         let kept = conversation.kept(history_budget_bytes(config.model.context_window()));
         Ok(ConversationStart {
@@ -483,10 +484,11 @@ impl Runtime {
             tracing::error!(run = %run, %message, "the supervisor panicked; its run is interrupted");
             let Some(inner) = weak.upgrade() else { return };
             let runtime = Runtime { inner };
-            if let Err(e) = runtime
-                .recover_where(|r| r.id == run, Some("supervisor"))
-                .await
-            {
+            let recovered = match load_run(&*runtime.host().storage, &run).await {
+                Ok((record, _)) => runtime.recover_runs(vec![record], Some("supervisor")).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = recovered {
                 tracing::error!(run = %run, error = %e, "could not interrupt the run of a panicked supervisor");
             }
         })
@@ -611,25 +613,6 @@ impl Runtime {
     /// its in-flight journal records are settled by the replay rule. Nothing
     /// is resumed and no network work starts. Returns the runs recovered.
     pub async fn recover(&self) -> Result<Vec<RunId>, RunError> {
-        self.recover_where(|_| true, None).await
-    }
-
-    /// [`Runtime::recover`] for one session's runs: what a tab does when it
-    /// takes over a session another tab left (closed or crashed) without
-    /// waiting for the next page load.
-    pub async fn recover_session(&self, session: &SessionId) -> Result<Vec<RunId>, RunError> {
-        self.recover_where(|run| &run.session == session, None)
-            .await
-    }
-
-    /// Interrupt the runs `wanted` picks that were left `running`; `lost`
-    /// names the executor lost with them when it is known (an
-    /// `executor_lost` activity).
-    async fn recover_where(
-        &self,
-        wanted: impl Fn(&AgentRun) -> bool,
-        lost: Option<&str>,
-    ) -> Result<Vec<RunId>, RunError> {
         let storage = self.host().storage.clone();
         let mut runs: Vec<AgentRun> = Vec::new();
         for (key, bytes) in storage.scan_prefix(Table::Runs, "").await? {
@@ -639,12 +622,29 @@ impl Runtime {
                 Err(e) => tracing::error!(key = %key, error = %e, "skipping a corrupt run record"),
             }
         }
+        self.recover_runs(runs, None).await
+    }
+
+    /// [`Runtime::recover`] for one session's runs: what a tab does when it
+    /// takes over a session another tab left (closed or crashed) without
+    /// waiting for the next page load.
+    pub async fn recover_session(&self, session: &SessionId) -> Result<Vec<RunId>, RunError> {
+        let runs = crate::session_index::runs_of_session(&*self.host().storage, session).await?;
+        self.recover_runs(runs, None).await
+    }
+
+    /// Interrupt those of `runs` left `running` with no live supervisor
+    /// here nor a live lease of another owner; `lost` names the executor
+    /// lost with them when it is known (an `executor_lost` activity).
+    async fn recover_runs(
+        &self,
+        runs: Vec<AgentRun>,
+        lost: Option<&str>,
+    ) -> Result<Vec<RunId>, RunError> {
+        let storage = self.host().storage.clone();
         let mut recovered = Vec::new();
         for run in runs {
-            if run.status != RunStatus::Running
-                || !wanted(&run)
-                || self.live_addr(&run.id).is_some()
-            {
+            if run.status != RunStatus::Running || self.live_addr(&run.id).is_some() {
                 continue;
             }
             let now = self.host().clock.wall_ms();

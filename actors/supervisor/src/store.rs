@@ -502,6 +502,13 @@ impl Tx {
         }
     }
 
+    /// Put a raw row (an index entry such as
+    /// [`crate::session_index::index_row`]).
+    pub fn put_row(&mut self, (table, key, value): (Table, String, Vec<u8>)) {
+        let batch = std::mem::take(&mut self.batch);
+        self.batch = batch.put(table, key, value);
+    }
+
     /// Store `bytes` as a blob in this change: durable with the records
     /// that name it, in the same commit.
     pub fn blob(&mut self, bytes: Vec<u8>) -> BlobRef {

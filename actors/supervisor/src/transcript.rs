@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use agent_kernel::host::{BlobRef, Storage, StorageError, Table};
 use agent_kernel::ids::RunId;
+use agent_kernel::maybe_send::MaybeSend;
 
 use crate::error::RunError;
 use crate::store::{put_blob, verified_blob};
@@ -226,10 +227,11 @@ pub fn tail_of(messages: &[Message]) -> Tail {
     }
 }
 
-/// Segments merge like a binary counter up to this level: a segment covers
-/// at most 2^MAX_LEVEL appends, so a chain holds at most
-/// `appends / 2^MAX_LEVEL + MAX_LEVEL + 1` segments and each message is
-/// stored at most `MAX_LEVEL + 1` times, whatever the run's length.
+/// Completed turns merge like a binary counter up to this level: a segment
+/// covers at most 2^(MAX_LEVEL-1) turns, so a chain holds at most
+/// `turns / 2^(MAX_LEVEL-1) + MAX_LEVEL + 1` history segments (plus the
+/// pieces of the turn in progress) and each message is stored at most
+/// `MAX_LEVEL + 1` times, whatever the run's length.
 pub const MAX_SEGMENT_LEVEL: u8 = 7;
 
 /// One stored piece of the conversation: the messages from position `start`
@@ -237,6 +239,13 @@ pub const MAX_SEGMENT_LEVEL: u8 = 7;
 /// first). A checkpoint names the newest segment; the whole conversation is
 /// the chain read back to the first. A blob holding a whole `Transcript`
 /// (`{"messages": [...]}`) reads as a first segment.
+///
+/// Level 0 is a piece of the turn in progress (one append); when the next
+/// assistant turn begins, those pieces are sealed into one level-1 segment
+/// and carried into the older ones of equal level. So the newest pieces
+/// are always the current turn's, and what a resume needs (the current
+/// turn, [`Segment::own_turns`], [`Segment::turn_start`]) is read from them
+/// alone, whatever the run's length.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,6 +255,13 @@ pub struct Segment {
     #[serde(default)]
     pub level: u8,
     pub messages: Vec<Message>,
+    /// The writing run's own assistant turns up to this segment's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_turns: Option<u64>,
+    /// The absolute position of the writing run's last assistant message up
+    /// to this segment's end (its first own message when it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_start: Option<u64>,
 }
 
 /// One segment of the chain, as the log remembers it.
@@ -253,33 +269,46 @@ pub struct Segment {
 struct Link {
     blob: BlobRef,
     prev: Option<BlobRef>,
+    /// Where its messages begin in the log's `messages`.
     start: usize,
     level: u8,
 }
 
 /// The conversation in memory together with the chain of segments that
-/// stores it. Appends store only the new messages (merged with the newest
-/// segments of equal level); the chain is read only when a run is loaded.
+/// stores it. Appends store only the new messages (sealing the previous
+/// turn's pieces when a turn begins); the chain is read only when a run is
+/// loaded, and a run loaded to continue reads only its current turn
+/// ([`TranscriptLog::load_recent`]) until the model needs the rest
+/// ([`TranscriptLog::complete`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptLog {
-    /// The messages of the window, from [`Window::from`] on.
+    /// The messages held: the window's, from [`Window::from`] on, or (not
+    /// complete) the newest ones, from `base` on.
     messages: Messages,
     chain: Vec<Link>,
     /// The absolute position of `messages[0]`.
     base: u64,
+    window: Window,
+    /// Not complete: the segment before the oldest one held.
+    older: Option<BlobRef>,
     /// Where the run's own messages begin in `messages`.
     own_start: usize,
     /// The run's own assistant turns.
     assistant_turns: usize,
+    /// The absolute position of the run's last assistant message (its first
+    /// own message when it has none).
+    turn_start: u64,
 }
 
-/// An append made durable as a blob but not yet applied: apply it once the
+/// An append made durable as blobs but not yet applied: apply it once the
 /// checkpoint naming `head` is committed.
 #[derive(Debug)]
 pub struct StagedAppend {
     messages: Vec<Message>,
+    /// The previous turn's pieces and the segments carried with them, sealed
+    /// into one segment (at the start of a turn).
+    sealed: Option<(Link, usize)>,
     link: Link,
-    merged: usize,
 }
 
 impl StagedAppend {
@@ -294,6 +323,74 @@ fn encode(segment: &Segment) -> Result<Vec<u8>, StorageError> {
         table: Table::Checkpoints,
         detail: e.to_string(),
     })
+}
+
+fn is_assistant(m: &Message) -> bool {
+    matches!(m, Message::Assistant { .. })
+}
+
+/// Read segments from `head` back, newest first, while `more` says the
+/// segment just read is not enough, checking that they join up and stay
+/// within `window`; returns them oldest first with the segment before the
+/// oldest (`None` when the window's start was reached).
+async fn read_chain(
+    storage: &dyn Storage,
+    run: &RunId,
+    head: &BlobRef,
+    window: Window,
+    mut more: impl FnMut(&Segment) -> bool + MaybeSend,
+) -> Result<(Vec<(BlobRef, Segment)>, Option<BlobRef>), RunError> {
+    let inconsistent = |detail: String| RunError::Inconsistent {
+        run: run.clone(),
+        detail,
+    };
+    let mut segments: Vec<(BlobRef, Segment)> = Vec::new();
+    let mut next = Some(head.clone());
+    while let Some(blob) = next {
+        let bytes = verified_blob(storage, &blob).await?.ok_or_else(|| {
+            inconsistent(format!(
+                "transcript segment {} is missing or does not match its hash",
+                blob.hash
+            ))
+        })?;
+        let segment: Segment = serde_json::from_slice(&bytes).map_err(|e| {
+            inconsistent(format!(
+                "transcript segment {} does not decode ({e})",
+                blob.hash
+            ))
+        })?;
+        if let Some((later_ref, later)) = segments.last() {
+            let end = segment.start.saturating_add(segment.messages.len() as u64);
+            if end != later.start {
+                return Err(inconsistent(format!(
+                    "transcript segment {} ends at message {end} but {} starts at {}",
+                    blob.hash, later_ref.hash, later.start
+                )));
+            }
+        }
+        if segment.start < window.from {
+            return Err(inconsistent(format!(
+                "transcript segment {} starts at message {}, before its window at {}",
+                blob.hash, segment.start, window.from
+            )));
+        }
+        if segment.prev.is_none() && segment.start != window.from {
+            return Err(inconsistent(format!(
+                "transcript segment {} is the first but starts at message {}",
+                blob.hash, segment.start
+            )));
+        }
+        let reached_start = segment.start <= window.from;
+        next = segment.prev.clone().filter(|_| !reached_start);
+        let enough = !more(&segment);
+        segments.push((blob, segment));
+        if enough && next.is_some() {
+            segments.reverse();
+            return Ok((segments, next));
+        }
+    }
+    segments.reverse();
+    Ok((segments, None))
 }
 
 impl TranscriptLog {
@@ -317,18 +414,25 @@ impl TranscriptLog {
         len: u64,
         messages: Vec<Message>,
     ) -> Result<(TranscriptLog, BlobRef), StorageError> {
+        let own_turns = messages.iter().filter(|m| is_assistant(m)).count() as u64;
+        let turn_start = messages
+            .iter()
+            .rposition(is_assistant)
+            .map_or(len, |i| len + i as u64);
         let segment = Segment {
             prev: earlier,
             start: len,
             level: 0,
             messages,
+            own_turns: Some(own_turns),
+            turn_start: Some(turn_start),
         };
         let blob = put_blob(storage, encode(&segment)?).await?;
         let window = Window {
             from: len,
             own_from: len,
         };
-        let log = TranscriptLog::from_segments(vec![(blob.clone(), segment)], window);
+        let log = TranscriptLog::from_segments(vec![(blob.clone(), segment)], window, None);
         Ok((log, blob))
     }
 
@@ -341,54 +445,94 @@ impl TranscriptLog {
         head: &BlobRef,
         window: Window,
     ) -> Result<TranscriptLog, RunError> {
-        let inconsistent = |detail: String| RunError::Inconsistent {
-            run: run.clone(),
-            detail,
-        };
-        let mut segments: Vec<(BlobRef, Segment)> = Vec::new();
-        let mut next = Some(head.clone());
-        while let Some(blob) = next {
-            let bytes = verified_blob(storage, &blob).await?.ok_or_else(|| {
-                inconsistent(format!(
-                    "transcript segment {} is missing or does not match its hash",
-                    blob.hash
-                ))
-            })?;
-            let segment: Segment = serde_json::from_slice(&bytes).map_err(|e| {
-                inconsistent(format!(
-                    "transcript segment {} does not decode ({e})",
-                    blob.hash
-                ))
-            })?;
-            if let Some((later_ref, later)) = segments.last() {
-                let end = segment.start.saturating_add(segment.messages.len() as u64);
-                if end != later.start {
-                    return Err(inconsistent(format!(
-                        "transcript segment {} ends at message {end} but {} starts at {}",
-                        blob.hash, later_ref.hash, later.start
-                    )));
-                }
-            }
-            if segment.start < window.from {
-                return Err(inconsistent(format!(
-                    "transcript segment {} starts at message {}, before its window at {}",
-                    blob.hash, segment.start, window.from
-                )));
-            }
-            if segment.prev.is_none() && segment.start != window.from {
-                return Err(inconsistent(format!(
-                    "transcript segment {} is the first but starts at message {}",
-                    blob.hash, segment.start
-                )));
-            }
-            next = segment.prev.clone().filter(|_| segment.start > window.from);
-            segments.push((blob, segment));
-        }
-        segments.reverse();
-        Ok(TranscriptLog::from_segments(segments, window))
+        let (segments, _) = read_chain(storage, run, head, window, |_| true).await?;
+        Ok(TranscriptLog::from_segments(segments, window, None))
     }
 
-    fn from_segments(segments: Vec<(BlobRef, Segment)>, window: Window) -> TranscriptLog {
+    /// Read only what continuing the run needs: the segments of its
+    /// current turn (back to its last assistant message), a number that
+    /// does not grow with the run. The rest is read by
+    /// [`TranscriptLog::complete`] when the model needs it. A chain stored
+    /// before segments named their turn is read whole.
+    pub async fn load_recent(
+        storage: &dyn Storage,
+        run: &RunId,
+        head: &BlobRef,
+        window: Window,
+    ) -> Result<TranscriptLog, RunError> {
+        // The head's turn start; `None` (a head without the marks): all.
+        let mut target: Option<Option<u64>> = None;
+        let (segments, older) = read_chain(storage, run, head, window, move |segment| {
+            let turn_start = *target
+                .get_or_insert_with(|| segment.turn_start.filter(|_| segment.own_turns.is_some()));
+            turn_start.is_none_or(|t| segment.start > t)
+        })
+        .await?;
+        Ok(TranscriptLog::from_segments(segments, window, older))
+    }
+
+    /// Read the rest of the chain if only the newest part is held.
+    pub async fn complete(&mut self, storage: &dyn Storage, run: &RunId) -> Result<(), RunError> {
+        let Some(older) = self.older.clone() else {
+            return Ok(());
+        };
+        let (segments, _) = read_chain(storage, run, &older, self.window, |_| true).await?;
+        let held = self.base;
+        let mut all: Vec<(BlobRef, Segment)> = segments;
+        let joined = all
+            .last()
+            .map(|(_, s)| s.start.saturating_add(s.messages.len() as u64));
+        if joined != Some(held) {
+            return Err(RunError::Inconsistent {
+                run: run.clone(),
+                detail: format!(
+                    "the older transcript segments end at message {joined:?} but the newer begin at {held}"
+                ),
+            });
+        }
+        let older_len = all.iter().map(|(_, s)| s.messages.len()).sum::<usize>();
+        let mut messages: Vec<Message> = Vec::with_capacity(older_len + self.messages.len());
+        let mut chain = Vec::with_capacity(all.len() + self.chain.len());
+        for (blob, segment) in all.drain(..) {
+            chain.push(Link {
+                blob,
+                prev: segment.prev,
+                start: messages.len(),
+                level: segment.level,
+            });
+            messages.extend(segment.messages);
+        }
+        for link in &self.chain {
+            chain.push(Link {
+                start: link.start + older_len,
+                ..link.clone()
+            });
+        }
+        messages.extend(self.messages.iter().cloned());
+        self.messages = messages.into();
+        self.chain = chain;
+        self.base = self.window.from;
+        self.older = None;
+        self.own_start = usize::try_from(self.window.own_from.saturating_sub(self.base))
+            .unwrap_or(usize::MAX)
+            .min(self.messages.len());
+        Ok(())
+    }
+
+    /// Whether the whole window is held (see [`TranscriptLog::complete`]).
+    pub fn is_complete(&self) -> bool {
+        self.older.is_none()
+    }
+
+    fn from_segments(
+        segments: Vec<(BlobRef, Segment)>,
+        window: Window,
+        older: Option<BlobRef>,
+    ) -> TranscriptLog {
+        let base = segments.first().map_or(window.from, |(_, s)| s.start);
+        let marks = segments
+            .last()
+            .and_then(|(_, s)| Some((s.own_turns?, s.turn_start?)));
         let mut messages = Vec::new();
         let mut chain = Vec::with_capacity(segments.len());
         for (blob, segment) in segments {
@@ -400,29 +544,43 @@ impl TranscriptLog {
             });
             messages.extend(segment.messages);
         }
-        let own_start = usize::try_from(window.own_from.saturating_sub(window.from))
+        let own_start = usize::try_from(window.own_from.saturating_sub(base))
             .unwrap_or(usize::MAX)
             .min(messages.len());
-        let assistant_turns = messages[own_start..]
-            .iter()
-            .filter(|m| matches!(m, Message::Assistant { .. }))
-            .count();
+        let (assistant_turns, turn_start) = match marks.filter(|_| older.is_some()) {
+            Some((turns, start)) => (usize::try_from(turns).unwrap_or(usize::MAX), start),
+            None => {
+                let own = &messages[own_start..];
+                let turns = own.iter().filter(|m| is_assistant(m)).count();
+                let start = own
+                    .iter()
+                    .rposition(is_assistant)
+                    .map_or(base + own_start as u64, |i| base + (own_start + i) as u64);
+                (turns, start)
+            }
+        };
         TranscriptLog {
             messages: messages.into(),
             chain,
-            base: window.from,
+            base,
+            window,
+            older,
             own_start,
             assistant_turns,
+            turn_start,
         }
     }
 
     /// The conversation the model sees (the window), shared: a clone
-    /// copies no message.
+    /// copies no message. Only the newest part until
+    /// [`TranscriptLog::complete`] when loaded with
+    /// [`TranscriptLog::load_recent`].
     pub fn messages(&self) -> &Messages {
         &self.messages
     }
 
-    /// The run's own messages: its prompt and what followed.
+    /// The run's own messages: its prompt and what followed (from its
+    /// current turn on, when not complete).
     pub fn own(&self) -> &[Message] {
         &self.messages[self.own_start..]
     }
@@ -432,7 +590,7 @@ impl TranscriptLog {
         self.chain.last().map(|l| &l.blob)
     }
 
-    /// Number of segments a load reads.
+    /// Number of segments held (a load reads this many).
     pub fn chain_len(&self) -> usize {
         self.chain.len()
     }
@@ -451,70 +609,104 @@ impl TranscriptLog {
     /// What happens next once `added` is appended (without appending it).
     pub fn tail_after(&self, added: &[Message]) -> Tail {
         let own = self.own();
-        let from = own
-            .iter()
-            .rposition(|m| matches!(m, Message::Assistant { .. }))
-            .unwrap_or(0);
+        let from = own.iter().rposition(is_assistant).unwrap_or(0);
         let mut recent = own[from..].to_vec();
         recent.extend_from_slice(added);
         tail_of(&recent)
     }
 
-    /// Encode `messages` as the new newest segment (merging the newest
-    /// segments of equal level into it), hand its bytes to `store` (which
-    /// makes them durable with the checkpoint naming them and returns their
-    /// reference), and return the append to apply once that checkpoint is
-    /// durable. Nothing changes in memory here.
+    /// The turn marks after `added` is appended.
+    fn marks_after(&self, added: &[Message]) -> (u64, u64) {
+        let end = self.base + self.messages.len() as u64;
+        let turns = self.assistant_turns + added.iter().filter(|m| is_assistant(m)).count();
+        let turn_start = added
+            .iter()
+            .rposition(is_assistant)
+            .map_or(self.turn_start, |i| end + i as u64);
+        (turns as u64, turn_start)
+    }
+
+    /// Encode `messages` as the new newest segment, hand its bytes to
+    /// `store` (which makes them durable with the checkpoint naming them and
+    /// returns their reference), and return the append to apply once that
+    /// checkpoint is durable. When `messages` begins a turn, the previous
+    /// turn's pieces are first sealed into one segment, carried into the
+    /// older ones of equal level, and stored the same way. Nothing changes
+    /// in memory here.
     pub fn stage(
         &self,
         messages: Vec<Message>,
-        store: impl FnOnce(Vec<u8>) -> BlobRef,
+        mut store: impl FnMut(Vec<u8>) -> BlobRef,
     ) -> Result<StagedAppend, StorageError> {
         let end = self.messages.len();
-        let mut start = end;
-        let mut level = 0u8;
-        let mut merged = 0usize;
         let mut prev = self.chain.last().map(|l| l.blob.clone());
-        for link in self.chain.iter().rev() {
-            if link.level != level || level >= MAX_SEGMENT_LEVEL {
-                break;
+        let mut sealed = None;
+        if messages.iter().any(is_assistant) {
+            // The previous turn's pieces (level 0), then older segments of
+            // the level reached, as a binary counter carries.
+            let mut first = self.chain.len();
+            while first > 0 && self.chain[first - 1].level == 0 {
+                first -= 1;
             }
-            start = link.start;
-            prev = link.prev.clone();
-            level += 1;
-            merged += 1;
+            if first < self.chain.len() {
+                let mut level = 1u8;
+                while first > 0 && self.chain[first - 1].level == level && level < MAX_SEGMENT_LEVEL
+                {
+                    first -= 1;
+                    level += 1;
+                }
+                let from = &self.chain[first];
+                let segment = Segment {
+                    prev: from.prev.clone(),
+                    start: self.base + from.start as u64,
+                    level,
+                    messages: self.messages[from.start..end].to_vec(),
+                    own_turns: Some(self.assistant_turns as u64),
+                    turn_start: Some(self.turn_start),
+                };
+                let blob = store(encode(&segment)?);
+                let link = Link {
+                    blob: blob.clone(),
+                    prev: from.prev.clone(),
+                    start: from.start,
+                    level,
+                };
+                sealed = Some((link, self.chain.len() - first));
+                prev = Some(blob);
+            }
         }
-        let mut all = Vec::with_capacity(end - start + messages.len());
-        all.extend_from_slice(&self.messages[start..]);
-        all.extend(messages.iter().cloned());
+        let (own_turns, turn_start) = self.marks_after(&messages);
         let segment = Segment {
             prev: prev.clone(),
-            start: self.base + start as u64,
-            level,
-            messages: all,
+            start: self.base + end as u64,
+            level: 0,
+            messages,
+            own_turns: Some(own_turns),
+            turn_start: Some(turn_start),
         };
         let blob = store(encode(&segment)?);
         Ok(StagedAppend {
-            messages,
+            messages: segment.messages,
+            sealed,
             link: Link {
                 blob,
                 prev,
-                start,
-                level,
+                start: end,
+                level: 0,
             },
-            merged,
         })
     }
 
     /// Apply an append whose checkpoint is durable.
     pub fn apply(&mut self, staged: StagedAppend) {
-        self.assistant_turns += staged
-            .messages
-            .iter()
-            .filter(|m| matches!(m, Message::Assistant { .. }))
-            .count();
-        let keep = self.chain.len().saturating_sub(staged.merged);
-        self.chain.truncate(keep);
+        let (turns, turn_start) = self.marks_after(&staged.messages);
+        self.assistant_turns = usize::try_from(turns).unwrap_or(usize::MAX);
+        self.turn_start = turn_start;
+        if let Some((link, replaced)) = staged.sealed {
+            let keep = self.chain.len().saturating_sub(replaced);
+            self.chain.truncate(keep);
+            self.chain.push(link);
+        }
         self.chain.push(staged.link);
         self.messages.extend(staged.messages);
     }
@@ -531,15 +723,17 @@ mod tests {
         storage: &dyn Storage,
         added: Vec<Message>,
     ) -> StagedAppend {
-        let mut segment = None;
+        let mut segments = Vec::new();
         let staged = log
             .stage(added, |bytes| {
                 let blob = BlobRef::of(&bytes);
-                segment = Some(bytes);
+                segments.push(bytes);
                 blob
             })
             .unwrap();
-        put_blob(storage, segment.unwrap()).await.unwrap();
+        for segment in segments {
+            put_blob(storage, segment).await.unwrap();
+        }
         staged
     }
 
@@ -591,6 +785,113 @@ mod tests {
             tool_call_id: format!("c{i}"),
             content: format!("result {i}"),
         }
+    }
+
+    fn assistant(id: &str) -> Message {
+        Message::Assistant {
+            content: None,
+            tool_calls: vec![call(id)],
+        }
+    }
+
+    /// Resume's read (issue 18 item 3): `load_recent` reads only the
+    /// current turn's pieces, however long the run, and gives the same
+    /// tail and turn count as a whole load; appends on it and a later
+    /// `complete` give exactly the log a whole load gives.
+    #[test]
+    fn load_recent_reads_the_current_turn_only_and_completes_to_the_whole() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let storage = agent_kernel::memory::MemoryStorage::new();
+        let run = RunId::new("r").unwrap();
+        exec.block_on(async {
+            for turns in [1usize, 7, 300] {
+                let (mut log, _) = TranscriptLog::start(&storage, Transcript::new(Some("s"), "p"))
+                    .await
+                    .unwrap();
+                for t in 0..turns {
+                    // A turn of three calls: the assistant message rides with
+                    // the first result, the others come one by one.
+                    let id = format!("t{t}");
+                    let staged = stage_stored(
+                        &log,
+                        &storage,
+                        vec![
+                            Message::Assistant {
+                                content: None,
+                                tool_calls: vec![
+                                    call(&id),
+                                    call(&format!("{id}b")),
+                                    call(&format!("{id}c")),
+                                ],
+                            },
+                            Message::Tool {
+                                tool_call_id: id.clone(),
+                                content: "r".into(),
+                            },
+                        ],
+                    )
+                    .await;
+                    log.apply(staged);
+                    if t + 1 < turns {
+                        for suffix in ["b", "c"] {
+                            let staged = stage_stored(
+                                &log,
+                                &storage,
+                                vec![Message::Tool {
+                                    tool_call_id: format!("{id}{suffix}"),
+                                    content: "r".into(),
+                                }],
+                            )
+                            .await;
+                            log.apply(staged);
+                        }
+                    }
+                }
+                let head = log.head().unwrap().clone();
+                let whole = TranscriptLog::load(&storage, &run, &head, Window::default())
+                    .await
+                    .unwrap();
+                assert_eq!(whole, log);
+                let mut recent =
+                    TranscriptLog::load_recent(&storage, &run, &head, Window::default())
+                        .await
+                        .unwrap();
+                assert_eq!(
+                    recent.chain_len(),
+                    1,
+                    "{turns} turns: only the current piece"
+                );
+                assert_eq!(recent.tail(), whole.tail());
+                assert_eq!(recent.assistant_turns(), whole.assistant_turns());
+                assert_eq!(recent.is_complete(), turns == 0);
+                // Answer the two open calls on the partial log.
+                let mut expected = whole.clone();
+                for suffix in ["b", "c"] {
+                    let added = vec![Message::Tool {
+                        tool_call_id: format!("t{}{suffix}", turns - 1),
+                        content: "late".into(),
+                    }];
+                    let staged = stage_stored(&recent, &storage, added.clone()).await;
+                    recent.apply(staged);
+                    let staged = stage_stored(&expected, &storage, added).await;
+                    expected.apply(staged);
+                }
+                assert_eq!(recent.tail(), Tail::ModelNext);
+                recent.complete(&storage, &run).await.unwrap();
+                assert!(recent.is_complete());
+                assert_eq!(&recent.messages()[..], &expected.messages()[..]);
+                assert_eq!(recent, expected);
+                // The next turn seals on the completed log as on the whole one.
+                let staged = stage_stored(&recent, &storage, vec![assistant("next")]).await;
+                recent.apply(staged);
+                let again =
+                    TranscriptLog::load(&storage, &run, recent.head().unwrap(), Window::default())
+                        .await
+                        .unwrap();
+                assert_eq!(again, recent);
+            }
+        })
+        .unwrap();
     }
 
     /// The chain: every append stores only a bounded amount, a load rebuilds
@@ -675,14 +976,16 @@ mod tests {
                     .unwrap(),
                 log
             );
-            let staged = stage_stored(&log, &storage, vec![tool(3)]).await;
-            log.apply(staged);
-            // Levels 1 and 0 merged into one level-2 first segment.
-            assert_eq!(log.chain_len(), 1);
-            let older = log.head().unwrap().clone();
-            let staged = stage_stored(&log, &storage, vec![tool(4)]).await;
+            // Pieces of one turn are not merged.
+            assert_eq!(log.chain_len(), 3);
+            // A new turn seals them into one segment before its own piece.
+            let staged = stage_stored(&log, &storage, vec![assistant("a3")]).await;
             log.apply(staged);
             assert_eq!(log.chain_len(), 2);
+            let older = log.chain[0].blob.clone();
+            let staged = stage_stored(&log, &storage, vec![tool(4)]).await;
+            log.apply(staged);
+            assert_eq!(log.chain_len(), 3);
             // Drop the older segment: the chain no longer reaches the start.
             use agent_kernel::host::Storage as _;
             assert!(storage.delete_blob(&older.hash).await.unwrap());

@@ -20,10 +20,15 @@ use crate::transcript::{AssistantToolCall, Message};
 
 impl Supervisor {
     /// The latest assistant text becomes the run's readable output.
-    pub(super) async fn set_output_so_far(&self, tx: &mut Tx) -> Result<(), RunError> {
+    pub(super) async fn set_output_so_far(&mut self, tx: &mut Tx) -> Result<(), RunError> {
         if tx.run.output.is_some() {
             return Ok(());
         }
+        // The latest text may be older than what a resume read.
+        let run = self.id();
+        self.transcript
+            .complete(&*self.ctx.host.storage, &run)
+            .await?;
         let last = self
             .transcript
             .messages()

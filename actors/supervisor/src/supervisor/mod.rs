@@ -54,7 +54,7 @@ use crate::config::{RunConfig, RuntimeOptions};
 use crate::error::RunError;
 use crate::provider::ModelProvider;
 use crate::store::{EventBus, RunWriter, json_blob, request_id};
-use crate::transcript::{AssistantToolCall, Message, Tail, TranscriptLog};
+use crate::transcript::{AssistantToolCall, Tail, TranscriptLog};
 
 pub(crate) use commands::link_child;
 
@@ -290,7 +290,9 @@ pub(crate) struct Supervisor {
     /// Held for the actor's life: the session's lease (reentrant for children).
     _lease: LeaseGuard,
     config: RunConfig,
-    /// The system prompt each request carries (S12.2).
+    /// The system prompt each request carries (S12.2), unless the
+    /// conversation carries it as its first message already (a run stored
+    /// before the system prompt left the conversation).
     system: Option<Arc<str>>,
     /// The conversation and the chain of segment blobs that stores it.
     transcript: TranscriptLog,
@@ -330,14 +332,12 @@ impl Supervisor {
                 run: run_id.clone(),
                 detail: "it has no checkpoint".into(),
             })?;
+        // Only the current turn: what continuing needs, whatever the run's
+        // length; the model round reads the rest (issue 18).
         let transcript =
-            TranscriptLog::load(&*storage, &run_id, &checkpoint.transcript, meta.window).await?;
-        // A run stored before the system prompt left the conversation
-        // carries it as its first message already.
-        let system = match transcript.messages().first() {
-            Some(Message::System { .. }) => None,
-            _ => config.system_prompt().map(Arc::from),
-        };
+            TranscriptLog::load_recent(&*storage, &run_id, &checkpoint.transcript, meta.window)
+                .await?;
+        let system = config.system_prompt().map(Arc::from);
         let authority = Authority::new(run_id.to_string(), random_key(&*ctx.host.entropy));
         let lifecycle = ctx.host.lifecycle.subscribe();
         Ok(Supervisor {

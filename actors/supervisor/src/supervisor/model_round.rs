@@ -21,6 +21,11 @@ use crate::transcript::{Message, Tail};
 
 impl Supervisor {
     pub(super) async fn model_round(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
+        // The model sees the whole window: read what a resume left unread.
+        let run = self.id();
+        self.transcript
+            .complete(&*self.ctx.host.storage, &run)
+            .await?;
         let round = self.transcript.assistant_turns() as u64 + 1;
         if let Err(e) = self.config.validate() {
             return self.fail_runtime("supervisor", &e.to_string()).await;
@@ -50,7 +55,10 @@ impl Supervisor {
 
         let request = ModelRequest {
             model: self.config.model.model.clone(),
-            system: self.system.clone(),
+            system: match self.transcript.messages().first() {
+                Some(Message::System { .. }) => None,
+                _ => self.system.clone(),
+            },
             messages: self.transcript.messages().clone(),
             tools,
             temperature: self.config.model.temperature,
