@@ -123,10 +123,10 @@ pub mod config;
 pub mod conversation;
 pub mod error;
 pub mod provider;
+pub mod run_index;
 pub mod runtime;
 #[cfg(feature = "sim")]
 pub mod sabotage;
-pub mod session_index;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;

@@ -353,7 +353,8 @@ impl Runtime {
             config: config_blob,
             window: start.window.window,
         });
-        tx.put_row(crate::session_index::index_row(session, &id));
+        tx.put_row(crate::run_index::session_row(session, &id));
+        tx.put_row(crate::run_index::live_row(&id));
         if let Some(conversation) = &start.conversation {
             tx.put(conversation);
         }
@@ -405,7 +406,7 @@ impl Runtime {
         }
         let storage = &*self.host().storage;
         let mut conversation = SessionConversation::load(storage, session).await?;
-        let runs = crate::session_index::runs_of_session(storage, session).await?;
+        let runs = crate::run_index::runs_of_session(storage, session).await?;
         let added = conversation.catch_up(storage, runs).await?;
         let kept = conversation.kept(history_budget_bytes(config.model.context_window()));
         Ok(ConversationStart {
@@ -613,15 +614,7 @@ impl Runtime {
     /// its in-flight journal records are settled by the replay rule. Nothing
     /// is resumed and no network work starts. Returns the runs recovered.
     pub async fn recover(&self) -> Result<Vec<RunId>, RunError> {
-        let storage = self.host().storage.clone();
-        let mut runs: Vec<AgentRun> = Vec::new();
-        for (key, bytes) in storage.scan_prefix(Table::Runs, "").await? {
-            match serde_json::from_slice(&bytes) {
-                Ok(run) => runs.push(run),
-                // Left untouched for a person to repair; the others still recover.
-                Err(e) => tracing::error!(key = %key, error = %e, "skipping a corrupt run record"),
-            }
-        }
+        let runs = crate::run_index::live_runs(&*self.host().storage).await?;
         self.recover_runs(runs, None).await
     }
 
@@ -629,7 +622,7 @@ impl Runtime {
     /// takes over a session another tab left (closed or crashed) without
     /// waiting for the next page load.
     pub async fn recover_session(&self, session: &SessionId) -> Result<Vec<RunId>, RunError> {
-        let runs = crate::session_index::runs_of_session(&*self.host().storage, session).await?;
+        let runs = crate::run_index::runs_of_session(&*self.host().storage, session).await?;
         self.recover_runs(runs, None).await
     }
 

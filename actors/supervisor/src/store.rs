@@ -503,7 +503,7 @@ impl Tx {
     }
 
     /// Put a raw row (an index entry such as
-    /// [`crate::session_index::index_row`]).
+    /// [`crate::run_index::index_row`]).
     pub fn put_row(&mut self, (table, key, value): (Table, String, Vec<u8>)) {
         let batch = std::mem::take(&mut self.batch);
         self.batch = batch.put(table, key, value);
@@ -536,6 +536,10 @@ impl Tx {
         self.run.status = to;
         self.run.stop_reason = reason.clone();
         self.run.status_history.push(to);
+        if to.is_final() && !from.is_final() {
+            let key = crate::run_index::live_key(&self.run.id);
+            self.delete(Table::Meta, key);
+        }
         self.activity(ActivityKind::StatusChanged { from, to, reason });
         Ok(())
     }

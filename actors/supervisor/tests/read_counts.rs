@@ -286,9 +286,16 @@ fn runs_stored_before_the_index_are_found() {
     // Forget the index, as a database from before it would be.
     let storage = world.mem.storage().clone();
     let rows = world
-        .block(storage.scan_prefix(Table::Meta, "runs-by-session"))
-        .expect("scan");
-    assert!(rows.len() >= 2, "the run's row and the marker: {rows:?}");
+        .block(storage.scan_prefix(Table::Meta, ""))
+        .expect("scan")
+        .into_iter()
+        .filter(|(k, _)| {
+            k.starts_with("run-index")
+                || k.starts_with("runs-by-session/")
+                || k.starts_with("live-runs/")
+        })
+        .collect::<Vec<_>>();
+    assert!(rows.len() >= 3, "the run's rows and the marker: {rows:?}");
     let mut batch = Batch::new();
     for (key, _) in rows {
         batch = batch.delete(Table::Meta, key);
@@ -302,4 +309,44 @@ fn runs_stored_before_the_index_are_found() {
     assert_eq!(recovered, vec![run.clone()]);
     let record = world.block(second.run(&run)).expect("run");
     assert_eq!(record.status, RunStatus::Interrupted);
+}
+
+/// Store `finished` finished runs and one run left `running` by a lost tab;
+/// count what a fresh tab's page-load recovery reads.
+fn reads_to_recover(finished: usize) -> u64 {
+    let world = World::new();
+    let turns = vec![r#"{"text": "ok"}"#; finished].join(",");
+    let first = world.tab("tab-1", &format!(r#"{{"turns": [{turns}]}}"#));
+    for i in 0..finished {
+        let session = SessionId::new(format!("done-{i}")).unwrap();
+        let run = world
+            .block(first.start(&session, "hello", RunConfig::default()))
+            .expect("start");
+        world.block(first.wait_settled(&run)).expect("settled");
+    }
+    drop(first);
+    let slow = world.tab(
+        "tab-1",
+        r#"{"turns": [{"text": "slow", "delay_ms": 600000}]}"#,
+    );
+    let left = world
+        .block(slow.start(&SessionId::new("open").unwrap(), "go", RunConfig::default()))
+        .expect("start");
+    world.mem.executor().kill();
+    drop(slow);
+    world.expire_leases();
+    let second = world.tab("tab-2", r#"{"turns": [{"text": "ok"}]}"#);
+    world.counting.take();
+    let recovered = world.block(second.recover()).expect("recover");
+    let reads = world.counting.take();
+    assert_eq!(recovered, vec![left]);
+    reads
+}
+
+#[test]
+fn page_load_recovery_reads_only_runs_not_final() {
+    let few = reads_to_recover(2);
+    let many = reads_to_recover(60);
+    eprintln!("reads to recover at page load: 2 finished runs {few}, 60 finished runs {many}");
+    assert_eq!(few, many, "recovery read finished runs: {many} > {few}");
 }
