@@ -142,8 +142,8 @@ fn plan() -> SimPlan {
 }
 
 /// S2.3, S2.5: 1,000 seeds (`TABSIM_SEEDS` to change) with kills and
-/// lifecycle events at random points: no violations, and the orders the
-/// server counted are the dispatches the simulation saw.
+/// lifecycle events at random points: no violations, and the server
+/// received no order the simulation did not see dispatched.
 #[test]
 fn a_test_host_tool_and_plugin_survive_1000_seeds_without_violations() {
     let seeds = std::env::var("TABSIM_SEEDS")
@@ -163,10 +163,15 @@ fn a_test_host_tool_and_plugin_survive_1000_seeds_without_violations() {
     assert!(summary.crash_points >= seeds / 2, "{summary}");
     assert!(summary.violations.is_empty(), "{summary}");
     assert!(dispatches.get("check_inventory").copied().unwrap_or(0) >= seeds);
-    assert_eq!(
-        dispatches.get("place_order").copied().unwrap_or(0),
-        server.count.load(Ordering::SeqCst),
-        "every order the server saw was a dispatch the simulation saw"
+    // Every order the server saw was a dispatch the simulation saw; a
+    // dispatch may not reach the server when its tab dies with the request
+    // still in the plugin's hands (its call is then `effect_unknown`).
+    let orders = server.count.load(Ordering::SeqCst);
+    let dispatched = dispatches.get("place_order").copied().unwrap_or(0);
+    eprintln!("orders: {orders} received, {dispatched} dispatched");
+    assert!(
+        orders <= dispatched,
+        "the server saw {orders} orders but only {dispatched} were dispatched"
     );
     assert!(server.count.load(Ordering::SeqCst) >= seeds);
 }
