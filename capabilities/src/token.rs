@@ -3,16 +3,20 @@
 //! (including consumption of one-time tokens).
 //!
 //! A token is a macaroon-style HMAC-SHA-256 chain:
-//! `tag_0 = HMAC(key, canonical(base))` where the base holds the run id, a
+//! `tag_0 = HMAC(key, enc(base))` where the base holds the run id, a
 //! per-token nonce and the [`Grant`]; `tag_{i+1} = HMAC(tag_i,
-//! canonical(caveat_i))`. Anyone holding a token can append a caveat (the
+//! enc(caveat_i))`. `enc` is the JSON of the typed value as serde writes
+//! it ([`mac_input`]): deterministic (fixed field order, ordered sets, no
+//! floats) and injective (tagged enums), so it is recomputed from the
+//! fields at every verification, never trusted from the token; it is much
+//! cheaper than RFC 8785 canonicalisation, which the wire form keeps. Anyone holding a token can append a caveat (the
 //! new tag is computed from the old one), nobody without the key can remove
 //! or reorder one, and every caveat can only narrow: verification checks the
 //! base grant *and* every caveat. The key lives in memory only, so a reload
 //! invalidates every outstanding token, and is wiped when the authority and
 //! its last verifier are dropped.
 //!
-//! Integers in the MACed form are canonical JSON numbers, exact only up to
+//! Integers in the wire form are canonical JSON numbers, exact only up to
 //! 2^53 (see [`crate::canonical`]); expiry times are therefore clamped to
 //! [`MAX_EXPIRY_MS`] when minted and larger values are refused as malformed.
 
@@ -29,7 +33,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
-use crate::canonical::{Fingerprint, canonical_bytes, canonical_bytes_of_plain};
+use crate::canonical::{Fingerprint, canonical_bytes_of_plain};
 use crate::scope::{Target, TargetScope};
 use crate::vocab::{EffectClass, EffectSet, Origin};
 
@@ -201,7 +205,7 @@ impl Capability {
             Caveat::ExpiresAt(ms) => Caveat::ExpiresAt(ms.min(MAX_EXPIRY_MS)),
             other => other,
         };
-        let tag = hmac32(&self.tag, &canonical_bytes_of_plain(&caveat));
+        let tag = hmac32(&self.tag, &mac_input_of_plain(&caveat));
         let mut caveats = self.caveats.clone();
         caveats.push(caveat);
         Capability {
@@ -361,9 +365,9 @@ impl Shared {
         consume: Consume,
     ) -> Result<Verified, CapabilityError> {
         // 1. The chain, before trusting anything in the token.
-        let mut tag = hmac32(&self.key, &canonical_for_mac(&cap.base)?);
+        let mut tag = hmac32(&self.key, &mac_input(&cap.base)?);
         for caveat in &cap.caveats {
-            tag = hmac32(&tag, &canonical_for_mac(caveat)?);
+            tag = hmac32(&tag, &mac_input(caveat)?);
         }
         if !bool::from(tag.ct_eq(&cap.tag)) {
             return Err(CapabilityError::BadTag);
@@ -576,7 +580,7 @@ impl Authority {
             nonce,
             grant,
         };
-        let tag = hmac32(&self.shared.key, &canonical_bytes_of_plain(&base));
+        let tag = hmac32(&self.shared.key, &mac_input_of_plain(&base));
         Capability {
             base,
             caveats: Vec::new(),
@@ -678,8 +682,19 @@ fn hmac32(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
-fn canonical_for_mac<T: Serialize>(value: &T) -> Result<Vec<u8>, CapabilityError> {
-    canonical_bytes(value).map_err(|e| CapabilityError::Malformed(e.to_string()))
+/// What a tag MACs for `value`: its JSON as serde writes the typed value.
+fn mac_input<T: Serialize>(value: &T) -> Result<Vec<u8>, CapabilityError> {
+    let mut out = Vec::with_capacity(512);
+    serde_json::to_writer(&mut out, value)
+        .map_err(|e| CapabilityError::Malformed(e.to_string()))?;
+    Ok(out)
+}
+
+/// [`mac_input`] of the crate's own plain types, which always serialise.
+fn mac_input_of_plain<T: Serialize>(value: &T) -> Vec<u8> {
+    // Invariant: strings, integers, sets, sequences and tagged enums only.
+    #[allow(clippy::expect_used)]
+    mac_input(value).expect("plain data always serialises")
 }
 
 #[cfg(test)]

@@ -308,7 +308,7 @@ impl Storage for IdbStorage {
             stores.insert(table.as_str());
         }
         batch.check_blobs()?;
-        for op in &batch.ops {
+        for op in batch.ops() {
             stores.insert(match op {
                 Op::Put { table, .. } | Op::Delete { table, .. } => table.as_str(),
                 Op::PutBlob { .. } => BLOBS,
@@ -356,7 +356,7 @@ impl Storage for IdbStorage {
         }
 
         // Phase 3: every write, issued synchronously; then wait for the commit.
-        for op in batch.ops {
+        for op in batch.into_ops() {
             let result = match op {
                 Op::Put { table, key, value } => Self::store(&tx, table.as_str())?
                     .put_with_key(&Uint8Array::from(value.as_slice()).into(), &key_bytes(&key))

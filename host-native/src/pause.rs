@@ -43,7 +43,7 @@ fn parse(spec: &str) -> Option<Boundary> {
 }
 
 fn matches(boundary: &Boundary, batch: &Batch) -> bool {
-    batch.ops.iter().any(|op| match op {
+    batch.ops().iter().any(|op| match op {
         Op::Put {
             table: Table::Journal,
             value,

@@ -571,7 +571,7 @@ fn check_and_apply(
             .transpose()?;
         condition.check(value.as_deref())?;
     }
-    for op in batch.ops {
+    for op in batch.into_ops() {
         match op {
             Op::Put { table, key, value } => {
                 tx.prepare_cached(

@@ -654,7 +654,7 @@ impl std::fmt::Debug for Tab {
 }
 
 fn journal_matches(batch: &Batch, state: &str, tool: &str) -> bool {
-    batch.ops.iter().any(|op| match op {
+    batch.ops().iter().any(|op| match op {
         Op::Put {
             table: Table::Journal,
             value,

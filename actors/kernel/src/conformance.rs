@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::host::storage::{
-    Batch, BlobRef, Fence, LeaseError, Op, Record, Storage, StorageError, StorageExt, Table,
+    Batch, BlobRef, Fence, LeaseError, Record, Storage, StorageError, StorageExt, Table,
 };
 use crate::ids::{CallId, OwnerId, RequestId, RunId, SessionId};
 use crate::journal::{CallState, JournalRecord};
@@ -1115,10 +1115,7 @@ pub async fn blobs_in_a_batch_commit_with_it(storage: Arc<dyn Storage>) {
     // A blob whose bytes do not hash to its name refuses the whole batch.
     let mut lying = Batch::new().put(Table::Runs, "r1", b"run".to_vec());
     lying.add_blob(b"honest".to_vec());
-    lying.ops.push(Op::PutBlob {
-        hash: BlobRef::of(b"claimed").hash,
-        bytes: b"actual".to_vec(),
-    });
+    let lying = lying.put_claimed_blob(BlobRef::of(b"claimed").hash, b"actual".to_vec());
     assert!(matches!(
         storage.commit(lying).await,
         Err(StorageError::BlobHashMismatch { .. })

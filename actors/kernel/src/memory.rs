@@ -207,7 +207,7 @@ impl Storage for MemoryStorage {
         }
         let mut state = self.state()?;
         state.check(&batch)?;
-        state.apply(batch.ops);
+        state.apply(batch.into_ops());
         self.commits.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

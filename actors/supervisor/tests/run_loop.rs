@@ -61,7 +61,7 @@ fn s1_completed_run_records_everything_in_order() {
     let seen = durable.clone();
     env.storage().set_commit_hook(Some(std::sync::Arc::new(
         move |batch: &agent_kernel::host::Batch| {
-            for op in &batch.ops {
+            for op in batch.ops() {
                 if let agent_kernel::host::Op::Put {
                     table: Table::Checkpoints,
                     value,

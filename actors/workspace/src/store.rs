@@ -334,7 +334,7 @@ impl Workspace {
             if let Some((hash, bytes)) = blob.take() {
                 self.storage.put_blob(&hash, bytes).await?;
             }
-            let ops = batch.ops.clone();
+            let ops = batch.ops().to_vec();
             match self.storage.commit(batch).await {
                 Ok(()) => {
                     // A snapshot that cannot follow is dropped and rescanned next time.

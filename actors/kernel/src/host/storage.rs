@@ -176,11 +176,18 @@ pub enum Op {
 
 /// An atomic batch: either every op applies or none does. Conditions and the
 /// fence are checked first, in the same transaction.
+///
+/// Its ops are added only through its methods: a blob added with
+/// [`Batch::add_blob`] is named by the hash of its bytes computed there, so
+/// [`Batch::check_blobs`] hashes again only the blobs whose name was
+/// claimed by the caller ([`Batch::put_claimed_blob`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch {
     pub fence: Option<Fence>,
     pub conditions: Vec<Condition>,
-    pub ops: Vec<Op>,
+    ops: Vec<Op>,
+    /// Positions in `ops` of blobs named by their caller, not by the batch.
+    claimed: Vec<usize>,
 }
 
 impl Batch {
@@ -247,11 +254,31 @@ impl Batch {
         });
         blob
     }
+    /// Store `bytes` as the blob named `hash`, a name the caller claims:
+    /// [`Batch::check_blobs`] refuses the batch if the bytes do not hash to it.
+    pub fn put_claimed_blob(mut self, hash: impl Into<String>, bytes: Vec<u8>) -> Self {
+        self.claimed.push(self.ops.len());
+        self.ops.push(Op::PutBlob {
+            hash: hash.into(),
+            bytes,
+        });
+        self
+    }
+    /// The writes, in order.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+    /// The writes, in order, taken out of the batch (its fence and
+    /// conditions checked already).
+    pub fn into_ops(self) -> Vec<Op> {
+        self.ops
+    }
     /// Refuse the batch (`BlobHashMismatch`) if one of its blobs does not
-    /// hash to its name. Backends call this before applying anything.
+    /// hash to its name. Backends call this before applying anything. Blobs
+    /// named by [`Batch::add_blob`] hash to their name by construction.
     pub fn check_blobs(&self) -> Result<(), StorageError> {
-        for op in &self.ops {
-            if let Op::PutBlob { hash, bytes } = op {
+        for &i in &self.claimed {
+            if let Some(Op::PutBlob { hash, bytes }) = self.ops.get(i) {
                 let actual = agent_capabilities::sha256_hex(bytes);
                 if actual != *hash {
                     return Err(StorageError::BlobHashMismatch {
