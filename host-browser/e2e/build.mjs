@@ -1,5 +1,10 @@
 // Build the wasm bundle the page loads: cargo (release, wasm32) then
 // `wasm-bindgen --target web` into host-browser/pkg. Prints raw and gzipped sizes.
+//
+// `node build.mjs --demo` (what `cargo xtask demo` runs) trades size for
+// build time: no link-time optimisation, 16 codegen units, opt-level 1, in
+// its own target directory. The bundle is larger and its code slower (QuickJS
+// included); the tests and the npm package use the default, size-optimised build.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
@@ -11,13 +16,14 @@ const root = join(here, '..', '..');
 const pkg = join(here, '..', 'pkg');
 // Its own target directory: the size settings below would otherwise rebuild
 // the shared release artifacts, and it never waits for other builds' locks.
-const targetDir = join(root, 'target-browser');
+const demo = process.argv.includes('--demo');
+const targetDir = join(root, demo ? 'target-browser-demo' : 'target-browser');
 const env = {
   ...process.env,
-  // Link-time optimisation and size-oriented code: about a quarter smaller gzipped.
-  CARGO_PROFILE_RELEASE_LTO: 'true',
-  CARGO_PROFILE_RELEASE_CODEGEN_UNITS: '1',
-  CARGO_PROFILE_RELEASE_OPT_LEVEL: 's',
+  ...(demo
+    ? { CARGO_PROFILE_RELEASE_LTO: 'false', CARGO_PROFILE_RELEASE_CODEGEN_UNITS: '16', CARGO_PROFILE_RELEASE_OPT_LEVEL: '1' }
+    // Link-time optimisation and size-oriented code: about a quarter smaller gzipped.
+    : { CARGO_PROFILE_RELEASE_LTO: 'true', CARGO_PROFILE_RELEASE_CODEGEN_UNITS: '1', CARGO_PROFILE_RELEASE_OPT_LEVEL: 's' }),
 };
 // RUSTFLAGS would replace .cargo/config.toml's wasm32 rustflags (TOOLCHAIN.md).
 delete env.RUSTFLAGS;
