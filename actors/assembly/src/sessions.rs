@@ -268,11 +268,9 @@ impl Assembly {
     ) -> Result<DeleteReport, SessionActionError> {
         let session = held.session();
         self.held_workspace(held)?;
-        let runs = self.runtime.runs().await?;
-        if let Some(active) = runs
-            .iter()
-            .find(|r| &r.session == session && !r.status.is_final())
-        {
+        let runs =
+            agent_supervisor::run_index::runs_of_session(&*self.host.storage, session).await?;
+        if let Some(active) = runs.iter().find(|r| !r.status.is_final()) {
             return Err(SessionActionError::RunActive {
                 session: session.clone(),
                 run: active.id.to_string(),
