@@ -163,7 +163,7 @@ async function main() {
       await window.pkg.default();
     });
     // A short run first, not measured: the engine's tiers warm up on it.
-    await effectfulRounds(page, 20);
+    await effectfulRounds(page, 50);
     const bareBefore = await bareTransactions(page, BARE);
     const run = await effectfulRounds(page, ROUNDS);
     const bareAfter = await bareTransactions(page, BARE);
