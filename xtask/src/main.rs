@@ -45,6 +45,10 @@
 //!   browser runtime for embedders ([`pack`]): the bundle built as for the
 //!   demo, then `host-browser/npm/pack.mjs` packs it into `target/npm/`.
 //!
+//! * `cargo xtask bench [--quick] [--dry-run] [--no-install]` — every
+//!   benchmark (native and in headless Chromium) and one table of their
+//!   figures beside their aims and the machine's floors ([`bench`]).
+//!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
 //!
 //! * `cargo xtask layering` — only the layering check ([`layering`]).
@@ -66,6 +70,7 @@
 use std::env;
 use std::process::ExitCode;
 
+mod bench;
 mod demo;
 mod layering;
 mod pack;
@@ -131,6 +136,13 @@ Project automation. Usage:
       Builds the browser bundle and packs it as an npm package for embedders:
       target/npm/agent-runtime-browser-<version>.tgz (npm install ./that.tgz).
 
+  cargo xtask bench [--quick] [--no-install] [--dry-run]
+      Builds and runs every benchmark (native: the runtime, idle runs,
+      run_javascript, readable text; in headless Chromium: IndexedDB rounds,
+      the demo page's readiness, the bundle size) and prints one table, each
+      figure beside its aim and the machine's floors measured in the same run;
+      writes it as JSON to target/bench/. --quick: smaller runs (minutes).
+
   cargo xtask install [--dry-run]
       Checks every prerequisite and installs the missing ones.
 
@@ -167,6 +179,7 @@ fn main() -> ExitCode {
         Cmd::Test { only } => test(&mut runner, *only),
         Cmd::Demo { args } => demo(&mut runner, args),
         Cmd::Pack => pack(&mut runner),
+        Cmd::Bench { quick } => bench::bench(&mut runner, *quick),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
@@ -194,6 +207,7 @@ enum Cmd {
     Test { only: Option<Group> },
     Demo { args: Vec<String> },
     Pack,
+    Bench { quick: bool },
     Install,
     Layering,
 }
@@ -212,6 +226,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         no_install: false,
     };
     let mut only = None;
+    let mut quick = false;
     let mut forwarded = Vec::new();
     let mut iter = rest.iter();
     while let Some(arg) = iter.next() {
@@ -225,6 +240,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
                     .ok_or("--only needs a value: lint, native, wasm or e2e")?;
                 only = Some(Group::parse(value)?);
             }
+            "--quick" if sub == "bench" => quick = true,
             "--" if sub == "demo" => forwarded.extend(iter.by_ref().cloned()),
             _ if sub == "demo" => forwarded.push(arg.clone()),
             other => return Err(format!("unknown argument `{other}` for `{sub}`")),
@@ -235,6 +251,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "test" => Cmd::Test { only },
         "demo" => Cmd::Demo { args: forwarded },
         "pack" => Cmd::Pack,
+        "bench" => Cmd::Bench { quick },
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
         other => return Err(format!("unknown subcommand `{other}`")),

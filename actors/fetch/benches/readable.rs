@@ -4,6 +4,11 @@
 //! generated article pages of 50–300 KB each, with navigation, inline
 //! scripts and styles, comments, nested markup, sidebars and footers.
 //! Run: `cargo bench -p agent-fetch --bench readable`.
+//!
+//! With `BENCH_JSON=<file>`, the throughput of criterion's median in this
+//! run (its `estimates.json`) is also appended to that file as a JSON line
+//! in MB/s (10^6 bytes; `cargo xtask bench` collects it); `-- --quick` is
+//! criterion's quick mode.
 
 #![cfg_attr(target_arch = "wasm32", allow(dead_code, unused_imports))]
 
@@ -16,7 +21,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 #[cfg(not(target_arch = "wasm32"))]
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 
 /// A small deterministic generator (SplitMix64), so every run sees the same corpus.
 struct Rng(u64);
@@ -271,5 +276,68 @@ fn bench(c: &mut Criterion) {
 
 #[cfg(not(target_arch = "wasm32"))]
 criterion_group!(benches, bench);
+
 #[cfg(not(target_arch = "wasm32"))]
-criterion_main!(benches);
+fn main() {
+    // What `criterion_main!` does, then the machine-readable figure.
+    let started = std::time::SystemTime::now();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    emit_json(started);
+}
+
+/// Appends the corpus throughput at criterion's median to `$BENCH_JSON`,
+/// when set: `{"bench","name","label","value","unit"}`.
+#[cfg(not(target_arch = "wasm32"))]
+fn emit_json(started: std::time::SystemTime) {
+    let Some(out) = std::env::var_os("BENCH_JSON") else {
+        return;
+    };
+    let Some(ns) = criterion_median_ns("readable/article_corpus_50_300kb", started) else {
+        eprintln!("BENCH_JSON: no estimate of readable/article_corpus_50_300kb from this run");
+        return;
+    };
+    let bytes: usize = corpus().iter().map(Vec::len).sum();
+    let line = serde_json::json!({
+        "bench": "readable", "name": "readable_throughput",
+        "label": "readable-text extraction, 50–300 KB article pages (one core)",
+        "value": bytes as f64 / (ns / 1e9) / 1e6, "unit": "MB/s",
+    });
+    use std::io::Write;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out)
+        .and_then(|mut f| writeln!(f, "{line}"));
+    if let Err(e) = written {
+        eprintln!(
+            "BENCH_JSON: cannot append to {}: {e}",
+            out.to_string_lossy()
+        );
+    }
+}
+
+/// The median point estimate (ns) criterion wrote for `directory` in this
+/// run (`$CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`, else the
+/// workspace's `target/criterion`).
+#[cfg(not(target_arch = "wasm32"))]
+fn criterion_median_ns(directory: &str, since: std::time::SystemTime) -> Option<f64> {
+    let home = std::env::var_os("CRITERION_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(|t| std::path::PathBuf::from(t).join("criterion"))
+        })
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion")
+        });
+    let file = home.join(directory).join("new/estimates.json");
+    let fresh = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .is_ok_and(|modified| modified >= since);
+    if !fresh {
+        return None;
+    }
+    let estimates: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).ok()?).ok()?;
+    estimates["median"]["point_estimate"].as_f64()
+}
