@@ -284,7 +284,6 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
 pub(crate) fn bench(runner: &mut Runner, quick: bool) -> Result<()> {
     let started = Instant::now();
     let load_before = load_average();
-    forget_own_package_env();
     warn_about_rustflags();
     ensure_prerequisites(runner, BENCH_PREREQUISITES)?;
     let out = runner.root.join(OUT_DIR);
@@ -348,32 +347,6 @@ pub(crate) fn bench(runner: &mut Runner, quick: bool) -> Result<()> {
     match failures.into_iter().next() {
         None => Ok(()),
         Some(first) => Err(first),
-    }
-}
-
-/// `cargo run` (the `cargo xtask` alias) gives xtask the variables of its
-/// own package (`CARGO_MANIFEST_DIR`, `CARGO_MANIFEST_PATH`, `CARGO_PKG_*`),
-/// and the cargo commands xtask starts inherit them. A build script that
-/// watches one (ring's watches `CARGO_MANIFEST_DIR`) then sees it change
-/// between a build from xtask and one from a shell, and cargo rebuilds it
-/// and everything above it (minutes of the benches' release build). The
-/// benches' commands run without them.
-#[allow(unsafe_code)]
-fn forget_own_package_env() {
-    let own: Vec<std::ffi::OsString> = std::env::vars_os()
-        .map(|(key, _)| key)
-        .filter(|key| {
-            key.to_str().is_some_and(|k| {
-                k == "CARGO_MANIFEST_DIR"
-                    || k == "CARGO_MANIFEST_PATH"
-                    || k.starts_with("CARGO_PKG_")
-            })
-        })
-        .collect();
-    for key in own {
-        // SAFETY: xtask has started no thread (nothing reads or writes the
-        // environment concurrently); its children are started afterwards.
-        unsafe { std::env::remove_var(key) };
     }
 }
 

@@ -195,6 +195,13 @@ impl Runner {
             other => other.to_string(),
         };
         let mut command = Command::new(program);
+        // `cargo run` (the `cargo xtask` alias) gives xtask the variables of
+        // its own package; a child cargo inheriting them would rebuild every
+        // build script that watches one (ring's watches `CARGO_MANIFEST_DIR`)
+        // whenever a build from a shell came between: minutes each time.
+        for key in own_package_env() {
+            command.env_remove(key);
+        }
         command
             .args(&step.args)
             .envs(step.env.iter().map(|(k, v)| (k, v)));
@@ -305,4 +312,19 @@ pub(crate) fn loud_prereq_failure(name: &str, detail: &str) -> Failure {
         name: name.to_string(),
         detail: detail.to_string(),
     }
+}
+
+/// The variables `cargo run` sets for xtask's own package, which its
+/// children must not inherit (see [`Runner::command`]).
+fn own_package_env() -> Vec<std::ffi::OsString> {
+    env::vars_os()
+        .map(|(key, _)| key)
+        .filter(|key| {
+            key.to_str().is_some_and(|k| {
+                k == "CARGO_MANIFEST_DIR"
+                    || k == "CARGO_MANIFEST_PATH"
+                    || k.starts_with("CARGO_PKG_")
+            })
+        })
+        .collect()
 }
