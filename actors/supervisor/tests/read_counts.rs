@@ -3,6 +3,7 @@
 //! records and blobs independent of how many rounds the run had, and taking
 //! over a session reads that session's runs only, not every stored run.
 //! Counts, not timings: the test holds on a loaded machine.
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
