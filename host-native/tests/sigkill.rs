@@ -329,3 +329,62 @@ fn s2_3_sigkill_after_the_commit_reuses_the_result() {
     assert_eq!(card["status"], "completed");
     assert_eq!(ticket_state(&card), Some(("committed".into(), 1)));
 }
+
+/// SIGTERM while the server holds the request (issue 17 item 4, S2.5): the
+/// process raises `ExecutorLost` itself, so the run is `interrupted` /
+/// `page_interrupted` with an `executor_lost` activity naming the host, and
+/// the process exits on its own. Resume then never repeats the write: it
+/// asks the person.
+#[test]
+fn s2_5_sigterm_interrupts_the_run_in_flight_and_resume_asks_the_person() {
+    let dir = tempfile::tempdir().expect("dir");
+    let counter = start_counter();
+    counter.hold.store(true, Ordering::SeqCst);
+    setup(dir.path(), counter.port);
+    let mut child = start_run(dir.path(), None);
+    counter
+        .received
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the write reached the server");
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    // It ends by itself: the run is interrupted after the stop grace.
+    let mut exited = None;
+    for _ in 0..600 {
+        if let Some(status) = child.try_wait().expect("wait") {
+            exited = Some(status);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let Some(status) = exited else {
+        kill9(&mut child);
+        panic!("agentrt did not end after SIGTERM");
+    };
+    assert!(status.code().is_some(), "it exited, not killed: {status}");
+    counter.hold.store(false, Ordering::SeqCst);
+    let run = only_run(dir.path());
+    let card = show(dir.path(), &run);
+    assert_eq!(card["status"], "interrupted", "{card}");
+    assert_eq!(card["stop_reason"]["reason"], "page_interrupted", "{card}");
+    let lost: Vec<&serde_json::Value> = card["activities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["kind"]["kind"] == "executor_lost")
+        .collect();
+    assert_eq!(lost.len(), 1, "{card}");
+    assert_eq!(lost[0]["kind"]["executor"], "host");
+    let resumed = run_to_end(dir.path(), &["resume", &run]);
+    assert_eq!(resumed.status.code(), Some(3), "waiting for a decision");
+    assert_eq!(
+        ticket_state(&show(dir.path(), &run))
+            .map(|s| s.0)
+            .as_deref(),
+        Some("effect_unknown")
+    );
+    assert_eq!(counter.count.load(Ordering::SeqCst), 1, "never replayed");
+}
