@@ -195,11 +195,42 @@ fn value_bytes(
     }
 }
 
-fn apply_migrations(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
+/// Take `step` again while SQLite answers "busy" without having waited
+/// (until `deadline`). SQLite skips the busy handler when a connection that
+/// read the file must upgrade to write while another process prepares the
+/// same database: two `agentrt` processes opening a fresh data directory.
+fn retry_while_busy<T>(
+    deadline: std::time::Instant,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    use rusqlite::ffi::ErrorCode;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match step() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
+}
+
+fn apply_migrations(
+    conn: &mut Connection,
+    path: &Path,
+    deadline: std::time::Instant,
+) -> Result<(), OpenError> {
     let known = MIGRATIONS.last().map_or(0, |(n, _)| *n);
-    let found: u32 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|e| classify(path, &e))?;
+    let found: u32 = retry_while_busy(deadline, || {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+    })
+    .map_err(|e| classify(path, &e))?;
     if found > known {
         return Err(OpenError::TooNew {
             path: path.to_owned(),
@@ -208,22 +239,23 @@ fn apply_migrations(conn: &mut Connection, path: &Path) -> Result<(), OpenError>
         });
     }
     for (number, sql) in MIGRATIONS.iter().filter(|(n, _)| *n > found) {
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        retry_while_busy(deadline, || apply_migration(conn, *number, sql))
             .map_err(|e| classify(path, &e))?;
-        // Another process may have migrated between our read and our lock.
-        let now: u32 = tx
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| classify(path, &e))?;
-        if now >= *number {
-            continue;
-        }
-        tx.execute_batch(sql).map_err(|e| classify(path, &e))?;
-        tx.pragma_update(None, "user_version", number)
-            .map_err(|e| classify(path, &e))?;
-        tx.commit().map_err(|e| classify(path, &e))?;
     }
     Ok(())
+}
+
+/// Apply migration `number` unless another process got there first.
+fn apply_migration(conn: &mut Connection, number: u32, sql: &str) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Another process may have migrated between our read and our lock.
+    let now: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if now >= number {
+        return Ok(());
+    }
+    tx.execute_batch(sql)?;
+    tx.pragma_update(None, "user_version", number)?;
+    tx.commit()
 }
 
 fn open_connection(path: &Path) -> Result<Connection, OpenError> {
@@ -239,20 +271,28 @@ fn open_connection(path: &Path) -> Result<Connection, OpenError> {
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| classify(path, &e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| classify(path, &e))?;
-    // The first statement that reads the file header reports a non-database.
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .map_err(|e| classify(path, &e))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(OpenError::Setup {
-            path: path.to_owned(),
-            detail: format!("journal_mode is {mode}, WAL was refused"),
-        });
-    }
+    // Each step is idempotent, so a step another process's preparation
+    // refused is simply taken again.
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    retry_while_busy(deadline, || {
+        // The first statement that reads the file header reports a non-database.
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+    })
+    .map_err(|e| classify(path, &e))
+    .and_then(|mode| {
+        if mode.eq_ignore_ascii_case("wal") {
+            Ok(())
+        } else {
+            Err(OpenError::Setup {
+                path: path.to_owned(),
+                detail: format!("journal_mode is {mode}, WAL was refused"),
+            })
+        }
+    })?;
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(|e| classify(path, &e))?;
     conn.set_prepared_statement_cache_capacity(64);
-    apply_migrations(&mut conn, path)?;
+    apply_migrations(&mut conn, path, deadline)?;
     // A database of an older version may be 0644: ours, so made private.
     crate::private::tighten_database_files(path);
     Ok(conn)
@@ -845,5 +885,30 @@ mod tests {
         assert_eq!(prefix_upper_bound(b"run1/"), Some(b"run10".to_vec()));
         assert_eq!(prefix_upper_bound(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_upper_bound(b"\xff\xff"), None);
+    }
+
+    /// S3.1: connections (standing in for processes) that open one fresh
+    /// database at the same moment all get it prepared; none is refused with
+    /// "database is locked" (it failed in CI when two `agentrt run`s raced).
+    #[test]
+    fn many_openers_of_one_fresh_database_all_succeed() {
+        for _ in 0..300 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("agentrt.sqlite3");
+            let barrier = Arc::new(std::sync::Barrier::new(6));
+            let handles: Vec<_> = (0..6)
+                .map(|_| {
+                    let path = path.clone();
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        open_connection(&path).map(|_| ())
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap().unwrap();
+            }
+        }
     }
 }
