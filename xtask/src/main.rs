@@ -100,7 +100,12 @@ const WASM_TEST_CRATES: &[&str] = &[
 ];
 
 /// Crates that never build for wasm32.
-const NATIVE_ONLY_CRATES: &[&str] = &["agent-host-native", "agent-test-support", "xtask"];
+const NATIVE_ONLY_CRATES: &[&str] = &[
+    "agent-host-native",
+    "agent-store-postgres",
+    "agent-test-support",
+    "xtask",
+];
 
 /// The `wasm-bindgen-cli` version; it must equal the `wasm-bindgen` library
 /// version pinned in the workspace (`wasm-bindgen = "=0.2.130"`).

@@ -1,0 +1,745 @@
+//! [`PostgresStorage`]: `agent_kernel::host::Storage` over a PostgreSQL
+//! database: the key-value tables, content-addressed blobs, lease rows, and
+//! every batch and lease step in one serializable transaction, taken again
+//! on a serialization conflict.
+//!
+//! # Leases: a time-to-live with a heartbeat, not an advisory lock
+//!
+//! A lease is a row `(session, owner, epoch, expires_at_ms)`; its holder's
+//! `LeaseManager` renews it while it runs, and it ends by itself at its
+//! expiry when the holder dies. A session-scoped advisory lock
+//! (`pg_advisory_lock`) would end the instant the holder's connection
+//! closes, but it was not chosen:
+//!
+//! * the epoch must outlive each tenure and be read inside every batch's
+//!   transaction, on whichever pooled connection runs it: the row is needed
+//!   anyway, so the lock would be a second source of truth beside it;
+//! * an advisory lock belongs to one connection: holding a session would pin
+//!   one connection per session (a worker holding 200 sessions would need
+//!   200 connections, past PostgreSQL's default limit of 100), and a
+//!   connection cut by a network blip or a pooler frees it while the holder
+//!   keeps running, believing it still owns the session;
+//! * the distributed PostgreSQL-compatible databases do not all have
+//!   advisory locks (CockroachDB does not); a row with a TTL works on all.
+//!
+//! What the TTL costs: a dead holder's sessions wait out their expiry
+//! (the `LeaseManager`'s TTL, renewed well before it runs out) unless the
+//! host can tell the holder is dead ([`DeadOwnerCheck`]); and `now_ms`
+//! comes from the caller's clock, so machines sharing a database need
+//! clocks in step to well within the TTL. Skew moves when a take-over may
+//! happen; it never lets a stale holder write, because every write is
+//! checked against the current epoch inside its own transaction.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_kernel::host::lease_rules;
+use agent_kernel::host::{
+    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+};
+use agent_kernel::{OwnerId, SessionId};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::Host;
+use tokio_postgres::{IsolationLevel, NoTls};
+
+use crate::errors::{Failure, OpenError, classify, pool, single};
+use crate::migrate::migrate;
+
+/// Says whether a lease owner is known to be dead (its process gone), so
+/// that its live-looking lease may be taken over at once with a new epoch.
+/// Anything not known dead waits for the lease's expiry.
+pub type DeadOwnerCheck = Arc<dyn Fn(&OwnerId) -> bool + Send + Sync>;
+
+/// Tuning of one store. The defaults suit one `agentrt` process.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Most connections this store opens at once.
+    pub pool_size: usize,
+    /// How long an operation waits for a free connection or for a new one
+    /// to be established before it is `Unavailable`.
+    pub connect_timeout: Duration,
+    /// How long a batch or lease step that keeps meeting serialization
+    /// conflicts is taken again before it is `Unavailable`.
+    pub retry_for: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+            retry_for: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a store has done since it was opened (for tests, benchmarks and a
+/// worker's health report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Batches committed.
+    pub commits: u64,
+    /// Batches refused because their lease epoch was stale (fencing).
+    pub stale_refusals: u64,
+    /// Transactions taken again after a serialization conflict.
+    pub retries: u64,
+}
+
+/// Storage in one PostgreSQL database, shared by any number of processes.
+/// Cheap to share behind an `Arc`; needs a tokio runtime.
+pub struct PostgresStorage {
+    pool: Pool,
+    target: String,
+    options: PostgresOptions,
+    dead_owner: Option<DeadOwnerCheck>,
+    commits: AtomicU64,
+    stale_refusals: AtomicU64,
+    retries: AtomicU64,
+}
+
+impl std::fmt::Debug for PostgresStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStorage")
+            .field("target", &self.target)
+            .field("counts", &self.counts())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `user@host:port/dbname` of a configuration, never its password.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}@{host}:{port}/{}",
+        config.get_user().unwrap_or("?"),
+        config.get_dbname().unwrap_or("?")
+    )
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The smallest byte string greater than every string starting with `prefix`,
+/// or `None` when there is none (empty prefix, or only 0xFF bytes).
+fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut upper = prefix.to_vec();
+    while let Some(last) = upper.pop() {
+        if last < 0xFF {
+            upper.push(last + 1);
+            return Some(upper);
+        }
+    }
+    None
+}
+
+/// A pause before taking a conflicted transaction again: doubling from
+/// 1 ms up to 64 ms, with jitter so that the conflicting writers spread out.
+fn backoff(attempt: u32) -> Duration {
+    use std::hash::BuildHasher;
+    let ceiling = 1u64 << attempt.min(6);
+    let jitter = std::collections::hash_map::RandomState::new().hash_one(attempt) % 1000;
+    Duration::from_micros(ceiling * 500 + jitter * ceiling / 2)
+}
+
+fn lease_record(
+    session: &SessionId,
+    owner: String,
+    epoch: i64,
+    expires: i64,
+) -> Result<LeaseRecord, StorageError> {
+    let owner = OwnerId::new(owner).map_err(|e| {
+        StorageError::Backend(format!(
+            "the lease row of session {session} names an invalid owner ({e}); delete that row from agentrt_leases"
+        ))
+    })?;
+    Ok(LeaseRecord {
+        session: session.clone(),
+        owner,
+        epoch: to_u64(epoch),
+        expires_at_ms: to_u64(expires),
+    })
+}
+
+const SELECT_LEASE: &str =
+    "SELECT owner, epoch, expires_at_ms FROM agentrt_leases WHERE session = $1";
+const UPSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, expires_at_ms)
+     VALUES ($1, $2, $3, $4)
+     ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,
+       epoch = EXCLUDED.epoch, expires_at_ms = EXCLUDED.expires_at_ms";
+const SELECT_VALUE: &str = "SELECT value FROM agentrt_kv WHERE tbl = $1 AND key = $2";
+const UPSERT_VALUE: &str = "INSERT INTO agentrt_kv (tbl, key, value) VALUES ($1, $2, $3)
+     ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value";
+const DELETE_VALUE: &str = "DELETE FROM agentrt_kv WHERE tbl = $1 AND key = $2";
+const INSERT_BLOB: &str = "INSERT INTO agentrt_blobs (hash, size, bytes) VALUES ($1, $2, $3)
+     ON CONFLICT (hash) DO NOTHING";
+
+impl PostgresStorage {
+    /// Connect to the database at `url` (`postgres://user@host:port/db`),
+    /// migrate it, and return the store. Lease holders are never judged dead:
+    /// their leases end at expiry.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::connect_with(url, PostgresOptions::default(), None).await
+    }
+
+    /// [`PostgresStorage::connect`] with tuning and an optional check that
+    /// lets a dead holder's lease be taken over before its expiry.
+    pub async fn connect_with(
+        url: &str,
+        options: PostgresOptions,
+        dead_owner: Option<DeadOwnerCheck>,
+    ) -> Result<Self, OpenError> {
+        let mut config: tokio_postgres::Config =
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| OpenError::InvalidUrl {
+                    detail: e.to_string(),
+                })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        config.application_name("agentrt");
+        let target = describe(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| OpenError::Setup {
+                target: target.clone(),
+                detail: e.to_string(),
+            })?;
+        let mut client = pool.get().await.map_err(|e| OpenError::Unavailable {
+            target: target.clone(),
+            detail: e.to_string(),
+        })?;
+        let client: &mut tokio_postgres::Client = &mut client;
+        migrate(client, &target).await?;
+        Ok(Self {
+            pool,
+            target,
+            options,
+            dead_owner,
+            commits: AtomicU64::new(0),
+            stale_refusals: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+        })
+    }
+
+    /// `user@host:port/database` of this store (no password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// What this store has done since it was opened.
+    pub fn counts(&self) -> StoreCounts {
+        StoreCounts {
+            commits: self.commits.load(Ordering::SeqCst),
+            stale_refusals: self.stale_refusals.load(Ordering::SeqCst),
+            retries: self.retries.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Number of stored rows and their total key + value bytes (tables only,
+    /// no blobs, no leases): what the benchmarks report per tool round.
+    pub async fn table_footprint(&self) -> Result<(u64, u64), StorageError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT count(*)::BIGINT,
+                        coalesce(sum(octet_length(tbl) + length(key) + length(value)), 0)::BIGINT
+                 FROM agentrt_kv",
+                &[],
+            )
+            .await
+            .map_err(|e| single(&self.target, &e))?;
+        let rows: i64 = row.try_get(0).map_err(|e| single(&self.target, &e))?;
+        let bytes: i64 = row.try_get(1).map_err(|e| single(&self.target, &e))?;
+        Ok((to_u64(rows), to_u64(bytes)))
+    }
+
+    async fn client(&self) -> Result<Object, StorageError> {
+        self.pool.get().await.map_err(|e| pool(&self.target, &e))
+    }
+
+    /// Run `work` in a fresh serializable transaction until it commits,
+    /// is refused, or keeps conflicting past [`PostgresOptions::retry_for`].
+    async fn serializable(&self, work: Work<'_>) -> Result<Done, StorageError> {
+        let deadline = Instant::now() + self.options.retry_for;
+        let mut tries = 0u32;
+        loop {
+            let mut client = self.client().await?;
+            let outcome = async {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::Serializable)
+                    .start()
+                    .await
+                    .map_err(|e| classify(&self.target, &e, false))?;
+                // On an error the transaction is dropped, which rolls it back.
+                let done = work.run(&tx, &self.target).await?;
+                tx.commit()
+                    .await
+                    .map_err(|e| classify(&self.target, &e, true))?;
+                Ok::<Done, Failure>(done)
+            }
+            .await;
+            match outcome {
+                Ok(done) => return Ok(done),
+                Err(Failure::Final(e)) => return Err(e),
+                Err(Failure::Retry(detail)) => {
+                    if Instant::now() >= deadline {
+                        return Err(StorageError::Unavailable(format!(
+                            "{} on PostgreSQL at {} kept conflicting with other writers for {:?} ({detail}); nothing was written, retry",
+                            work.what(),
+                            self.target,
+                            self.options.retry_for
+                        )));
+                    }
+                    self.retries.fetch_add(1, Ordering::SeqCst);
+                    tries = tries.saturating_add(1);
+                    drop(client);
+                    tokio::time::sleep(backoff(tries)).await;
+                }
+            }
+        }
+    }
+
+    /// The one atomic lease step of this backend: read the session's row,
+    /// apply a kernel lease rule, write the record it returns, in one
+    /// serializable transaction. A refusal writes nothing.
+    async fn update_lease(
+        &self,
+        session: &SessionId,
+        rule: &LeaseRule<'_>,
+    ) -> Result<LeaseRecord, LeaseError> {
+        match self.serializable(Work::Lease { session, rule }).await? {
+            Done::Lease(outcome) => outcome,
+            Done::Committed => Err(LeaseError::Storage(StorageError::Backend(
+                "a lease step ended without a lease record (a bug in agent-store-postgres)"
+                    .to_owned(),
+            ))),
+        }
+    }
+}
+
+/// A kernel lease rule applied to the session's current record.
+type LeaseRule<'a> =
+    dyn Fn(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError> + Send + Sync + 'a;
+
+/// What one serializable transaction does; taken again whole on a conflict.
+enum Work<'a> {
+    Batch(&'a Batch),
+    Lease {
+        session: &'a SessionId,
+        rule: &'a LeaseRule<'a>,
+    },
+}
+
+/// What a transaction of [`Work`] produced.
+enum Done {
+    Committed,
+    /// The rule's outcome: a refusal (`Held`, `Lost`) wrote nothing.
+    Lease(Result<LeaseRecord, LeaseError>),
+}
+
+impl Work<'_> {
+    fn what(&self) -> &'static str {
+        match self {
+            Work::Batch(_) => "a batch",
+            Work::Lease { .. } => "a lease step",
+        }
+    }
+
+    async fn run(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        target: &str,
+    ) -> Result<Done, Failure> {
+        match self {
+            Work::Batch(batch) => check_and_apply(tx, batch, target)
+                .await
+                .map(|()| Done::Committed),
+            Work::Lease { session, rule } => {
+                lease_step(tx, session, rule, target).await.map(Done::Lease)
+            }
+        }
+    }
+}
+
+async fn lease_step(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session: &SessionId,
+    rule: &LeaseRule<'_>,
+    target: &str,
+) -> Result<Result<LeaseRecord, LeaseError>, Failure> {
+    let db = |e: tokio_postgres::Error| classify(target, &e, false);
+    let select = tx.prepare_cached(SELECT_LEASE).await.map_err(db)?;
+    let current = match tx
+        .query_opt(&select, &[&session.as_str()])
+        .await
+        .map_err(db)?
+    {
+        None => None,
+        Some(row) => {
+            let owner: String = row.try_get(0).map_err(db)?;
+            let epoch: i64 = row.try_get(1).map_err(db)?;
+            let expires: i64 = row.try_get(2).map_err(db)?;
+            Some(lease_record(session, owner, epoch, expires)?)
+        }
+    };
+    let outcome = rule(current.as_ref(), session);
+    if let Ok(record) = &outcome {
+        let upsert = tx.prepare_cached(UPSERT_LEASE).await.map_err(db)?;
+        tx.execute(
+            &upsert,
+            &[
+                &session.as_str(),
+                &record.owner.as_str(),
+                &to_i64(record.epoch),
+                &to_i64(record.expires_at_ms),
+            ],
+        )
+        .await
+        .map_err(db)?;
+    }
+    Ok(outcome)
+}
+
+/// Check the batch's fence and conditions, then apply its ops, inside `tx`.
+async fn check_and_apply(
+    tx: &deadpool_postgres::Transaction<'_>,
+    batch: &Batch,
+    target: &str,
+) -> Result<(), Failure> {
+    let db = |e: tokio_postgres::Error| classify(target, &e, false);
+    if let Some(fence) = &batch.fence {
+        let select = tx
+            .prepare_cached("SELECT epoch FROM agentrt_leases WHERE session = $1")
+            .await
+            .map_err(db)?;
+        let current: Option<i64> = tx
+            .query_opt(&select, &[&fence.session.as_str()])
+            .await
+            .map_err(db)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(db)?;
+        fence.check(current.map(to_u64))?;
+    }
+    if !batch.conditions.is_empty() {
+        let select = tx.prepare_cached(SELECT_VALUE).await.map_err(db)?;
+        for condition in &batch.conditions {
+            let (table, key) = condition.target();
+            let value: Option<Vec<u8>> = tx
+                .query_opt(&select, &[&table.as_str(), &key.as_bytes()])
+                .await
+                .map_err(db)?
+                .map(|row| row.try_get(0))
+                .transpose()
+                .map_err(db)?;
+            condition.check(value.as_deref())?;
+        }
+    }
+    for op in batch.ops() {
+        match op {
+            Op::Put { table, key, value } => {
+                let st = tx.prepare_cached(UPSERT_VALUE).await.map_err(db)?;
+                tx.execute(&st, &[&table.as_str(), &key.as_bytes(), value])
+                    .await
+                    .map_err(db)?;
+            }
+            Op::Delete { table, key } => {
+                let st = tx.prepare_cached(DELETE_VALUE).await.map_err(db)?;
+                tx.execute(&st, &[&table.as_str(), &key.as_bytes()])
+                    .await
+                    .map_err(db)?;
+            }
+            Op::PutBlob { hash, bytes } => {
+                let st = tx.prepare_cached(INSERT_BLOB).await.map_err(db)?;
+                let size = to_i64(bytes.len() as u64);
+                tx.execute(&st, &[hash, &size, bytes]).await.map_err(db)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn key_string(table: Table, raw: Vec<u8>) -> Result<String, StorageError> {
+    String::from_utf8(raw).map_err(|e| StorageError::Corrupt {
+        table,
+        key: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        detail: format!("key is not UTF-8: {e}"),
+    })
+}
+
+#[async_trait::async_trait]
+impl Storage for PostgresStorage {
+    async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        let st = client.prepare_cached(SELECT_VALUE).await.map_err(db)?;
+        client
+            .query_opt(&st, &[&table.as_str(), &key.as_bytes()])
+            .await
+            .map_err(db)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(db)
+    }
+
+    async fn scan_prefix(
+        &self,
+        table: Table,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        let prefix = prefix.as_bytes();
+        let rows = match prefix_upper_bound(prefix) {
+            Some(upper) => {
+                let st = client
+                    .prepare_cached(
+                        "SELECT key, value FROM agentrt_kv
+                         WHERE tbl = $1 AND key >= $2 AND key < $3 ORDER BY key",
+                    )
+                    .await
+                    .map_err(db)?;
+                client
+                    .query(&st, &[&table.as_str(), &prefix, &upper])
+                    .await
+                    .map_err(db)?
+            }
+            None => {
+                let st = client
+                    .prepare_cached(
+                        "SELECT key, value FROM agentrt_kv
+                         WHERE tbl = $1 AND key >= $2 ORDER BY key",
+                    )
+                    .await
+                    .map_err(db)?;
+                client
+                    .query(&st, &[&table.as_str(), &prefix])
+                    .await
+                    .map_err(db)?
+            }
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let key: Vec<u8> = row.try_get(0).map_err(db)?;
+            let value: Vec<u8> = row.try_get(1).map_err(db)?;
+            out.push((key_string(table, key)?, value));
+        }
+        Ok(out)
+    }
+
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
+        batch.check_blobs()?;
+        let outcome = self.serializable(Work::Batch(&batch)).await.map(|_| ());
+        match &outcome {
+            Ok(()) => {
+                self.commits.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(StorageError::StaleEpoch { .. }) => {
+                self.stale_refusals.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
+        let blob = BlobRef::of(&bytes);
+        if blob.hash != hash {
+            return Err(StorageError::BlobHashMismatch {
+                claimed: hash.to_owned(),
+                actual: blob.hash,
+            });
+        }
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        let st = client.prepare_cached(INSERT_BLOB).await.map_err(db)?;
+        client
+            .execute(&st, &[&blob.hash, &to_i64(blob.size), &bytes])
+            .await
+            .map_err(db)?;
+        Ok(blob)
+    }
+
+    async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        let st = client
+            .prepare_cached("SELECT bytes FROM agentrt_blobs WHERE hash = $1")
+            .await
+            .map_err(db)?;
+        let bytes: Option<Vec<u8>> = client
+            .query_opt(&st, &[&hash])
+            .await
+            .map_err(db)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(db)?;
+        if let Some(b) = &bytes {
+            // A blob whose bytes no longer hash to its name is corrupt.
+            let actual = BlobRef::of(b).hash;
+            if actual != hash {
+                return Err(StorageError::Backend(format!(
+                    "blob {hash} in PostgreSQL at {} is corrupt (its bytes hash to {actual}); it was left untouched: delete it and let the run re-create or report it",
+                    self.target
+                )));
+            }
+        }
+        Ok(bytes)
+    }
+
+    async fn delete_blob(&self, hash: &str) -> Result<bool, StorageError> {
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        let st = client
+            .prepare_cached("DELETE FROM agentrt_blobs WHERE hash = $1")
+            .await
+            .map_err(db)?;
+        Ok(client.execute(&st, &[&hash]).await.map_err(db)? > 0)
+    }
+
+    async fn list_blobs(&self) -> Result<Vec<String>, StorageError> {
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        // COLLATE "C": hex digits ordered by bytes whatever the database's locale.
+        let st = client
+            .prepare_cached("SELECT hash FROM agentrt_blobs ORDER BY hash COLLATE \"C\"")
+            .await
+            .map_err(db)?;
+        client
+            .query(&st, &[])
+            .await
+            .map_err(db)?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(db)
+    }
+
+    async fn try_acquire_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        let dead_owner = self.dead_owner.clone();
+        let rule = move |current: Option<&LeaseRecord>, session: &SessionId| {
+            match lease_rules::acquire(current, session, owner, now_ms, ttl_ms) {
+                // The host knows the holder is gone: a new tenure at once.
+                Err(LeaseError::Held { owner: holder, .. })
+                    if dead_owner.as_ref().is_some_and(|dead| dead(&holder)) =>
+                {
+                    Ok(lease_rules::take_over(
+                        current, session, owner, now_ms, ttl_ms,
+                    ))
+                }
+                outcome => outcome,
+            }
+        };
+        self.update_lease(session, &rule).await
+    }
+
+    async fn renew_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<LeaseRecord, LeaseError> {
+        let rule = |current: Option<&LeaseRecord>, session: &SessionId| {
+            lease_rules::renew(current, session, owner, epoch, now_ms, ttl_ms)
+        };
+        self.update_lease(session, &rule).await
+    }
+
+    async fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        epoch: u64,
+    ) -> Result<(), LeaseError> {
+        let rule = |current: Option<&LeaseRecord>, session: &SessionId| {
+            lease_rules::release(current, session, owner, epoch)
+        };
+        self.update_lease(session, &rule).await.map(|_| ())
+    }
+
+    async fn current_lease(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<LeaseRecord>, StorageError> {
+        let client = self.client().await?;
+        let db = |e: tokio_postgres::Error| single(&self.target, &e);
+        let st = client.prepare_cached(SELECT_LEASE).await.map_err(db)?;
+        let row = client
+            .query_opt(&st, &[&session.as_str()])
+            .await
+            .map_err(db)?;
+        match row {
+            None => Ok(None),
+            Some(row) => {
+                let owner: String = row.try_get(0).map_err(db)?;
+                let epoch: i64 = row.try_get(1).map_err(db)?;
+                let expires: i64 = row.try_get(2).map_err(db)?;
+                lease_record(session, owner, epoch, expires).map(Some)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upper_bound_of_prefixes() {
+        assert_eq!(prefix_upper_bound(b""), None);
+        assert_eq!(prefix_upper_bound(b"run1/"), Some(b"run10".to_vec()));
+        assert_eq!(prefix_upper_bound(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_upper_bound(b"\xff\xff"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_stays_bounded() {
+        assert!(backoff(0) <= Duration::from_millis(1));
+        for attempt in 0..100 {
+            assert!(backoff(attempt) <= Duration::from_millis(64));
+        }
+        assert!(backoff(10) >= Duration::from_millis(32));
+    }
+
+    #[test]
+    fn the_description_names_no_password() {
+        let config: tokio_postgres::Config = "postgres://alice:s3cret@db.internal:6543/agentrt"
+            .parse()
+            .expect("valid url");
+        let described = describe(&config);
+        assert_eq!(described, "alice@db.internal:6543/agentrt");
+        assert!(!described.contains("s3cret"));
+    }
+}
