@@ -55,6 +55,18 @@ fn unavailable_code(code: &SqlState) -> bool {
     c.starts_with("08") || c.starts_with("53") || matches!(c, "57P01" | "57P02" | "57P03")
 }
 
+/// The client's message, with the server's own message when there is one
+/// (`tokio_postgres::Error` alone prints only "db error").
+pub(crate) fn describe_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),
+            None => format!("{}: {}", db.severity(), db.message()),
+        },
+        None => e.to_string(),
+    }
+}
+
 /// Sort a client error. `target` names the database (no password) and
 /// `in_commit` says whether `COMMIT` itself failed, whose outcome the
 /// client then cannot know.
@@ -62,14 +74,15 @@ pub(crate) fn classify(target: &str, e: &tokio_postgres::Error, in_commit: bool)
     if let Some(code) = e.code() {
         if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
         {
-            return Failure::Retry(e.to_string());
+            return Failure::Retry(describe_error(e));
         }
         if unavailable_code(code) {
             return Failure::Final(unavailable(target, e, in_commit));
         }
         return Failure::Final(StorageError::Backend(format!(
-            "PostgreSQL at {target} refused a statement ({code:?}: {e}); nothing was written",
-            code = code.code()
+            "PostgreSQL at {target} refused a statement ({code}: {e}); nothing was written",
+            code = code.code(),
+            e = describe_error(e)
         )));
     }
     let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
@@ -82,6 +95,7 @@ pub(crate) fn classify(target: &str, e: &tokio_postgres::Error, in_commit: bool)
 }
 
 fn unavailable(target: &str, e: &tokio_postgres::Error, in_commit: bool) -> StorageError {
+    let e = describe_error(e);
     if in_commit {
         StorageError::Unavailable(format!(
             "the connection to PostgreSQL at {target} was lost while committing ({e}); the write may or may not have been applied: read the state again before deciding"

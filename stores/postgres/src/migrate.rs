@@ -25,7 +25,7 @@ pub fn known_version() -> i64 {
 pub async fn migrate(client: &mut Client, target: &str) -> Result<i64, OpenError> {
     let setup = |e: tokio_postgres::Error| OpenError::Setup {
         target: target.to_owned(),
-        detail: e.to_string(),
+        detail: crate::errors::describe_error(&e),
     };
     let tx = client.transaction().await.map_err(setup)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -59,7 +59,10 @@ pub async fn migrate(client: &mut Client, target: &str) -> Result<i64, OpenError
     for (number, sql) in MIGRATIONS.iter().filter(|(n, _)| *n > found) {
         tx.batch_execute(sql).await.map_err(|e| OpenError::Setup {
             target: target.to_owned(),
-            detail: format!("migration {number} failed: {e}"),
+            detail: format!(
+                "migration {number} failed: {}",
+                crate::errors::describe_error(&e)
+            ),
         })?;
         tx.execute(
             "INSERT INTO agentrt_schema_version (version) VALUES ($1)",

@@ -229,7 +229,10 @@ impl PostgresStorage {
             })?;
         let mut client = pool.get().await.map_err(|e| OpenError::Unavailable {
             target: target.clone(),
-            detail: e.to_string(),
+            detail: match &e {
+                deadpool_postgres::PoolError::Backend(e) => crate::errors::describe_error(e),
+                other => other.to_string(),
+            },
         })?;
         let client: &mut tokio_postgres::Client = &mut client;
         migrate(client, &target).await?;

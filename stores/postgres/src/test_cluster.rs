@@ -36,7 +36,8 @@ pub enum ClusterError {
 }
 
 /// How the server writes: durably (fsync, as in production: for
-/// benchmarks) or fast (no fsync: for tests, whose data dies with them).
+/// benchmarks) or fast (no fsync: for tests, whose data dies with them;
+/// a killed server still loses no acknowledged commit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     Fast,
@@ -67,7 +68,19 @@ impl std::fmt::Debug for PgCluster {
 /// The folder holding `initdb` and `pg_ctl`: `AGENTRT_PG_BIN`, or the
 /// newest `/usr/lib/postgresql/<version>/bin`.
 pub fn find_bin() -> Result<PathBuf, ClusterError> {
-    if let Some(dir) = std::env::var_os("AGENTRT_PG_BIN") {
+    find_bin_from(
+        std::env::var_os("AGENTRT_PG_BIN"),
+        Path::new("/usr/lib/postgresql"),
+    )
+}
+
+/// [`find_bin`] with its inputs given: the override and the folder of
+/// Debian's versioned installs.
+fn find_bin_from(
+    override_dir: Option<std::ffi::OsString>,
+    installs: &Path,
+) -> Result<PathBuf, ClusterError> {
+    if let Some(dir) = override_dir {
         let dir = PathBuf::from(dir);
         if dir.join("initdb").is_file() {
             return Ok(dir);
@@ -76,8 +89,8 @@ pub fn find_bin() -> Result<PathBuf, ClusterError> {
             looked: format!("initdb in AGENTRT_PG_BIN={}", dir.display()),
         });
     }
-    let looked = "/usr/lib/postgresql/*/bin/initdb".to_owned();
-    let versions = std::fs::read_dir("/usr/lib/postgresql")
+    let looked = format!("{}/*/bin/initdb", installs.display());
+    let versions = std::fs::read_dir(installs)
         .map_err(|_| ClusterError::NotInstalled {
             looked: looked.clone(),
         })?
@@ -252,7 +265,10 @@ impl PgCluster {
             self.dir_str()
         );
         if self.durability == Durability::Fast {
-            options.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+            // Commits still reach the operating system before they are
+            // acknowledged (synchronous_commit stays on), so a killed server
+            // loses nothing; only a crash of the machine would.
+            options.push_str(" -c fsync=off -c full_page_writes=off");
         }
         options
     }
@@ -436,5 +452,49 @@ impl Drop for TestDatabase<'_> {
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
             self.name
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_postgresql_is_a_loud_error_saying_how_to_install_it() {
+        let empty = tempfile::tempdir().expect("temp dir");
+        for (override_dir, installs) in [
+            (None, empty.path().join("absent")),
+            (None, empty.path().to_owned()),
+            (
+                Some(empty.path().as_os_str().to_owned()),
+                empty.path().to_owned(),
+            ),
+        ] {
+            let err = find_bin_from(override_dir, &installs).expect_err("nothing installed");
+            assert!(matches!(err, ClusterError::NotInstalled { .. }), "{err:?}");
+            let message = err.to_string();
+            assert!(
+                message.contains("apt-get install -y postgresql"),
+                "{message}"
+            );
+            assert!(message.contains("cargo xtask install"), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_newest_installed_version_is_chosen() {
+        let root = tempfile::tempdir().expect("temp dir");
+        for version in ["13", "15", "9", "not-a-version"] {
+            let bin = root.path().join(version).join("bin");
+            std::fs::create_dir_all(&bin).expect("mkdir");
+            std::fs::write(bin.join("initdb"), b"").expect("touch");
+        }
+        let bin = find_bin_from(None, root.path()).expect("found");
+        assert_eq!(bin, root.path().join("15").join("bin"));
+    }
+
+    #[test]
+    fn shell_quoting_survives_quotes() {
+        assert_eq!(sh_quote("a'b"), "'a'\\''b'");
     }
 }
