@@ -59,8 +59,10 @@
 //! command it runs: the `wasm32-unknown-unknown` target, `wasm-bindgen-cli`
 //! [`WASM_BINDGEN_VERSION`] (must equal the `wasm-bindgen` version in
 //! `Cargo.lock`), `/usr/bin/chromium`, `/usr/bin/chromedriver` and `clang`
-//! (apt, with `sudo` unless root), the `rustfmt` and `clippy` components, and
-//! the npm packages of `host-browser/e2e` when that suite exists. A missing
+//! (apt, with `sudo` unless root), the `rustfmt` and `clippy` components,
+//! the npm packages of `host-browser/e2e` when that suite exists, and
+//! Debian's `postgresql` (for the native tests: agent-store-postgres starts
+//! throwaway clusters on loopback as the `postgres` user). A missing
 //! prerequisite that cannot be installed stops everything with a loud message
 //! and a non-zero exit code; nothing is skipped silently.
 //!

@@ -2,7 +2,8 @@
 //! installed only when missing (the wasm target, wasm-bindgen-cli, Chromium,
 //! ChromeDriver and clang, the rustfmt and clippy components, the npm
 //! packages of the e2e suite, of the type check and of the MCP reference
-//! server); one that cannot be had fails loudly.
+//! server, PostgreSQL for agent-store-postgres's tests); one that cannot be
+//! had fails loudly.
 
 use std::path::Path;
 
@@ -32,10 +33,13 @@ pub(crate) enum Prereq {
     TypecheckNodeModules,
     /// The MCP reference server, for the native tests of agent-mcp.
     McpReferenceNodeModules,
+    /// Debian's PostgreSQL server binaries (`initdb`, `pg_ctl`), which
+    /// agent-store-postgres's tests run as throwaway clusters on loopback.
+    Postgres,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 7] = [
+    pub(crate) const ALL: [Prereq; 8] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::SystemPackages,
@@ -43,6 +47,7 @@ impl Prereq {
         Prereq::E2eNodeModules,
         Prereq::TypecheckNodeModules,
         Prereq::McpReferenceNodeModules,
+        Prereq::Postgres,
     ];
 }
 
@@ -71,6 +76,7 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
             Prereq::McpReferenceNodeModules => {
                 ensure_node_modules(runner, MCP_REFERENCE_DIR, "MCP reference server")?
             }
+            Prereq::Postgres => ensure_postgres(runner)?,
         }
     }
     Ok(())
@@ -186,6 +192,52 @@ fn ensure_system_packages(runner: &mut Runner) -> Result<()> {
     }
 }
 
+/// Where Debian installs each PostgreSQL version's server binaries.
+const POSTGRES_INSTALLS: &str = "/usr/lib/postgresql";
+
+/// The `<version>/bin` folder under `installs` that holds `initdb` and
+/// `pg_ctl`, if any (what agent-store-postgres's test clusters look for).
+fn postgres_bin(installs: &Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(installs)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin"))
+        .find(|bin| bin.join("initdb").is_file() && bin.join("pg_ctl").is_file())
+}
+
+fn ensure_postgres(runner: &mut Runner) -> Result<()> {
+    let name = "postgresql (apt)";
+    let missing = |_: &Runner| {
+        postgres_bin(Path::new(POSTGRES_INSTALLS))
+            .is_none()
+            .then(|| format!("no {POSTGRES_INSTALLS}/*/bin/initdb and pg_ctl"))
+    };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            if !is_root() && runner.query("sudo", &["-n", "true"]).is_none() && !runner.dry_run {
+                println!("[prereq] note: not root; sudo may ask for a password");
+            }
+            // The tests start their own clusters; the package's own `main`
+            // cluster, if the install starts one, is left alone.
+            let steps = [
+                Step::new("apt-get update", "apt-get", &["update"]).with_sudo(),
+                Step::new(
+                    "apt-get install postgresql",
+                    "apt-get",
+                    &["install", "-y", "postgresql"],
+                )
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .with_sudo(),
+            ];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
+}
+
 fn ensure_rust_components(runner: &mut Runner) -> Result<()> {
     let name = "rustup components rustfmt, clippy";
     let missing =
@@ -254,5 +306,34 @@ fn ensure_node_modules(runner: &mut Runner, dir: &'static str, what: &str) -> Re
             let steps = [Step::new(format!("npm install ({what})"), "npm", args).in_dir(dir)];
             runner.install(&name, &why, &steps, missing)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_is_found_only_with_both_initdb_and_pg_ctl() {
+        let root = std::env::temp_dir().join(format!("xtask-pg-{}", std::process::id()));
+        let bin = root.join("15").join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        assert_eq!(postgres_bin(&root), None, "empty bin");
+        std::fs::write(bin.join("initdb"), b"").expect("touch");
+        assert_eq!(postgres_bin(&root), None, "no pg_ctl");
+        std::fs::write(bin.join("pg_ctl"), b"").expect("touch");
+        assert_eq!(postgres_bin(&root), Some(bin));
+        assert_eq!(postgres_bin(&root.join("absent")), None);
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    #[test]
+    fn the_native_tests_and_install_need_postgres() {
+        assert!(Prereq::ALL.contains(&Prereq::Postgres));
+        assert!(
+            crate::test_plan::Group::Native
+                .prerequisites()
+                .contains(&Prereq::Postgres)
+        );
     }
 }

@@ -48,8 +48,9 @@ impl Group {
                 Prereq::WasmTarget,
                 Prereq::SystemPackages,
             ],
-            // agent-mcp's interop tests start the MCP reference server.
-            Group::Native => &[Prereq::McpReferenceNodeModules],
+            // agent-mcp's interop tests start the MCP reference server;
+            // agent-store-postgres's tests start PostgreSQL clusters.
+            Group::Native => &[Prereq::McpReferenceNodeModules, Prereq::Postgres],
             Group::Wasm => &[
                 Prereq::WasmTarget,
                 Prereq::WasmBindgen,
