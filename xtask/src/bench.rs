@@ -15,7 +15,9 @@
 //!
 //! The machine's floors come from the same run: one 4 KiB write + fsync and
 //! one bare SQLite WAL commit (`host-native/benches/runtime.rs`, section 2),
-//! one bare IndexedDB readwrite transaction (`host-browser/e2e/bench/
+//! one bare PostgreSQL commit on a throwaway server with fsync on, beside
+//! the PostgreSQL round (`stores/postgres/benches/postgres.rs`), one bare
+//! IndexedDB readwrite transaction (`host-browser/e2e/bench/
 //! idb_bench.mjs`, in the page of the IndexedDB rounds).
 //!
 //! A bench that fails does not stop the others: its figures are missing
@@ -31,12 +33,14 @@ use crate::runner::{Failure, Result, Runner, Step};
 use crate::workspace::warn_about_rustflags;
 
 /// What the benches need installed: the browser bench builds the wasm
-/// bundle and drives Chromium with the e2e suite's playwright-core.
+/// bundle and drives Chromium with the e2e suite's playwright-core; the
+/// PostgreSQL bench starts its own server.
 const BENCH_PREREQUISITES: &[Prereq] = &[
     Prereq::WasmTarget,
     Prereq::WasmBindgen,
     Prereq::SystemPackages,
     Prereq::E2eNodeModules,
+    Prereq::Postgres,
 ];
 
 /// Where the report, the figures' lines and the benches' scratch files go.
@@ -101,6 +105,7 @@ const FLATNESS: &str = "round_memory_flatness";
 const ROWS: &[Row] = &[
     row("floor_fsync_4k", Aim::Floor, "—"),
     row("floor_sqlite_commit", Aim::Floor, "—"),
+    row("floor_postgres_commit", Aim::Floor, "—"),
     row("floor_idb_transaction", Aim::Floor, "—"),
     row(
         "round_memory_100",
@@ -129,6 +134,14 @@ const ROWS: &[Row] = &[
         "≤ 2.5 × bare WAL commit",
         "floor_sqlite_commit",
     ),
+    // No aim yet: the first figures of issue 21, beside their floor.
+    Row {
+        name: "round_postgres_effectful",
+        aim: Aim::None,
+        aim_text: "—",
+        ratio_to: Some("floor_postgres_commit"),
+    },
+    row("commits_per_round_postgres", Aim::None, "—"),
     row(
         "commits_per_effectful_round",
         Aim::AtMost(2.0),
@@ -197,6 +210,7 @@ fn short_name(name: &str) -> &str {
     match name {
         "floor_fsync_4k" => "4 KiB fsync",
         "floor_sqlite_commit" => "bare WAL commit",
+        "floor_postgres_commit" => "bare PostgreSQL commit",
         "floor_idb_transaction" => "bare transaction",
         "resume_1000_rounds" => "the 1,000-round resume",
         "takeover_0" => "with 0 other runs",
@@ -225,6 +239,7 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
         build("agent-host-native", &["runtime", "idle_runs"]),
         build("agent-tools", &["run_javascript"]),
         build("agent-fetch", &["readable"]),
+        build("agent-store-postgres", &["postgres"]),
         Step::new(
             "bench: build the wasm bundle (release)",
             "node",
@@ -269,6 +284,10 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
             "run_javascript",
         ),
         criterion("bench: readable (agent-fetch)", "agent-fetch", "readable"),
+        with_env(Step::cargo(
+            "bench: PostgreSQL round (agent-store-postgres)",
+            &["bench", "-p", "agent-store-postgres", "--bench", "postgres"],
+        )),
         with_env(
             Step::new(
                 "bench: IndexedDB and the page (headless Chromium)",
@@ -1075,6 +1094,31 @@ mod bench_tests {
     }
 
     #[test]
+    fn the_postgres_round_is_shown_beside_its_bare_commit() {
+        let figures: Vec<Figure> = [
+            r#"{"name":"floor_postgres_commit","value":200,"unit":"us"}"#,
+            r#"{"name":"round_postgres_effectful","value":2500,"unit":"us"}"#,
+            r#"{"name":"commits_per_round_postgres","value":2.08,"unit":"commits"}"#,
+        ]
+        .iter()
+        .map(|l| figure(l))
+        .collect();
+        let table = Table::build(&figures);
+        let round = table
+            .lines
+            .iter()
+            .find(|l| l.name == "round_postgres_effectful")
+            .expect("a line for the PostgreSQL round");
+        assert_eq!(round.floor_ratio, Some(12.5));
+        assert_eq!(round.met, None, "no aim yet");
+        assert!(
+            round.figure.contains("= 12.50 × bare PostgreSQL commit"),
+            "{}",
+            round.figure
+        );
+    }
+
+    #[test]
     fn aims_are_met_or_not_against_numbers_and_floors_of_the_same_run() {
         let figures: Vec<Figure> = [
             r#"{"name":"floor_sqlite_commit","value":200,"unit":"us"}"#,
@@ -1167,17 +1211,18 @@ mod bench_tests {
         let root = Path::new("/repo");
         let lines = root.join(OUT_DIR).join("figures.jsonl");
         let (builds, runs) = bench_steps(root, true, &lines);
-        assert_eq!(builds.len(), 4);
-        for build in &builds[..3] {
+        assert_eq!(builds.len(), 5);
+        for build in &builds[..4] {
             assert_eq!(build.args[..2], ["bench", "--no-run"]);
         }
-        assert_eq!(builds[3].args, ["build.mjs"]);
+        assert_eq!(builds[4].args, ["build.mjs"]);
         let shown: Vec<String> = runs.iter().map(Step::to_string).collect();
         for bench in [
             "runtime",
             "idle_runs",
             "run_javascript",
             "readable",
+            "--bench postgres",
             "bench/idb_bench.mjs",
         ] {
             let step = shown

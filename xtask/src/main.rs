@@ -145,7 +145,8 @@ Project automation. Usage:
 
   cargo xtask bench [--quick] [--no-install] [--dry-run]
       Builds and runs every benchmark (native: the runtime, idle runs,
-      run_javascript, readable text; in headless Chromium: IndexedDB rounds,
+      run_javascript, readable text, the PostgreSQL round on a throwaway
+      server; in headless Chromium: IndexedDB rounds,
       the demo page's readiness, the bundle size) and prints one table, each
       figure beside its aim and the machine's floors measured in the same run;
       writes it as JSON to target/bench/. --quick: smaller runs (minutes).
