@@ -252,6 +252,7 @@ impl App {
         if let Some(ttl) = options.config.lease_ttl {
             host_options.lease_ttl = ttl;
         }
+        host_options.store = options.config.store.clone();
         let native = NativeHost::open_with(data_dir, host_options).await?;
         Self::on_host(native, options, provider).await
     }

@@ -93,9 +93,22 @@ struct BudgetSection {
     max_duration_ms: Option<toml::Value>,
 }
 
+/// `[store]`: where runs are stored (S14). Without it, SQLite in the data
+/// directory.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreSection {
+    /// `postgres://USER@HOST:PORT/DATABASE`: a PostgreSQL database shared by
+    /// every `agentrt` that names it.
+    #[serde(default)]
+    url: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
+    #[serde(default)]
+    store: Option<StoreSection>,
     #[serde(default)]
     approval: Option<String>,
     #[serde(default)]
@@ -121,6 +134,8 @@ struct RawConfig {
 pub struct Config {
     pub approval: Option<ApprovalMode>,
     pub lease_ttl: Option<Duration>,
+    /// `[store] url`: a PostgreSQL database instead of SQLite (S14).
+    pub store: Option<String>,
     pub provider: Option<ProviderConfig>,
     pub reader: Option<ReaderConfig>,
     pub budget: Option<Budget>,
@@ -285,6 +300,7 @@ impl Config {
             always_on_plugins: raw.always_on_plugins,
             approval,
             lease_ttl,
+            store: raw.store.and_then(|s| s.url),
             provider: raw.provider,
             reader: raw.reader,
             budget,
@@ -397,6 +413,20 @@ mod tests {
     fn empty_file_is_all_defaults() {
         let config = parse("").expect("empty");
         assert!(config.approval.is_none() && config.budget.is_none());
+    }
+
+    /// S14: `[store] url` names a shared PostgreSQL database; unknown keys
+    /// in the section are refused like everywhere else.
+    #[test]
+    fn s14_store_section_names_the_database() {
+        let config =
+            parse("[store]\nurl = \"postgres://agentrt@db:5432/agentrt\"\n").expect("store");
+        assert_eq!(
+            config.store.as_deref(),
+            Some("postgres://agentrt@db:5432/agentrt")
+        );
+        assert_eq!(parse("").expect("empty").store, None);
+        assert!(parse("[store]\nuri = \"postgres://x@y/z\"\n").is_err());
     }
 
     /// S4.4: custom budgets are validated at, below and above the limits.

@@ -1,7 +1,9 @@
 //! The tokio host: a tokio [`Executor`], the system [`Clock`], OS
-//! [`Entropy`], and [`NativeHost`], which opens the SQLite database of a data
-//! directory and bundles everything into the kernel's [`Host`], together with
-//! a process [`LeaseManager`] whose leases a heartbeat keeps renewed.
+//! [`Entropy`], and [`NativeHost`], which opens the store (the SQLite
+//! database of a data directory, or a shared PostgreSQL database when
+//! [`NativeHostOptions::store`] names one, S14) and bundles everything into
+//! the kernel's [`Host`], together with a process [`LeaseManager`] whose
+//! leases a heartbeat keeps renewed.
 //!
 //! Lease time-to-live: [`DEFAULT_LEASE_TTL`] (30 s) unless
 //! [`NativeHostOptions::lease_ttl`] says otherwise; the heartbeat renews every
@@ -18,7 +20,10 @@ use agent_kernel::OwnerId;
 use agent_kernel::host::{Clock, Entropy, Executor, Host, LeaseManager, Lifecycle, LifecycleEvent};
 use agent_kernel::maybe_send::BoxFuture;
 
-use crate::process::process_owner;
+use agent_kernel::host::Storage;
+use agent_store_postgres::{DeadOwnerCheck, PostgresOptions, PostgresStorage};
+
+use crate::process::{Liveness, owner_liveness, process_owner};
 use crate::sqlite::{OpenError, SqliteStorage};
 
 /// How long a process lease lives without renewal.
@@ -128,6 +133,12 @@ pub enum HostError {
     DataDir { path: PathBuf, detail: String },
     #[error(transparent)]
     Open(#[from] OpenError),
+    #[error(transparent)]
+    Postgres(#[from] agent_store_postgres::OpenError),
+    #[error(
+        "the store {0:?} is not one agentrt knows; use postgres://USER@HOST:PORT/DATABASE (or postgresql://), or leave it out for SQLite in the data directory"
+    )]
+    StoreUrl(String),
     #[error("the operating system's random source does not work: {0}")]
     Entropy(String),
     #[error("{0}")]
@@ -147,6 +158,9 @@ pub struct NativeHostOptions {
     pub lease_ttl: Duration,
     /// A fixed owner id (tests); by default one naming this process.
     pub owner: Option<OwnerId>,
+    /// A PostgreSQL database (`postgres://…`) shared with other processes
+    /// and machines, instead of SQLite in the data directory.
+    pub store: Option<String>,
 }
 
 impl Default for NativeHostOptions {
@@ -154,15 +168,18 @@ impl Default for NativeHostOptions {
         Self {
             lease_ttl: DEFAULT_LEASE_TTL,
             owner: None,
+            store: None,
         }
     }
 }
 
-/// The native host: SQLite in a data directory, tokio, the system clock, OS
-/// entropy and this process's lease manager with its heartbeat.
+/// The native host: SQLite in a data directory (or a shared PostgreSQL
+/// database), tokio, the system clock, OS entropy and this process's lease
+/// manager with its heartbeat.
 pub struct NativeHost {
     host: Host,
-    storage: Arc<SqliteStorage>,
+    /// The SQLite store, when the host uses one (not with PostgreSQL).
+    sqlite: Option<Arc<SqliteStorage>>,
     owner: OwnerId,
     lease_ttl: Duration,
     data_dir: PathBuf,
@@ -199,6 +216,32 @@ fn prepare_data_dir(dir: &Path) -> Result<Option<String>, HostError> {
     Ok(warning)
 }
 
+/// Open the PostgreSQL store at `url` (`postgres://` or `postgresql://`).
+/// A lease holder whose process `/proc` shows gone (this boot and PID
+/// namespace only) is taken over at once, as with SQLite; any other holder
+/// keeps its lease until the time-to-live runs out.
+async fn open_postgres(url: &str) -> Result<PostgresStorage, HostError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(HostError::StoreUrl(redact(url)));
+    }
+    let dead: DeadOwnerCheck = Arc::new(|owner: &OwnerId| owner_liveness(owner) == Liveness::Dead);
+    Ok(PostgresStorage::connect_with(url, PostgresOptions::default(), Some(dead)).await?)
+}
+
+/// `url` without a password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:…{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
 impl NativeHost {
     /// Open the host over `data_dir` (created if missing) with default options.
     /// Must be called inside a tokio runtime.
@@ -217,7 +260,13 @@ impl NativeHost {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| HostError::NoRuntime)?;
         let data_dir = data_dir.as_ref().to_owned();
         let loose_dir = prepare_data_dir(&data_dir)?;
-        let storage = Arc::new(SqliteStorage::open(data_dir.join(DATABASE_FILE)).await?);
+        let (storage, sqlite): (Arc<dyn Storage>, _) = match options.store.as_deref() {
+            None => {
+                let sqlite = Arc::new(SqliteStorage::open(data_dir.join(DATABASE_FILE)).await?);
+                (sqlite.clone(), Some(sqlite))
+            }
+            Some(url) => (Arc::new(open_postgres(url).await?), None),
+        };
         if let Some(warning) = loose_dir {
             crate::private::warn(&warning);
         }
@@ -236,7 +285,7 @@ impl NativeHost {
         };
         Ok(Self {
             host,
-            storage,
+            sqlite,
             owner,
             lease_ttl: options.lease_ttl,
             data_dir,
@@ -323,9 +372,10 @@ impl NativeHost {
     pub fn host(&self) -> &Host {
         &self.host
     }
-    /// The SQLite storage itself (commit counts, footprint, integrity check).
-    pub fn storage(&self) -> &Arc<SqliteStorage> {
-        &self.storage
+    /// The SQLite storage itself (commit counts, footprint, integrity check);
+    /// `None` when the host uses PostgreSQL.
+    pub fn storage(&self) -> Option<&Arc<SqliteStorage>> {
+        self.sqlite.as_ref()
     }
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
@@ -353,5 +403,29 @@ async fn heartbeat(leases: LeaseManager, every: Duration) {
         for error in leases.renew_all().await {
             tracing::warn!(owner = %leases.owner(), %error, "lease lost at renewal");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_addresses_lose_their_password_in_messages() {
+        assert_eq!(
+            redact("mysql://root:hunter2@db:3306/x"),
+            "mysql://root:…@db:3306/x"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("no scheme at all"), "no scheme at all");
+    }
+
+    #[tokio::test]
+    async fn a_store_that_is_not_postgres_is_refused_before_any_connection() {
+        let err = open_postgres("mysql://root:hunter2@127.0.0.1/agentrt")
+            .await
+            .expect_err("not postgres");
+        assert!(matches!(err, HostError::StoreUrl(_)), "{err:?}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 }

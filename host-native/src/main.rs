@@ -177,6 +177,16 @@ fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Where runs are stored: `--store`, else `AGENTRT_STORE`, else the
+/// config's `[store] url`, else (`None`) SQLite in the data directory.
+fn store_url(cli: &Cli, config: &Config) -> Option<String> {
+    cli.store
+        .clone()
+        .or_else(|| std::env::var("AGENTRT_STORE").ok())
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| config.store.clone())
+}
+
 /// Where data lives: `--data-dir`, else `AGENTRT_DATA_DIR`, else the platform's data directory.
 fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &cli.data_dir {
@@ -634,6 +644,7 @@ async fn open_host(cli: &Cli) -> anyhow::Result<NativeHost> {
     if let Some(ttl) = config.lease_ttl {
         options.lease_ttl = ttl;
     }
+    options.store = store_url(cli, &config);
     Ok(NativeHost::open_with(data_dir(cli)?, options).await?)
 }
 
@@ -704,11 +715,14 @@ async fn open_app(cli: &Cli, config: Config, spec: &ProviderSpec) -> anyhow::Res
     if let Some(ttl) = config.lease_ttl {
         host_options.lease_ttl = ttl;
     }
+    host_options.store = store_url(cli, &config);
     let native = NativeHost::open_with(data_dir(cli)?, host_options).await?;
     // Stopped by a signal, the run in progress is interrupted, not lost (S2.5).
     native.shut_down_on_signal();
     #[cfg(feature = "test-hooks")]
-    pause::install_from_env(native.storage());
+    if let Some(sqlite) = native.storage() {
+        pause::install_from_env(sqlite);
+    }
     let provider = provider_for(
         spec,
         native.host().storage.as_ref(),

@@ -11,6 +11,7 @@ fn options(ttl: Duration, owner: &str) -> NativeHostOptions {
     NativeHostOptions {
         lease_ttl: ttl,
         owner: Some(OwnerId::new(owner).expect("owner")),
+        store: None,
     }
 }
 

@@ -19,6 +19,11 @@ pub(crate) struct Cli {
     /// Data directory (default: the platform's data directory; AGENTRT_DATA_DIR overrides it).
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) data_dir: Option<PathBuf>,
+    /// Store runs in this PostgreSQL database (postgres://USER@HOST:PORT/DB),
+    /// shared with other agentrt processes, instead of SQLite in the data
+    /// directory; AGENTRT_STORE and the config's [store] url say the same.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Print one JSON object per line instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,

@@ -68,9 +68,10 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<HostError>() {
             return match e {
-                HostError::DataDir { .. } | HostError::Open(_) | HostError::LeaseTtl(_) => {
-                    code::USAGE
-                }
+                HostError::DataDir { .. }
+                | HostError::Open(_)
+                | HostError::LeaseTtl(_)
+                | HostError::StoreUrl(_) => code::USAGE,
                 _ => code::FAILED,
             };
         }
@@ -102,9 +103,10 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
                 }
                 AppError::Host(h) => {
                     return match h {
-                        HostError::DataDir { .. } | HostError::Open(_) | HostError::LeaseTtl(_) => {
-                            code::USAGE
-                        }
+                        HostError::DataDir { .. }
+                        | HostError::Open(_)
+                        | HostError::LeaseTtl(_)
+                        | HostError::StoreUrl(_) => code::USAGE,
                         _ => code::FAILED,
                     };
                 }
