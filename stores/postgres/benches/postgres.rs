@@ -112,13 +112,13 @@ fn main() {
     let samples = if quick { 30 } else { 100 };
 
     println!("== PostgreSQL: an effectful round beside one bare commit (fsync on) ==");
-    let (bare, measured, retries) = rt.block_on(async {
+    let (bare, measured, counts) = rt.block_on(async {
         let mut bare = bare_commits(&url, samples).await;
         let storage = Arc::new(PostgresStorage::connect(&url).await.expect("connect"));
         let measured =
             common::run_effectful(storage.clone(), "bench", "bench-session", rounds).await;
         bare.extend(bare_commits(&url, samples).await);
-        (bare, measured, storage.counts().retries)
+        (bare, measured, storage.counts())
     });
     assert_eq!(
         measured.run.status,
@@ -130,12 +130,14 @@ fn main() {
     let round = median(measured.per_round.clone());
     let ratio = us(round) / us(bare).max(1e-9);
     let per_round = measured.commits as f64 / rounds as f64;
+    let retries = counts.retries;
+    let reads_per_round = counts.reads as f64 / rounds as f64;
     println!(
         "one bare PostgreSQL commit (one row, fsync): {:.1} µs",
         us(bare)
     );
     println!(
-        "median effectful round on PostgreSQL ({rounds} rounds): {:.1} µs = {ratio:.1} x bare commit; {} fenced batch commits = {per_round:.2} per round (incl. start and final answer); {retries} serialization retries",
+        "median effectful round on PostgreSQL ({rounds} rounds): {:.1} µs = {ratio:.1} x bare commit; {} fenced batch commits = {per_round:.2} per round (incl. start and final answer); {reads_per_round:.1} reads per round (one round trip each); {retries} serialization retries",
         us(round),
         measured.commits
     );
@@ -151,7 +153,7 @@ fn main() {
         &format!("one effectful round on PostgreSQL (write_note, {rounds} rounds)"),
         us(round),
         "us",
-        json!({ "rounds": measured.per_round.len(), "bare_ratio": ratio, "retries": retries }),
+        json!({ "rounds": measured.per_round.len(), "bare_ratio": ratio, "retries": retries, "reads_per_round": reads_per_round }),
     );
     emit(
         "commits_per_round_postgres",

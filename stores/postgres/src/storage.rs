@@ -84,6 +84,9 @@ pub struct StoreCounts {
     pub stale_refusals: u64,
     /// Transactions taken again after a serialization conflict.
     pub retries: u64,
+    /// Reads outside batches (`get`, scans, blob and lease reads): each one
+    /// round trip to the server.
+    pub reads: u64,
 }
 
 /// Storage in one PostgreSQL database, shared by any number of processes.
@@ -96,6 +99,7 @@ pub struct PostgresStorage {
     commits: AtomicU64,
     stale_refusals: AtomicU64,
     retries: AtomicU64,
+    reads: AtomicU64,
 }
 
 impl std::fmt::Debug for PostgresStorage {
@@ -177,6 +181,7 @@ const UPSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, e
      VALUES ($1, $2, $3, $4)
      ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,
        epoch = EXCLUDED.epoch, expires_at_ms = EXCLUDED.expires_at_ms";
+const SELECT_EPOCH: &str = "SELECT epoch FROM agentrt_leases WHERE session = $1";
 const SELECT_VALUE: &str = "SELECT value FROM agentrt_kv WHERE tbl = $1 AND key = $2";
 const UPSERT_VALUE: &str = "INSERT INTO agentrt_kv (tbl, key, value) VALUES ($1, $2, $3)
      ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value";
@@ -244,6 +249,7 @@ impl PostgresStorage {
             commits: AtomicU64::new(0),
             stale_refusals: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
         })
     }
 
@@ -258,6 +264,7 @@ impl PostgresStorage {
             commits: self.commits.load(Ordering::SeqCst),
             stale_refusals: self.stale_refusals.load(Ordering::SeqCst),
             retries: self.retries.load(Ordering::SeqCst),
+            reads: self.reads.load(Ordering::SeqCst),
         }
     }
 
@@ -277,6 +284,12 @@ impl PostgresStorage {
         let rows: i64 = row.try_get(0).map_err(|e| single(&self.target, &e))?;
         let bytes: i64 = row.try_get(1).map_err(|e| single(&self.target, &e))?;
         Ok((to_u64(rows), to_u64(bytes)))
+    }
+
+    /// A pooled connection for one read, counted.
+    async fn reader(&self) -> Result<Object, StorageError> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.client().await
     }
 
     async fn client(&self) -> Result<Object, StorageError> {
@@ -427,61 +440,152 @@ async fn lease_step(
     Ok(outcome)
 }
 
-/// Check the batch's fence and conditions, then apply its ops, inside `tx`.
+/// What one pipelined statement answered.
+enum Reply {
+    Row(Option<tokio_postgres::Row>),
+    Count,
+}
+
+type Pending<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Reply, tokio_postgres::Error>> + Send + 'a>,
+>;
+
+/// Send every statement of `pending` before waiting for any answer, in
+/// order, and collect the answers in the same order. tokio-postgres sends a
+/// request when its future is first polled, so one in-order pass of polls
+/// puts them all on the wire back to back (pipelining): one round trip for
+/// the lot instead of one each. The server runs them in that order.
+async fn pipelined(mut pending: Vec<Pending<'_>>) -> Vec<Result<Reply, tokio_postgres::Error>> {
+    use std::task::Poll;
+    let mut done: Vec<Option<Result<Reply, tokio_postgres::Error>>> =
+        pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (future, out) in pending.iter_mut().zip(done.iter_mut()) {
+            if let Poll::Ready(reply) = future.as_mut().poll(cx) {
+                *out = Some(reply);
+            }
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let mut replies = Vec::with_capacity(pending.len());
+    for (future, out) in pending.into_iter().zip(done) {
+        replies.push(match out {
+            Some(reply) => reply,
+            None => future.await,
+        });
+    }
+    replies
+}
+
+/// Check the batch's fence and conditions and apply its ops, inside `tx`:
+/// the reads and the writes go to the server in one pipelined round trip
+/// (reads first, so they see the state before the batch); a refusal then
+/// returns an error, which drops `tx` and so rolls the writes back.
 async fn check_and_apply(
     tx: &deadpool_postgres::Transaction<'_>,
     batch: &Batch,
     target: &str,
 ) -> Result<(), Failure> {
     let db = |e: tokio_postgres::Error| classify(target, &e, false);
+    // Every statement is prepared first (cached per connection after its
+    // first use), so that sending them below needs no round trip of its own.
+    let prepare = |sql: &'static str, needed: bool| async move {
+        match needed {
+            true => tx.prepare_cached(sql).await.map(Some),
+            false => Ok(None),
+        }
+    };
+    let ops = batch.ops();
+    let fence_st = prepare(SELECT_EPOCH, batch.fence.is_some())
+        .await
+        .map_err(db)?;
+    let value_st = prepare(SELECT_VALUE, !batch.conditions.is_empty())
+        .await
+        .map_err(db)?;
+    let put_st = prepare(
+        UPSERT_VALUE,
+        ops.iter().any(|op| matches!(op, Op::Put { .. })),
+    )
+    .await
+    .map_err(db)?;
+    let delete_st = prepare(
+        DELETE_VALUE,
+        ops.iter().any(|op| matches!(op, Op::Delete { .. })),
+    )
+    .await
+    .map_err(db)?;
+    let blob_st = prepare(
+        INSERT_BLOB,
+        ops.iter().any(|op| matches!(op, Op::PutBlob { .. })),
+    )
+    .await
+    .map_err(db)?;
+
+    let mut pending: Vec<Pending<'_>> = Vec::with_capacity(1 + batch.conditions.len() + ops.len());
+    if let (Some(fence), Some(st)) = (&batch.fence, &fence_st) {
+        pending.push(Box::pin(async move {
+            let session = fence.session.as_str();
+            tx.query_opt(st, &[&session]).await.map(Reply::Row)
+        }));
+    }
+    if let Some(st) = &value_st {
+        for condition in &batch.conditions {
+            pending.push(Box::pin(async move {
+                let (table, key) = condition.target();
+                let (table, key) = (table.as_str(), key.as_bytes());
+                tx.query_opt(st, &[&table, &key]).await.map(Reply::Row)
+            }));
+        }
+    }
+    for op in ops {
+        let (put_st, delete_st, blob_st) = (&put_st, &delete_st, &blob_st);
+        pending.push(Box::pin(async move {
+            match (op, put_st, delete_st, blob_st) {
+                (Op::Put { table, key, value }, Some(st), _, _) => {
+                    let (table, key) = (table.as_str(), key.as_bytes());
+                    tx.execute(st, &[&table, &key, value]).await?;
+                }
+                (Op::Delete { table, key }, _, Some(st), _) => {
+                    let (table, key) = (table.as_str(), key.as_bytes());
+                    tx.execute(st, &[&table, &key]).await?;
+                }
+                (Op::PutBlob { hash, bytes }, _, _, Some(st)) => {
+                    let size = to_i64(bytes.len() as u64);
+                    tx.execute(st, &[hash, &size, bytes]).await?;
+                }
+                // Each kind's statement was prepared above when an op needed it.
+                _ => {}
+            }
+            Ok(Reply::Count)
+        }));
+    }
+    let mut replies = pipelined(pending).await.into_iter();
+    let mut next_row = || -> Result<Option<tokio_postgres::Row>, Failure> {
+        match replies.next() {
+            Some(Ok(Reply::Row(row))) => Ok(row),
+            Some(Err(e)) => Err(db(e)),
+            Some(Ok(Reply::Count)) | None => Err(Failure::Final(StorageError::Backend(
+                "a pipelined read had no answer (a bug in agent-store-postgres); nothing was written".to_owned(),
+            ))),
+        }
+    };
     if let Some(fence) = &batch.fence {
-        let select = tx
-            .prepare_cached("SELECT epoch FROM agentrt_leases WHERE session = $1")
-            .await
-            .map_err(db)?;
-        let current: Option<i64> = tx
-            .query_opt(&select, &[&fence.session.as_str()])
-            .await
-            .map_err(db)?
+        let current: Option<i64> = next_row()?
             .map(|row| row.try_get(0))
             .transpose()
             .map_err(db)?;
         fence.check(current.map(to_u64))?;
     }
-    if !batch.conditions.is_empty() {
-        let select = tx.prepare_cached(SELECT_VALUE).await.map_err(db)?;
-        for condition in &batch.conditions {
-            let (table, key) = condition.target();
-            let value: Option<Vec<u8>> = tx
-                .query_opt(&select, &[&table.as_str(), &key.as_bytes()])
-                .await
-                .map_err(db)?
-                .map(|row| row.try_get(0))
-                .transpose()
-                .map_err(db)?;
-            condition.check(value.as_deref())?;
-        }
+    for condition in &batch.conditions {
+        let value: Option<Vec<u8>> = next_row()?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(db)?;
+        condition.check(value.as_deref())?;
     }
-    for op in batch.ops() {
-        match op {
-            Op::Put { table, key, value } => {
-                let st = tx.prepare_cached(UPSERT_VALUE).await.map_err(db)?;
-                tx.execute(&st, &[&table.as_str(), &key.as_bytes(), value])
-                    .await
-                    .map_err(db)?;
-            }
-            Op::Delete { table, key } => {
-                let st = tx.prepare_cached(DELETE_VALUE).await.map_err(db)?;
-                tx.execute(&st, &[&table.as_str(), &key.as_bytes()])
-                    .await
-                    .map_err(db)?;
-            }
-            Op::PutBlob { hash, bytes } => {
-                let st = tx.prepare_cached(INSERT_BLOB).await.map_err(db)?;
-                let size = to_i64(bytes.len() as u64);
-                tx.execute(&st, &[hash, &size, bytes]).await.map_err(db)?;
-            }
-        }
+    for reply in replies {
+        reply.map_err(db)?;
     }
     Ok(())
 }
@@ -497,7 +601,7 @@ fn key_string(table: Table, raw: Vec<u8>) -> Result<String, StorageError> {
 #[async_trait::async_trait]
 impl Storage for PostgresStorage {
     async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         let st = client.prepare_cached(SELECT_VALUE).await.map_err(db)?;
         client
@@ -514,7 +618,7 @@ impl Storage for PostgresStorage {
         table: Table,
         prefix: &str,
     ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         let prefix = prefix.as_bytes();
         let rows = match prefix_upper_bound(prefix) {
@@ -588,7 +692,7 @@ impl Storage for PostgresStorage {
     }
 
     async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         let st = client
             .prepare_cached("SELECT bytes FROM agentrt_blobs WHERE hash = $1")
@@ -625,7 +729,7 @@ impl Storage for PostgresStorage {
     }
 
     async fn list_blobs(&self) -> Result<Vec<String>, StorageError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         // COLLATE "C": hex digits ordered by bytes whatever the database's locale.
         let st = client
@@ -696,7 +800,7 @@ impl Storage for PostgresStorage {
         &self,
         session: &SessionId,
     ) -> Result<Option<LeaseRecord>, StorageError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         let st = client.prepare_cached(SELECT_LEASE).await.map_err(db)?;
         let row = client

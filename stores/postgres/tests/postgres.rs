@@ -415,3 +415,60 @@ async fn corrupt_rows_are_reported_never_hidden() {
         .expect_err("bad lease");
     assert!(matches!(err, StorageError::Backend(_)), "{err:?}");
 }
+
+/// A batch's statements go to the server pipelined: they must still apply
+/// in the batch's order (a put, a delete and a put of one key end with the
+/// last put), also in a long batch, and its reads see the state before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_batches_apply_in_order() {
+    let cluster = PgCluster::shared().expect("a PostgreSQL server");
+    let database = cluster.create_database().expect("database");
+    let storage = PostgresStorage::connect(&database.url())
+        .await
+        .expect("connect");
+    let t = Table::Meta;
+    storage
+        .commit(Batch::new().put(t, "k", b"old".to_vec()))
+        .await
+        .expect("seed");
+    let mut batch = Batch::new()
+        .expect_value(t, "k", b"old".to_vec())
+        .expect_absent(t, "j");
+    for i in 0..200u32 {
+        batch = batch
+            .put(t, "k", i.to_string().into_bytes())
+            .delete(t, "k")
+            .put(t, "j", i.to_string().into_bytes());
+        if i % 2 == 0 {
+            batch = batch.delete(t, "j");
+        }
+    }
+    batch = batch.put(t, "k", b"last".to_vec());
+    storage.commit(batch).await.expect("long batch");
+    assert_eq!(
+        storage.get(t, "k").await.expect("k"),
+        Some(b"last".to_vec())
+    );
+    assert_eq!(
+        storage.get(t, "j").await.expect("j"),
+        Some(b"199".to_vec()),
+        "the last op on j was the put of round 199"
+    );
+    // The same conditions now fail: the reads ran before the writes.
+    let err = storage
+        .commit(
+            Batch::new()
+                .expect_value(t, "k", b"old".to_vec())
+                .put(t, "k", b"never".to_vec()),
+        )
+        .await
+        .expect_err("k is not old any more");
+    assert!(
+        matches!(err, StorageError::ConditionFailed { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        storage.get(t, "k").await.expect("k"),
+        Some(b"last".to_vec())
+    );
+}
