@@ -472,3 +472,89 @@ async fn pipelined_batches_apply_in_order() {
         Some(b"last".to_vec())
     );
 }
+
+/// S14 / S2: a server killed while batches stream in leaves each batch
+/// whole or absent, never half written; every failure is `Unavailable`
+/// (no panic); each acknowledged batch survives the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s14_a_server_killed_mid_stream_leaves_every_batch_whole_or_absent() {
+    let cluster = PgCluster::start().expect("a PostgreSQL server");
+    let database = cluster.create_database().expect("database");
+    let options = PostgresOptions {
+        connect_timeout: std::time::Duration::from_secs(1),
+        ..PostgresOptions::default()
+    };
+    let storage = Arc::new(
+        PostgresStorage::connect_with(&database.url(), options, None)
+            .await
+            .expect("connect"),
+    );
+    let s = sid("session-stream");
+    let lease = storage
+        .try_acquire_lease(&s, &owner("worker-a"), 1_000, 600_000)
+        .await
+        .expect("lease");
+    let progress = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let writer = {
+        let storage = storage.clone();
+        let fence = lease.fence();
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            let mut outcomes: Vec<Result<(), StorageError>> = Vec::new();
+            // Until the server is gone for a few batches in a row.
+            for i in 0..1_000_000u32 {
+                if outcomes.len() >= 5 && outcomes[outcomes.len() - 5..].iter().all(|o| o.is_err())
+                {
+                    break;
+                }
+                let batch = Batch::new()
+                    .fenced(fence.clone())
+                    .put(Table::Runs, format!("r{i:04}"), vec![b'x'; 300])
+                    .put(Table::Journal, format!("r{i:04}/c"), vec![b'y'; 300])
+                    .put(Table::Checkpoints, format!("r{i:04}/1"), vec![b'z'; 300]);
+                outcomes.push(storage.commit(batch).await);
+                progress.store(i + 1, std::sync::atomic::Ordering::SeqCst);
+            }
+            outcomes
+        })
+    };
+    while progress.load(std::sync::atomic::Ordering::SeqCst) < 50 {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    cluster.kill().expect("kill the server mid-stream");
+    let outcomes = writer.await.expect("the writer never panics");
+    cluster.restart().expect("restart");
+    let acknowledged: Vec<usize> = (0..outcomes.len())
+        .filter(|&i| outcomes[i].is_ok())
+        .collect();
+    let failed = outcomes.iter().filter(|o| o.is_err()).count();
+    assert!(
+        !acknowledged.is_empty() && failed > 0,
+        "the kill landed mid-stream: {} acknowledged, {failed} failed",
+        acknowledged.len()
+    );
+    for outcome in &outcomes {
+        if let Err(e) = outcome {
+            assert!(matches!(e, StorageError::Unavailable(_)), "{e:?}");
+        }
+    }
+    let runs = storage.scan_prefix(Table::Runs, "r").await.expect("runs");
+    let journal = storage
+        .scan_prefix(Table::Journal, "r")
+        .await
+        .expect("journal");
+    let checkpoints = storage
+        .scan_prefix(Table::Checkpoints, "r")
+        .await
+        .expect("checkpoints");
+    assert_eq!(runs.len(), journal.len(), "no batch half written");
+    assert_eq!(runs.len(), checkpoints.len(), "no batch half written");
+    for i in &acknowledged {
+        assert!(
+            runs.iter().any(|(k, _)| *k == format!("r{i:04}")),
+            "acknowledged batch {i} survived"
+        );
+    }
+    // At most the batch whose COMMIT was cut may be there unacknowledged.
+    assert!(runs.len() <= acknowledged.len() + 1);
+}
