@@ -27,6 +27,11 @@
 //!   and its lease ends at its expiry, or at once when the host can tell the
 //!   holder is dead ([`DeadOwnerCheck`], as the SQLite backend does with
 //!   `/proc`). A holder that comes back late is refused by the epoch fence.
+//! * **One round trip per batch between `BEGIN` and `COMMIT`**: the fence
+//!   and condition reads and the writes are sent pipelined, reads first
+//!   (they see the state before the batch); a refusal drops the transaction,
+//!   which rolls the writes back. A batch therefore costs three round trips
+//!   and one durable commit whatever its size.
 //! * **Blobs are content-addressed**: the key is the SHA-256 of the bytes,
 //!   checked before anything is written and again on every read.
 //! * **Numbered migrations** (`migrations/NNNN_*.sql`) recorded in
@@ -67,8 +72,17 @@
 //! # Ok(()) }
 //! ```
 //!
+//! `agentrt --store postgres://…` (or `AGENTRT_STORE`, or `[store] url` in
+//! its config file) opens this store for every command instead of SQLite.
+//!
 //! Tests start a real server on loopback with [`test_cluster::PgCluster`]
-//! (feature `test-cluster`).
+//! (feature `test-cluster`), which later worker tests can share; the
+//! benchmark (`benches/postgres.rs`, part of `cargo xtask bench`) puts the
+//! PostgreSQL round beside one bare PostgreSQL commit.
+//!
+//! Not here yet (issue 21): `agentrt worker` and the multi-worker
+//! acceptance runs, TLS to the server, and a health report beyond
+//! [`StoreCounts`].
 
 pub mod errors;
 pub mod migrate;
