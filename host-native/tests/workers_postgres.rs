@@ -417,10 +417,11 @@ fn enqueue_all(
     place: &Place,
     runs: usize,
     sessions: usize,
+    waves: usize,
 ) -> BTreeMap<String, String> {
     let mut titles = BTreeMap::new();
     let client = private_dir(&place.root, "client");
-    let wave = (runs / WAVES).max(1);
+    let wave = runs.div_ceil(waves.max(1)).max(1);
     for k in 0..runs {
         if k > 0 && k % wave == 0 {
             // The load arrives in waves while the workers are being killed.
@@ -618,7 +619,7 @@ fn workers_share_one_database_through_kills(runs: usize, sessions: usize) {
         })
     };
     let started = Instant::now();
-    let titles = enqueue_all(&rt, &store, &place, runs, sessions);
+    let titles = enqueue_all(&rt, &store, &place, runs, sessions, WAVES);
     let ids: Vec<String> = titles.keys().cloned().collect();
 
     let first = wait_quiet(&rt, &store, &ids, &place);
@@ -713,4 +714,141 @@ fn s14_four_workers_share_one_database_through_sigkills_and_pauses() {
 #[ignore = "the full acceptance load (500 runs in 100 sessions) takes many minutes on two cores; run with --run-ignored all"]
 fn s14_four_workers_share_one_database_through_sigkills_and_pauses_full() {
     workers_share_one_database_through_kills(FULL_RUNS, FULL_SESSIONS);
+}
+
+// -------------------------------------------------------- a database restart
+
+/// Runs and sessions of the restart test.
+const RESTART_RUNS: usize = 40;
+const RESTART_SESSIONS: usize = 10;
+const RESTART_WORKERS: usize = 2;
+
+#[test]
+fn s14_a_database_restart_mid_load_interrupts_the_runs_in_flight_and_resume_completes_them() {
+    // A cluster of its own: this test stops and starts it.
+    let cluster = PgCluster::start().expect("a PostgreSQL server");
+    let database = cluster.create_database().expect("database");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let store = rt
+        .block_on(PostgresStorage::connect(&database.url()))
+        .expect("store");
+    let tickets = start_tickets();
+    // Slow answers: runs are in flight when the server goes away.
+    let model = start_model(300);
+    let root = tempfile::tempdir().expect("root");
+    let place = Place {
+        root: root.path().to_owned(),
+        url: database.url(),
+        config: write_config(root.path(), tickets.port),
+        model_base: format!("http://127.0.0.1:{model}/v1"),
+    };
+    let mut fleet = Fleet::new(place.clone(), RESTART_WORKERS);
+    for i in 0..RESTART_WORKERS {
+        fleet.spawn(i);
+    }
+    let titles = enqueue_all(&rt, &store, &place, RESTART_RUNS, RESTART_SESSIONS, 1);
+    let ids: Vec<String> = titles.keys().cloned().collect();
+
+    // Some runs done, others in flight: stop the server, start it again.
+    let started = Instant::now();
+    loop {
+        let c = census(&rt, &store, &ids);
+        if c.completed.len() >= 4 {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "no run completed: {c:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.stop().expect("stop the server");
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.restart().expect("start the server again");
+    for i in 0..RESTART_WORKERS {
+        let alive = fleet.workers[i]
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("wait").is_none());
+        assert!(
+            alive,
+            "worker {i} survived the restart\n{}",
+            place.logs_tail()
+        );
+    }
+
+    // The workers carry on; the runs in flight were interrupted, none failed.
+    let after = wait_quiet(&rt, &store, &ids, &place);
+    eprintln!("after the restart: {:?}", after.by_status);
+    assert!(
+        after.other.is_empty(),
+        "no run failed or was cancelled: {after:?}"
+    );
+    let hit = after.resumable.len() + after.deciding.len();
+    assert!(
+        hit > 0,
+        "the restart interrupted no run in flight: nothing was tested"
+    );
+
+    // The person: Resume each interrupted run (through the queue); a write
+    // whose outcome the restart hid is decided by what the ticket server
+    // shows (done when it has the ticket, retry when it has not).
+    let mut c = after;
+    let mut decided = 0;
+    for _round in 0..8 {
+        if c.resumable.is_empty() && c.deciding.is_empty() {
+            break;
+        }
+        for run in &c.resumable {
+            rt.block_on(enqueue_resume(&store, run, now_ms()))
+                .expect("queue a resume");
+        }
+        for run in &c.deciding {
+            let journal: Vec<agent_kernel::journal::JournalRecord> = rt
+                .block_on(store.scan_records(&format!("{run}/")))
+                .expect("journal");
+            let call = journal
+                .iter()
+                .find(|j| j.tool == "send_ticket")
+                .expect("the ticket call")
+                .call_id
+                .to_string();
+            let sent = tickets
+                .seen
+                .lock()
+                .expect("tickets")
+                .contains_key(&titles[run.as_str()]);
+            let choice = if sent { "done" } else { "retry" };
+            let out = agentrt(
+                &place,
+                &place.root.join("client"),
+                &["decide", run.as_str(), &call, choice],
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "decide {run} {call} {choice}: {}{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            decided += 1;
+        }
+        c = wait_quiet(&rt, &store, &ids, &place);
+    }
+    assert_eq!(
+        c.completed.len(),
+        RESTART_RUNS,
+        "every run completed: {c:?}"
+    );
+    let seen = tickets.seen.lock().expect("tickets").clone();
+    for title in titles.values() {
+        assert_eq!(
+            seen.get(title),
+            Some(&1),
+            "ticket {title:?} sent exactly once"
+        );
+    }
+    fleet.stop_all();
+    let statuses = fleet.statuses();
+    let store_errors: u64 = statuses.iter().map(|s| s.store_errors).sum();
+    eprintln!(
+        "database restart: {hit} runs interrupted in flight, {decided} effect_unknown decisions, all {RESTART_RUNS} completed; the workers counted {store_errors} failed store operations and kept going"
+    );
+    drop(store);
 }
