@@ -3,7 +3,10 @@
 //! is printed when a run ends), answers their pending requests, resumes
 //! them, shows them, brings a person's files into sessions and lists,
 //! copies and deletes sessions (the assembly's session actions), checks
-//! URLs and workspace paths, and serves the gateway.
+//! URLs and workspace paths, and serves the gateway. With a shared store
+//! (`--store postgres://…`) it also queues runs (`run --detach`, `resume
+//! --detach`), executes them (`worker`) and reports on them (`queue`,
+//! `workers`).
 //!
 //! Exit codes: 0 completed (or allowed); 2 usage error or unknown run;
 //! 3 refused, or waiting for the person (approval, input, or a decision on an
