@@ -583,43 +583,38 @@ where
 /// Wait until the run is no longer executing here: settled (completed,
 /// waiting, interrupted, failed), or `running` with its supervisor gone
 /// (a lost store: the runtime interrupts it once the store answers; this
-/// waits for that, within a bound).
+/// waits for that, within a bound). The store is read again every second,
+/// since the run may be settled by another runtime (this worker's recovery
+/// or another worker's, after this one's lease ended) whose events this
+/// runtime never hears.
 async fn settle(app: &App, run: &RunId) -> Outcome {
     let runtime = app.runtime();
     let clock = app.native().host().clock.clone();
-    let mut record: Option<AgentRun> = None;
-    for _ in 0..4 {
-        match runtime.wait_settled(run).await {
-            Ok(r) => {
-                record = Some(r);
-                break;
+    let storage = app.native().host().storage.clone();
+    let settled = |r: AgentRun| {
+        let effect_unknown = matches!(r.stop_reason, Some(StopReason::EffectUnknown { .. }));
+        Outcome::Settled(r.status, effect_unknown)
+    };
+    // Polls that found it `running` with no supervisor here.
+    let mut orphaned = 0u32;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(1), runtime.wait_settled(run)).await {
+            Ok(Ok(r)) if r.status != RunStatus::Running => return settled(r),
+            Ok(Ok(_)) => {
+                orphaned += 1;
+                if orphaned > 480 {
+                    // Two minutes: the periodic recovery of some worker takes it.
+                    return Outcome::Settled(RunStatus::Running, false);
+                }
+                clock.sleep(Duration::from_millis(250)).await;
             }
-            Err(_) => clock.sleep(Duration::from_millis(250)).await,
+            Ok(Err(_)) => clock.sleep(Duration::from_millis(250)).await,
+            Err(_) => {}
         }
-    }
-    // Running with no supervisor here: wait for the runtime's recovery.
-    let started = clock.monotonic();
-    while record
-        .as_ref()
-        .is_none_or(|r| r.status == RunStatus::Running)
-        && clock.monotonic().saturating_sub(started) < Duration::from_secs(120)
-    {
-        clock.sleep(Duration::from_millis(250)).await;
-        if let Ok(Some(r)) = app
-            .native()
-            .host()
-            .storage
-            .get_record::<AgentRun>(run.as_str())
-            .await
+        if let Ok(Some(r)) = storage.get_record::<AgentRun>(run.as_str()).await
+            && r.status != RunStatus::Running
         {
-            record = Some(r);
+            return settled(r);
         }
-    }
-    match record {
-        Some(r) => {
-            let effect_unknown = matches!(r.stop_reason, Some(StopReason::EffectUnknown { .. }));
-            Outcome::Settled(r.status, effect_unknown)
-        }
-        None => Outcome::Retry,
     }
 }
