@@ -567,7 +567,9 @@ fn workers_share_one_database_through_kills(runs: usize, sessions: usize) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(SEED);
-    let cluster = PgCluster::shared().expect("a PostgreSQL server");
+    // A cluster of its own: killed workers leave connections behind until
+    // the server notices, which must not starve other tests' connections.
+    let cluster = PgCluster::start().expect("a PostgreSQL server");
     let database = cluster.create_database().expect("database");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let store = rt
