@@ -180,6 +180,8 @@ pub struct NativeHost {
     host: Host,
     /// The SQLite store, when the host uses one (not with PostgreSQL).
     sqlite: Option<Arc<SqliteStorage>>,
+    /// The PostgreSQL store, when the host uses one.
+    postgres: Option<Arc<PostgresStorage>>,
     owner: OwnerId,
     lease_ttl: Duration,
     data_dir: PathBuf,
@@ -260,12 +262,15 @@ impl NativeHost {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| HostError::NoRuntime)?;
         let data_dir = data_dir.as_ref().to_owned();
         let loose_dir = prepare_data_dir(&data_dir)?;
-        let (storage, sqlite): (Arc<dyn Storage>, _) = match options.store.as_deref() {
+        let (storage, sqlite, postgres): (Arc<dyn Storage>, _, _) = match options.store.as_deref() {
             None => {
                 let sqlite = Arc::new(SqliteStorage::open(data_dir.join(DATABASE_FILE)).await?);
-                (sqlite.clone(), Some(sqlite))
+                (sqlite.clone(), Some(sqlite), None)
             }
-            Some(url) => (Arc::new(open_postgres(url).await?), None),
+            Some(url) => {
+                let postgres = Arc::new(open_postgres(url).await?);
+                (postgres.clone(), None, Some(postgres))
+            }
         };
         if let Some(warning) = loose_dir {
             crate::private::warn(&warning);
@@ -286,6 +291,7 @@ impl NativeHost {
         Ok(Self {
             host,
             sqlite,
+            postgres,
             owner,
             lease_ttl: options.lease_ttl,
             data_dir,
@@ -376,6 +382,11 @@ impl NativeHost {
     /// `None` when the host uses PostgreSQL.
     pub fn storage(&self) -> Option<&Arc<SqliteStorage>> {
         self.sqlite.as_ref()
+    }
+    /// The PostgreSQL storage itself (commits, fence refusals, retries);
+    /// `None` when the host uses SQLite.
+    pub fn postgres(&self) -> Option<&Arc<PostgresStorage>> {
+        self.postgres.as_ref()
     }
     /// The data directory.
     pub fn data_dir(&self) -> &Path {

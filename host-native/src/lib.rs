@@ -19,7 +19,11 @@
 //! - `pause` (feature `test-hooks`, never in a release build): a test-only
 //!   pause at a named journal boundary (SIGKILL tests);
 //! - [`script_sandbox`]: the killable process `run_javascript` scripts run
-//!   in (`agentrt __script-sandbox`).
+//!   in (`agentrt __script-sandbox`);
+//! - [`queue`]: runs handed to workers through the store (`agentrt run
+//!   --detach`, `agentrt resume --detach`, an embedder's call);
+//! - [`worker`]: `agentrt worker`, which executes queued runs, many workers
+//!   sharing one database (S14.1), and its health report.
 //!
 //! rusqlite (with its bundled SQLite) was chosen because it is the maintained
 //! SQLite binding with prepared-statement caching and `RETURNING` support;
@@ -36,8 +40,10 @@ pub mod page;
 pub mod pause;
 pub mod private;
 pub mod process;
+pub mod queue;
 pub mod relay;
 pub mod script_sandbox;
 pub mod sqlite;
 #[cfg(feature = "sim")]
 pub mod tabs;
+pub mod worker;

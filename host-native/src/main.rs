@@ -3,7 +3,10 @@
 //! is printed when a run ends), answers their pending requests, resumes
 //! them, shows them, brings a person's files into sessions and lists,
 //! copies and deletes sessions (the assembly's session actions), checks
-//! URLs and workspace paths, and serves the gateway.
+//! URLs and workspace paths, and serves the gateway. With a shared store
+//! (`--store postgres://…`) it also queues runs (`run --detach`, `resume
+//! --detach`), executes them (`worker`) and reports on them (`queue`,
+//! `workers`).
 //!
 //! Exit codes: 0 completed (or allowed); 2 usage error or unknown run;
 //! 3 refused, or waiting for the person (approval, input, or a decision on an
@@ -32,6 +35,10 @@ use agent_tools::builtin::skill::Skill;
 use anyhow::{Context, anyhow};
 use clap::Parser;
 
+use agent_host_native::queue::{
+    NewRun, QueueError, StartRequest, enqueue_resume, enqueue_start, read_queue,
+};
+use agent_host_native::worker::{Worker, WorkerOptions, read_workers};
 use cli::args::{
     Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, SessionAction, Source,
 };
@@ -313,6 +320,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             session,
             skill,
             attach,
+            detach,
         } => {
             let config = load_config(&cli)?;
             let spec_source = match (scenario, provider) {
@@ -412,15 +420,36 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 RunPlace {
                     session,
                     attachments: attach,
+                    detach: *detach,
                 },
                 false,
             )
             .await
         }
-        Command::Resume { run } => {
+        Command::Resume { run, detach } => {
             let run = parse_run_id(run)?;
+            if *detach {
+                return enqueue_resume_of(&cli, &run).await;
+            }
             continue_run(&cli, &run, Action::Resume).await
         }
+        Command::Worker {
+            concurrency,
+            poll_ms,
+            drain_ms,
+            status_file,
+        } => {
+            let options = WorkerOptions {
+                concurrency: *concurrency,
+                poll: Duration::from_millis((*poll_ms).max(10)),
+                drain: Duration::from_millis(*drain_ms),
+                status_file: status_file.clone(),
+                ..WorkerOptions::default()
+            };
+            run_worker(&cli, options).await
+        }
+        Command::Queue => list_queue(&cli).await,
+        Command::Workers => list_workers(&cli).await,
         Command::Approve { run, request } => {
             let run = parse_run_id(run)?;
             let request = RequestId::new(request.clone()).map_err(|e| usage(e.to_string()))?;
@@ -769,6 +798,7 @@ async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
         RunPlace {
             session: None,
             attachments: &[],
+            detach: false,
         },
         true,
     )
@@ -780,6 +810,8 @@ async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
 struct RunPlace<'a> {
     session: Option<SessionId>,
     attachments: &'a [PathBuf],
+    /// Queue it for the workers instead of running it here.
+    detach: bool,
 }
 
 async fn start_run(
@@ -794,6 +826,7 @@ async fn start_run(
     let RunPlace {
         session,
         attachments,
+        detach,
     } = place;
     // Store the scenario first (through a host) so that the launch record can name it.
     let spec = match source {
@@ -808,6 +841,9 @@ async fn start_run(
             ProviderSpec::Scripted { scenario: blob }
         }
     };
+    if detach {
+        return enqueue_run(cli, spec, prompt, run_config, session, is_demo).await;
+    }
     let app = open_app(cli, config, &spec).await?;
     let session = match session {
         Some(s) => s,
@@ -898,4 +934,245 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
         Action::Stop => app.stop(run).await?,
     }
     follow(cli, &app, run, events, is_demo).await
+}
+
+// ---------------------------------------------------------------------------
+// workers
+// ---------------------------------------------------------------------------
+
+/// A queue refusal as the command line reports it.
+fn queue_error(e: QueueError) -> anyhow::Error {
+    match e {
+        QueueError::NotFound(run) => anyhow::Error::new(RunError::NotFound(run)),
+        QueueError::Storage(e) => anyhow::Error::new(e),
+        other @ (QueueError::NotInterrupted { .. }
+        | QueueError::NoLaunch(_)
+        | QueueError::Config(_)
+        | QueueError::Encode(_)) => usage(other.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// `agentrt run --detach`: queue the run for the workers, print its id.
+async fn enqueue_run(
+    cli: &Cli,
+    spec: ProviderSpec,
+    prompt: &str,
+    run_config: RunConfig,
+    session: Option<SessionId>,
+    is_demo: bool,
+) -> anyhow::Result<u8> {
+    let host = open_host(cli).await?;
+    let entropy = host.host().entropy.clone();
+    let session = match session {
+        Some(s) => s,
+        None => SessionId::new(agent_kernel::host::random_id(entropy.as_ref(), "session-"))?,
+    };
+    let run = RunId::new(agent_kernel::host::random_id(entropy.as_ref(), "run-"))?;
+    let request = StartRequest {
+        config: run_config,
+        history: None,
+    };
+    let entry = enqueue_start(
+        host.host().storage.as_ref(),
+        NewRun {
+            run,
+            session,
+            prompt,
+            request: &request,
+            provider: spec,
+            demo: is_demo,
+        },
+        host.host().clock.wall_ms(),
+    )
+    .await
+    .map_err(queue_error)?;
+    print_queued(cli, &entry)?;
+    Ok(code::OK)
+}
+
+/// `agentrt resume --detach`: queue the person's Resume for the workers.
+async fn enqueue_resume_of(cli: &Cli, run: &RunId) -> anyhow::Result<u8> {
+    let host = open_host(cli).await?;
+    let entry = enqueue_resume(
+        host.host().storage.as_ref(),
+        run,
+        host.host().clock.wall_ms(),
+    )
+    .await
+    .map_err(queue_error)?;
+    print_queued(cli, &entry)?;
+    Ok(code::OK)
+}
+
+fn print_queued(cli: &Cli, entry: &agent_host_native::queue::QueuedRun) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if cli.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"event": "queued", "run": entry.run, "session": entry.session,
+                "action": entry.action_name()})
+        )?;
+    } else {
+        writeln!(out, "{}", entry.run)?;
+        eprintln!(
+            "run {} queued ({}) in session {}; an `agentrt worker` sharing this store executes it (see `agentrt queue`, `agentrt show {}`)",
+            entry.run,
+            entry.action_name(),
+            entry.session,
+            entry.run
+        );
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `agentrt worker`: execute queued runs until SIGTERM or SIGINT; a second
+/// signal exits at once (130).
+async fn run_worker(cli: &Cli, options: WorkerOptions) -> anyhow::Result<u8> {
+    let mut config = load_config(cli)?;
+    config.store = store_url(cli, &config);
+    let app_options = AppOptions {
+        config,
+        url_policy: None,
+        script_sandbox: Some(
+            script_sandbox::SandboxCommand::current_exe()
+                .context("cannot find the agentrt executable for the script sandbox")?,
+        ),
+    };
+    let worker = Worker::open(&data_dir(cli)?, app_options, options)
+        .await
+        .map_err(|e| match e {
+            agent_host_native::worker::WorkerError::Concurrency => usage(e.to_string()),
+            agent_host_native::worker::WorkerError::App(e) => anyhow::Error::new(e),
+            other => anyhow::Error::new(other),
+        })?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        let mut stop_tx = Some(stop_tx);
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            match stop_tx.take() {
+                Some(tx) => {
+                    eprintln!(
+                        "agentrt worker: stopping: no new runs; the runs held finish or are interrupted (signal again to exit at once)"
+                    );
+                    let _ = tx.send(());
+                }
+                None => std::process::exit(130),
+            }
+        }
+    });
+    if !cli.json {
+        eprintln!(
+            "agentrt worker {} (pid {}) executing queued runs; SIGTERM stops it",
+            worker.status().owner,
+            worker.status().pid
+        );
+    }
+    let status = worker
+        .run(async {
+            let _ = stop_rx.await;
+        })
+        .await;
+    if cli.json {
+        println!("{}", serde_json::to_string(&status)?);
+    } else {
+        eprintln!(
+            "agentrt worker stopped: {} completed, {} interrupted, {} waiting, {} failed, {} refused; {} stale writes refused by the fence",
+            status.completed,
+            status.interrupted,
+            status.waiting,
+            status.failed,
+            status.refused,
+            status.stale_refusals
+        );
+    }
+    Ok(code::OK)
+}
+
+/// `agentrt queue`: the queued requests, oldest first.
+async fn list_queue(cli: &Cli) -> anyhow::Result<u8> {
+    let host = open_host(cli).await?;
+    let (entries, corrupt) = read_queue(host.host().storage.as_ref()).await?;
+    let mut out = std::io::stdout().lock();
+    for e in &entries {
+        if cli.json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"run": e.run, "session": e.session, "action": e.action_name(),
+                    "enqueued_at_ms": e.enqueued_at_ms})
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{}  {:<6} {}  {}",
+                e.run,
+                e.action_name(),
+                e.session,
+                format_time(e.enqueued_at_ms)
+            )?;
+        }
+    }
+    if !cli.json {
+        writeln!(out, "{} queued", entries.len())?;
+    }
+    for key in &corrupt {
+        eprintln!("agentrt: queue entry {key:?} does not decode; it is never taken (delete it)");
+    }
+    Ok(code::OK)
+}
+
+/// `agentrt workers`: every worker that reported to the store.
+async fn list_workers(cli: &Cli) -> anyhow::Result<u8> {
+    let host = open_host(cli).await?;
+    let (workers, corrupt) = read_workers(host.host().storage.as_ref()).await?;
+    let now = host.host().clock.wall_ms();
+    let mut out = std::io::stdout().lock();
+    for w in &workers {
+        // A running worker writes its status every second.
+        let fresh = now.saturating_sub(w.updated_at_ms) < 10_000;
+        let state = match (w.state.as_str(), fresh) {
+            ("stopped", _) => "stopped",
+            (_, true) => w.state.as_str(),
+            (_, false) => "silent",
+        };
+        if cli.json {
+            let mut v = serde_json::to_value(w)?;
+            v["seen"] = state.into();
+            writeln!(out, "{v}")?;
+        } else {
+            writeln!(
+                out,
+                "pid {:<7} {:<8} held {:<3} completed {:<5} interrupted {:<4} waiting {:<4} failed {:<4} fence refusals {:<3} last seen {}  {}",
+                w.pid,
+                state,
+                w.runs_held,
+                w.completed,
+                w.interrupted,
+                w.waiting,
+                w.failed,
+                w.stale_refusals,
+                format_time(w.updated_at_ms),
+                w.owner
+            )?;
+        }
+    }
+    if workers.is_empty() && !cli.json {
+        writeln!(out, "no worker has reported to this store")?;
+    }
+    for key in &corrupt {
+        eprintln!("agentrt: worker record {key:?} does not decode (delete it)");
+    }
+    Ok(code::OK)
 }

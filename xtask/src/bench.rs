@@ -16,7 +16,9 @@
 //! The machine's floors come from the same run: one 4 KiB write + fsync and
 //! one bare SQLite WAL commit (`host-native/benches/runtime.rs`, section 2),
 //! one bare PostgreSQL commit on a throwaway server with fsync on, beside
-//! the PostgreSQL round (`stores/postgres/benches/postgres.rs`), one bare
+//! the PostgreSQL round (`stores/postgres/benches/postgres.rs`) and runs per
+//! second through 1, 2 and 4 `agentrt worker` processes on it
+//! (`host-native/benches/workers.rs`), one bare
 //! IndexedDB readwrite transaction (`host-browser/e2e/bench/
 //! idb_bench.mjs`, in the page of the IndexedDB rounds).
 //!
@@ -142,6 +144,9 @@ const ROWS: &[Row] = &[
         ratio_to: Some("floor_postgres_commit"),
     },
     row("commits_per_round_postgres", Aim::None, "—"),
+    row("workers_runs_per_s_1", Aim::None, "—"),
+    row("workers_runs_per_s_2", Aim::None, "—"),
+    row("workers_runs_per_s_4", Aim::None, "—"),
     row(
         "commits_per_effectful_round",
         Aim::AtMost(2.0),
@@ -237,7 +242,7 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
         Step::cargo(format!("bench: build {package}'s benches (release)"), &args)
     };
     let builds = vec![
-        build("agent-host-native", &["runtime", "idle_runs"]),
+        build("agent-host-native", &["runtime", "idle_runs", "workers"]),
         build("agent-tools", &["run_javascript"]),
         build("agent-fetch", &["readable"]),
         build("agent-store-postgres", &["postgres"]),
@@ -288,6 +293,10 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
         with_env(Step::cargo(
             "bench: PostgreSQL round (agent-store-postgres)",
             &["bench", "-p", "agent-store-postgres", "--bench", "postgres"],
+        )),
+        with_env(Step::cargo(
+            "bench: runs per second through 1, 2, 4 workers on PostgreSQL (host-native)",
+            &["bench", "-p", "agent-host-native", "--bench", "workers"],
         )),
         with_env(
             Step::new(
@@ -1224,6 +1233,7 @@ mod bench_tests {
             "run_javascript",
             "readable",
             "--bench postgres",
+            "--bench workers",
             "bench/idb_bench.mjs",
         ] {
             let step = shown

@@ -68,4 +68,20 @@ pub enum RunError {
         "no model provider named {name:?} is configured in this runtime; configure it first or start the run without one"
     )]
     UnknownProvider { name: String },
+    /// A start under a chosen id found a run of that id stored already.
+    #[error("run {0} exists already; a run is started once (look at it with show)")]
+    AlreadyExists(RunId),
+}
+
+impl RunError {
+    /// True when the store could not be reached (a connection lost, a
+    /// database restarting): nothing is known to be wrong with the run, and
+    /// the same step may be taken again once the store answers.
+    pub fn is_storage_unavailable(&self) -> bool {
+        matches!(
+            self,
+            RunError::Storage(StorageError::Unavailable(_))
+                | RunError::Lease(LeaseError::Storage(StorageError::Unavailable(_)))
+        )
+    }
 }

@@ -33,6 +33,10 @@ use crate::transcript::{Message, TranscriptLog, Window};
 #[cfg(feature = "sim")]
 use crate::sabotage::Sabotage;
 
+/// How the message of a supervisor that stopped because its storage was
+/// unreachable begins (see `Supervisor::fail_on_error`).
+pub(crate) const STORAGE_LOST: &str = "storage lost: ";
+
 struct Inner {
     ctx: Arc<Ctx>,
     leases: LeaseManager,
@@ -236,7 +240,23 @@ impl Runtime {
         prompt: &str,
         config: RunConfig,
     ) -> Result<RunId, RunError> {
-        self.start_inner(session, None, prompt, config).await
+        self.start_inner(session, None, None, prompt, config).await
+    }
+
+    /// [`Runtime::start`] under an id the caller chose beforehand (a run
+    /// handed to a worker through a queue gets its id when it is queued, so
+    /// that the caller can name it at once). Refused with
+    /// [`RunError::AlreadyExists`] when a run of that id is stored: a
+    /// queued start taken again after a lost worker never starts twice.
+    pub async fn start_as(
+        &self,
+        id: RunId,
+        session: &SessionId,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        self.start_inner(session, None, Some(id), prompt, config)
+            .await
     }
 
     /// Start a child run of `parent` in the same session, under the same
@@ -249,7 +269,13 @@ impl Runtime {
     ) -> Result<RunId, RunError> {
         let (parent_run, _) = load_run(&*self.host().storage, parent).await?;
         let child = self
-            .start_inner(&parent_run.session, Some(parent.clone()), prompt, config)
+            .start_inner(
+                &parent_run.session,
+                Some(parent.clone()),
+                None,
+                prompt,
+                config,
+            )
             .await?;
         let live = self.live_addr(parent);
         match live {
@@ -272,6 +298,7 @@ impl Runtime {
         &self,
         session: &SessionId,
         parent: Option<RunId>,
+        chosen: Option<RunId>,
         prompt: &str,
         mut config: RunConfig,
     ) -> Result<RunId, RunError> {
@@ -309,7 +336,17 @@ impl Runtime {
         // same order as `supervisor`: this lock, then the lease.)
         let _spawn = self.inner.spawning.lock().await;
         let guard = self.inner.leases.acquire(session).await?;
-        let id = RunId::new(agent_kernel::host::random_id(&*host.entropy, "run-"))?;
+        let id = match chosen {
+            // Checked under the session's lease: every writer of a run of
+            // this session is fenced by it, so nobody creates it meanwhile.
+            Some(id) => {
+                if host.storage.get(Table::Runs, id.as_str()).await?.is_some() {
+                    return Err(RunError::AlreadyExists(id));
+                }
+                id
+            }
+            None => RunId::new(agent_kernel::host::random_id(&*host.entropy, "run-"))?,
+        };
         let storage = host.storage.clone();
         let prompt_blob = put_blob(&*storage, prompt.as_bytes().to_vec()).await?;
         let config_blob = put_json_blob(&*storage, &config).await?;
@@ -479,18 +516,43 @@ impl Runtime {
             let Ok(report) = reports.recv().await else {
                 return;
             };
-            let agent_kernel::actor::ActorExit::Panicked(message) = report.exit else {
-                return;
+            let lost = match report.exit {
+                agent_kernel::actor::ActorExit::Panicked(message) => {
+                    tracing::error!(run = %run, %message, "the supervisor panicked; its run is interrupted");
+                    "supervisor"
+                }
+                // A supervisor that could not reach its storage stopped
+                // without writing (the outcome of its last write may be
+                // unknown): once the store answers again, the run, if still
+                // `running`, is interrupted from what is durable, and
+                // waits for Resume (S2.5, S14.1).
+                agent_kernel::actor::ActorExit::Failed(message)
+                    if message.contains(STORAGE_LOST) =>
+                {
+                    tracing::warn!(run = %run, %message, "the supervisor lost its storage; its run is interrupted once the store answers");
+                    "storage"
+                }
+                _ => return,
             };
-            tracing::error!(run = %run, %message, "the supervisor panicked; its run is interrupted");
-            let Some(inner) = weak.upgrade() else { return };
-            let runtime = Runtime { inner };
-            let recovered = match load_run(&*runtime.host().storage, &run).await {
-                Ok((record, _)) => runtime.recover_runs(vec![record], Some("supervisor")).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = recovered {
-                tracing::error!(run = %run, error = %e, "could not interrupt the run of a panicked supervisor");
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let runtime = Runtime { inner };
+                let recovered = match load_run(&*runtime.host().storage, &run).await {
+                    Ok((record, _)) => runtime.recover_runs(vec![record], Some(lost)).await,
+                    Err(e) => Err(e),
+                };
+                match recovered {
+                    Ok(_) => return,
+                    Err(e) if e.is_storage_unavailable() => {
+                        let clock = runtime.host().clock.clone();
+                        drop(runtime);
+                        clock.sleep(std::time::Duration::from_millis(500)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(run = %run, error = %e, "could not interrupt the run of a lost supervisor");
+                        return;
+                    }
+                }
             }
         })
     }

@@ -105,6 +105,7 @@ pub fn run_error_code(e: &RunError) -> ErrorCode {
         RunError::Id(_) => ErrorCode::InvalidArgument,
         RunError::Inconsistent { .. } => ErrorCode::InconsistentState,
         RunError::Actor(_) => ErrorCode::RuntimeError,
+        RunError::AlreadyExists(_) => ErrorCode::AlreadyExists,
     }
 }
 

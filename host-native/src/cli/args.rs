@@ -144,6 +144,10 @@ pub(crate) enum Command {
         /// base name (repeatable; as `agentrt attach`).
         #[arg(long = "attach", value_name = "FILE")]
         attach: Vec<PathBuf>,
+        /// Queue the run for `agentrt worker` processes sharing the store
+        /// and print its id at once, instead of running it here.
+        #[arg(long, conflicts_with = "attach")]
+        detach: bool,
     },
     /// Bring a file into a session's workspace (an attachment: its content
     /// is external and untrusted to every tool that reads it).
@@ -167,7 +171,35 @@ pub(crate) enum Command {
     /// Show one run: status, usage, activities, journal, pending requests.
     Show { run: String },
     /// Continue an interrupted run (the only way one continues).
-    Resume { run: String },
+    Resume {
+        run: String,
+        /// Queue the Resume for `agentrt worker` processes and return at once.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Execute queued runs (`run --detach`) until SIGTERM, many workers
+    /// sharing one store (--store postgres://…). A worker never resumes a
+    /// run by itself: an interrupted run waits for `resume`.
+    Worker {
+        /// Most runs executed at once (each in its own session).
+        #[arg(long, default_value_t = 4, value_name = "N")]
+        concurrency: usize,
+        /// How often the queue is read when idle, in milliseconds.
+        #[arg(long, default_value_t = 250, value_name = "MS")]
+        poll_ms: u64,
+        /// On SIGTERM, how long held runs may go on before they are
+        /// interrupted, in milliseconds.
+        #[arg(long, default_value_t = 10_000, value_name = "MS")]
+        drain_ms: u64,
+        /// Keep this file updated with the worker's health as JSON (runs
+        /// held, queue length, completed and interrupted counts).
+        #[arg(long, value_name = "PATH")]
+        status_file: Option<PathBuf>,
+    },
+    /// List the queued requests (oldest first).
+    Queue,
+    /// List the workers that report to the store, with their counts.
+    Workers,
     /// Approve a pending approval request.
     Approve { run: String, request: String },
     /// Deny a pending approval request.

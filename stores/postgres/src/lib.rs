@@ -80,9 +80,12 @@
 //! benchmark (`benches/postgres.rs`, part of `cargo xtask bench`) puts the
 //! PostgreSQL round beside one bare PostgreSQL commit.
 //!
-//! Not here yet (issue 21): `agentrt worker` and the multi-worker
-//! acceptance runs, TLS to the server, and a health report beyond
-//! [`StoreCounts`].
+//! `agentrt worker` (in `agent-host-native`, modules `queue` and `worker`)
+//! executes runs queued in this store, many workers sharing one database;
+//! its status reports these [`StoreCounts`] (commits, fence refusals). Its
+//! acceptance tests (`host-native/tests/workers_postgres.rs`: four workers
+//! under SIGKILL and SIGSTOP, a database restart mid-load) run against a
+//! [`test_cluster::PgCluster`]. Not here yet: TLS to the server.
 
 pub mod errors;
 pub mod migrate;

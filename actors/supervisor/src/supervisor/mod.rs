@@ -416,6 +416,19 @@ impl Supervisor {
             tracing::warn!(error = %e, "lease lost or run changed elsewhere; supervisor stops without writing");
             return Err(e);
         }
+        if e.is_storage_unavailable() {
+            // The store cannot be reached: writing `failed` would fail too,
+            // or, should the store be back, fail a run that nothing is wrong
+            // with. Stop without writing; the runtime interrupts the run
+            // from what is durable once the store answers again.
+            tracing::warn!(error = %e, "storage unreachable; supervisor stops, its run is interrupted when the store is back");
+            return Err(RunError::Storage(
+                agent_kernel::host::StorageError::Unavailable(format!(
+                    "{}{e}",
+                    crate::runtime::STORAGE_LOST
+                )),
+            ));
+        }
         tracing::error!(error = %e, "supervisor failed");
         if !self.writer.run.status.is_final() {
             let _ = self.fail_runtime("supervisor", &e.to_string()).await;

@@ -1,0 +1,620 @@
+//! `agentrt worker` (S14.1): a long-running process that executes the runs
+//! queued in a shared store ([`crate::queue`]), many workers on many
+//! machines sharing one database. This module owns the worker loop (claim,
+//! execute, release), its shutdown on SIGTERM and its health report
+//! ([`WorkerStatus`]); running a run is the runtime's own `start_as` and
+//! `resume`, nothing here runs a model or a tool.
+//!
+//! * **Claiming is taking the session's lease.** A worker takes the oldest
+//!   queued request of a session by taking that session's stored lease
+//!   (`Assembly::open_session`, which also interrupts what a dead holder
+//!   left `running` there); another live worker holding it is `Held`, and
+//!   the request waits. Every write of the run then carries that lease's
+//!   epoch, so a worker that lost the session (paused past its lease, cut
+//!   off from the database) is refused by the fence: one executor per
+//!   session at a time.
+//! * **Never a resume by itself (S2.5).** A queued start is started under
+//!   its queued id, then its entry is deleted; a start taken again after a
+//!   lost worker finds its run and only drops the entry. A queued resume's
+//!   entry is deleted *before* the run resumes: a worker lost meanwhile
+//!   leaves the run interrupted, waiting for the person's next Resume,
+//!   never resumed twice. Runs a dead worker left `running` are interrupted
+//!   (`page_interrupted`) by the next worker that takes the session, or by
+//!   the periodic recovery once the dead worker's lease has expired.
+//! * **Store outages.** A run whose store cannot be reached stops without
+//!   writing and is interrupted from what is durable once the store answers
+//!   again (the runtime does it); the worker keeps polling, counts the
+//!   failure, and carries on when the database is back.
+//! * **SIGTERM / SIGINT**: stop claiming, let the runs held finish for
+//!   [`WorkerOptions::drain`], interrupt the rest (the host's `shut_down`,
+//!   as `agentrt run` does on a signal), wait for them to settle, write the
+//!   last status, exit 0. A second signal exits at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_assembly::NoModel;
+use agent_kernel::host::{Batch, LeaseError, Record, StorageError, StorageExt, Table};
+use agent_kernel::run::{AgentRun, RunStatus, StopReason};
+use agent_kernel::{RunId, SessionId};
+use agent_supervisor::RunError;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use crate::app::{App, AppError, AppOptions, ProviderSpec, provider_for};
+use crate::queue::{QueuedAction, QueuedRun, StartRequest, heads, read_queue};
+
+/// Where worker status records live in `Table::Meta`.
+pub const WORKER_PREFIX: &str = "agentrt/workers/";
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Most runs executed at once (each in its own session).
+    pub concurrency: usize,
+    /// How often the queue is read when there is nothing to do.
+    pub poll: Duration,
+    /// On SIGTERM, how long the runs held may go on before they are
+    /// interrupted.
+    pub drain: Duration,
+    /// Write the status here (JSON, replaced atomically) as it changes.
+    pub status_file: Option<PathBuf>,
+    /// How often the status is written (file and store) and runs left
+    /// `running` by lost workers are looked for.
+    pub status_every: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            poll: Duration::from_millis(250),
+            drain: Duration::from_secs(10),
+            status_file: None,
+            status_every: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What a worker reports about itself (the status file, the store record
+/// `agentrt/workers/<owner>`, `agentrt workers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    /// The worker's lease owner id (process, boot, start time).
+    pub owner: String,
+    pub pid: u32,
+    /// `running`, `draining` (SIGTERM received) or `stopped`.
+    pub state: String,
+    pub started_at_ms: u64,
+    pub updated_at_ms: u64,
+    /// The runs executing now.
+    pub held: Vec<String>,
+    pub runs_held: u64,
+    /// Requests in the queue at the last read (all workers').
+    pub queue_length: u64,
+    /// Queue entries that do not decode (left alone; repair or delete them).
+    pub queue_corrupt: u64,
+    /// Runs this worker took and saw end `completed`.
+    pub completed: u64,
+    /// ... end `interrupted` (by a signal, a lost store, or waiting for a
+    /// decision on an `effect_unknown` call).
+    pub interrupted: u64,
+    /// ... end waiting for a person (approval, input).
+    pub waiting: u64,
+    /// ... end `failed` or `cancelled`.
+    pub failed: u64,
+    /// Requests dropped because they could not be run (refused config,
+    /// a resume of a run that was not interrupted), each logged.
+    pub refused: u64,
+    /// Queued starts whose run existed already (a lost worker had started it).
+    pub already_started: u64,
+    /// Runs left `running` by lost workers that this worker interrupted.
+    pub recovered: u64,
+    /// Store operations that failed (unreachable database), all retried.
+    pub store_errors: u64,
+    /// Batches the store's fence refused (a stale lease epoch), PostgreSQL only.
+    pub stale_refusals: u64,
+    /// Batches committed, PostgreSQL only.
+    pub commits: u64,
+}
+
+/// What became of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Settled(RunStatus, bool),
+    Refused,
+    AlreadyStarted,
+    /// Left in the queue: the store failed, taken again later.
+    Retry,
+    /// Taken by another worker meanwhile.
+    Gone,
+}
+
+/// A worker: its base runtime (no model: queue reads, recovery), and one
+/// runtime per model provider that queued runs name.
+pub struct Worker {
+    data_dir: PathBuf,
+    app_options: AppOptions,
+    options: WorkerOptions,
+    base: Arc<App>,
+    apps: HashMap<String, Arc<App>>,
+    status: WorkerStatus,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("owner", &self.status.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starting the worker failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    #[error(transparent)]
+    App(#[from] AppError),
+    #[error("cannot write the status file {path}: {detail}")]
+    StatusFile { path: PathBuf, detail: String },
+    #[error("--concurrency must be at least 1")]
+    Concurrency,
+}
+
+impl Worker {
+    /// Open the worker's base runtime over `data_dir` and the store that
+    /// `app_options.config.store` names (SQLite in `data_dir` without one).
+    pub async fn open(
+        data_dir: &Path,
+        app_options: AppOptions,
+        options: WorkerOptions,
+    ) -> Result<Worker, WorkerError> {
+        if options.concurrency == 0 {
+            return Err(WorkerError::Concurrency);
+        }
+        let base = Arc::new(App::open(data_dir, app_options.clone(), Arc::new(NoModel)).await?);
+        let now = base.native().host().clock.wall_ms();
+        let status = WorkerStatus {
+            owner: base.native().owner().to_string(),
+            pid: std::process::id(),
+            state: "running".into(),
+            started_at_ms: now,
+            updated_at_ms: now,
+            ..WorkerStatus::default()
+        };
+        Ok(Worker {
+            data_dir: data_dir.to_owned(),
+            app_options,
+            options,
+            base,
+            apps: HashMap::new(),
+            status,
+        })
+    }
+
+    /// The status as last written.
+    pub fn status(&self) -> &WorkerStatus {
+        &self.status
+    }
+
+    /// The runtime for runs that talk to `spec`, opened on first use.
+    async fn app_for(&mut self, spec: &ProviderSpec) -> Result<Arc<App>, AppError> {
+        let key = serde_json::to_string(spec).unwrap_or_default();
+        if let Some(app) = self.apps.get(&key) {
+            return Ok(app.clone());
+        }
+        let native = self.base.native();
+        let provider = provider_for(
+            spec,
+            native.host().storage.as_ref(),
+            native.host().clock.clone(),
+        )
+        .await?;
+        let app = Arc::new(App::open(&self.data_dir, self.app_options.clone(), provider).await?);
+        for status in app.assembly().connect_mcp().await {
+            if let Some(error) = &status.error {
+                tracing::warn!(server = %status.id, %error, "MCP server not connected");
+            }
+        }
+        self.apps.insert(key, app.clone());
+        Ok(app)
+    }
+
+    /// Run until `stop` resolves (a signal), then drain and return.
+    pub async fn run(mut self, stop: impl std::future::Future<Output = ()>) -> WorkerStatus {
+        let mut tasks: JoinSet<(SessionId, RunId, Outcome)> = JoinSet::new();
+        let mut held: BTreeMap<SessionId, RunId> = BTreeMap::new();
+        let clock = self.base.native().host().clock.clone();
+        let mut last_status = clock.monotonic();
+        let mut rotate: usize = 0;
+        tokio::pin!(stop);
+        self.recover().await;
+        self.write_status(&held).await;
+        loop {
+            if held.len() < self.options.concurrency {
+                self.claim(&mut tasks, &mut held, &mut rotate).await;
+            }
+            if clock.monotonic().saturating_sub(last_status) >= self.options.status_every {
+                self.recover().await;
+                self.write_status(&held).await;
+                last_status = clock.monotonic();
+            }
+            tokio::select! {
+                _ = &mut stop => break,
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    self.count(done, &mut held);
+                }
+                _ = tokio::time::sleep(self.options.poll) => {}
+            }
+        }
+        // Draining: no more claims; the runs held may finish for a while.
+        self.status.state = "draining".into();
+        self.write_status(&held).await;
+        let deadline = tokio::time::Instant::now() + self.options.drain;
+        while !tasks.is_empty() {
+            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
+                Ok(Some(done)) => self.count(done, &mut held),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if !tasks.is_empty() {
+            // Interrupted, as `agentrt run` on a signal: they wait for Resume.
+            for app in self.apps.values() {
+                app.native().shut_down();
+            }
+            let settle =
+                tokio::time::Instant::now() + self.options.drain.max(Duration::from_secs(5));
+            while !tasks.is_empty() {
+                match tokio::time::timeout_at(settle, tasks.join_next()).await {
+                    Ok(Some(done)) => self.count(done, &mut held),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            tasks.abort_all();
+        }
+        self.status.state = "stopped".into();
+        self.write_status(&held).await;
+        self.status
+    }
+
+    fn count(
+        &mut self,
+        done: Result<(SessionId, RunId, Outcome), tokio::task::JoinError>,
+        held: &mut BTreeMap<SessionId, RunId>,
+    ) {
+        let (session, run, outcome) = match done {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::error!(error = %e, "a worker task ended abnormally");
+                // Which session it held is unknown here: forget the ones
+                // whose runs are no longer executing at the next status.
+                return;
+            }
+        };
+        held.remove(&session);
+        let s = &mut self.status;
+        match outcome {
+            Outcome::Settled(RunStatus::Completed, _) => s.completed += 1,
+            Outcome::Settled(RunStatus::Interrupted, _)
+            | Outcome::Settled(RunStatus::Running, _) => s.interrupted += 1,
+            Outcome::Settled(RunStatus::AwaitingApproval | RunStatus::AwaitingInput, _) => {
+                s.waiting += 1
+            }
+            Outcome::Settled(RunStatus::Failed | RunStatus::Cancelled, _) => s.failed += 1,
+            Outcome::Refused => s.refused += 1,
+            Outcome::AlreadyStarted => s.already_started += 1,
+            Outcome::Retry => s.store_errors += 1,
+            Outcome::Gone => {}
+        }
+        tracing::debug!(%run, ?outcome, "request done");
+    }
+
+    /// Take what may be taken now: the oldest request of each session not
+    /// held by another live worker, up to the concurrency.
+    async fn claim(
+        &mut self,
+        tasks: &mut JoinSet<(SessionId, RunId, Outcome)>,
+        held: &mut BTreeMap<SessionId, RunId>,
+        rotate: &mut usize,
+    ) {
+        let storage = self.base.native().host().storage.clone();
+        let (entries, corrupt) = match read_queue(storage.as_ref()).await {
+            Ok(q) => q,
+            Err(e) => {
+                self.status.store_errors += 1;
+                tracing::warn!(error = %e, "cannot read the queue; trying again");
+                return;
+            }
+        };
+        self.status.queue_length = entries.len() as u64;
+        self.status.queue_corrupt = corrupt.len() as u64;
+        let mut candidates: Vec<QueuedRun> = heads(&entries)
+            .into_iter()
+            .filter(|e| !held.contains_key(&e.session))
+            .cloned()
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        // Workers start their scan at different heads, so that they do not
+        // all contend for the same session's lease.
+        *rotate = rotate.wrapping_add(1 + std::process::id() as usize);
+        let shift = *rotate % candidates.len();
+        candidates.rotate_left(shift);
+        for entry in candidates {
+            if held.len() >= self.options.concurrency {
+                break;
+            }
+            let app = match self.app_for(&entry.provider).await {
+                Ok(app) => app,
+                Err(e) => {
+                    tracing::warn!(run = %entry.run, error = %e, "cannot open the run's model provider; the request waits");
+                    continue;
+                }
+            };
+            let opened = match app.open_session(&entry.session).await {
+                Ok(opened) => opened,
+                Err(AppError::Run(RunError::Lease(LeaseError::Held { .. }))) => continue,
+                Err(e) => {
+                    self.status.store_errors += 1;
+                    tracing::warn!(session = %entry.session, error = %e, "cannot take the session; trying again later");
+                    continue;
+                }
+            };
+            self.status.recovered += opened.recovered.len() as u64;
+            held.insert(entry.session.clone(), entry.run.clone());
+            let (session, run) = (entry.session.clone(), entry.run.clone());
+            tasks.spawn(async move {
+                let outcome = execute(&app, &opened.guard, &entry).await;
+                drop(opened);
+                (session, run, outcome)
+            });
+        }
+    }
+
+    /// Interrupt runs that lost workers left `running` once their leases
+    /// have ended; never resumes anything.
+    async fn recover(&mut self) {
+        match self.base.runtime().recover().await {
+            Ok(runs) => self.status.recovered += runs.len() as u64,
+            Err(e) => {
+                self.status.store_errors += 1;
+                tracing::warn!(error = %e, "cannot look for runs left running; trying again");
+            }
+        }
+    }
+
+    /// Write the status file and the store record (best effort: a store
+    /// that is down is counted, the file is still written).
+    async fn write_status(&mut self, held: &BTreeMap<SessionId, RunId>) {
+        let native = self.base.native();
+        self.status.updated_at_ms = native.host().clock.wall_ms();
+        self.status.held = held.values().map(|r| r.to_string()).collect();
+        self.status.runs_held = held.len() as u64;
+        let (mut commits, mut stale) = (0, 0);
+        for app in std::iter::once(&self.base).chain(self.apps.values()) {
+            if let Some(pg) = app.native().postgres() {
+                let counts = pg.counts();
+                commits += counts.commits;
+                stale += counts.stale_refusals;
+            }
+        }
+        self.status.commits = commits;
+        self.status.stale_refusals = stale;
+        let record = StatusRecord(self.status.clone());
+        match Batch::new().put_record(&record) {
+            Ok(batch) => {
+                if let Err(e) = native.host().storage.commit(batch).await {
+                    self.status.store_errors += 1;
+                    tracing::warn!(error = %e, "cannot store the worker status");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot encode the worker status"),
+        }
+        if let Some(path) = &self.options.status_file
+            && let Err(e) = write_file_atomically(path, &self.status)
+        {
+            tracing::warn!(error = %e, "cannot write the status file");
+        }
+    }
+}
+
+/// The store record of a worker's status.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StatusRecord(pub WorkerStatus);
+
+impl Record for StatusRecord {
+    const TABLE: Table = Table::Meta;
+    fn key(&self) -> String {
+        format!("{WORKER_PREFIX}{}", self.0.owner)
+    }
+}
+
+/// Every worker status stored, and the keys of records that do not decode.
+pub async fn read_workers(
+    storage: &dyn agent_kernel::host::Storage,
+) -> Result<(Vec<WorkerStatus>, Vec<String>), StorageError> {
+    let mut workers = Vec::new();
+    let mut corrupt = Vec::new();
+    for (key, bytes) in storage.scan_prefix(Table::Meta, WORKER_PREFIX).await? {
+        match serde_json::from_slice::<WorkerStatus>(&bytes) {
+            Ok(w) => workers.push(w),
+            Err(_) => corrupt.push(key),
+        }
+    }
+    Ok((workers, corrupt))
+}
+
+/// Write `status` to `path` through a temporary file and a rename, so a
+/// reader never sees half of it.
+pub fn write_file_atomically(path: &Path, status: &WorkerStatus) -> Result<(), WorkerError> {
+    let fail = |detail: String| WorkerError::StatusFile {
+        path: path.to_owned(),
+        detail,
+    };
+    let json = serde_json::to_vec_pretty(status).map_err(|e| fail(e.to_string()))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, json).map_err(|e| fail(e.to_string()))?;
+    std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+}
+
+/// Execute one request under the session's lease `guard`.
+async fn execute(app: &App, guard: &agent_kernel::host::LeaseGuard, entry: &QueuedRun) -> Outcome {
+    let storage = app.native().host().storage.clone();
+    let key = entry.key();
+    // Taken and finished by another worker between our read and our lease?
+    match storage.get(Table::Meta, &key).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Outcome::Gone,
+        Err(e) => {
+            tracing::warn!(run = %entry.run, error = %e, "cannot read the request; it waits");
+            return Outcome::Retry;
+        }
+    }
+    let dequeue = || async {
+        storage
+            .commit(
+                Batch::new()
+                    .fenced(guard.fence())
+                    .delete(Table::Meta, key.clone()),
+            )
+            .await
+    };
+    let runtime = app.runtime();
+    match &entry.action {
+        QueuedAction::Start { prompt, request } => {
+            match storage.get(Table::Runs, entry.run.as_str()).await {
+                Ok(Some(_)) => {
+                    // A lost worker started it: never a second start.
+                    return match dequeue().await {
+                        Ok(()) => Outcome::AlreadyStarted,
+                        Err(_) => Outcome::Retry,
+                    };
+                }
+                Ok(None) => {}
+                Err(_) => return Outcome::Retry,
+            }
+            let loaded = async {
+                let prompt = runtime.blob(&entry.run, prompt).await?;
+                let request = runtime.blob(&entry.run, request).await?;
+                let prompt = String::from_utf8(prompt).map_err(|_| RunError::Inconsistent {
+                    run: entry.run.clone(),
+                    detail: "the queued prompt is not UTF-8".into(),
+                })?;
+                let request: StartRequest =
+                    serde_json::from_slice(&request).map_err(|e| RunError::Inconsistent {
+                        run: entry.run.clone(),
+                        detail: format!("the queued run configuration does not decode: {e}"),
+                    })?;
+                Ok::<_, RunError>((prompt, request))
+            }
+            .await;
+            let (prompt, request) = match loaded {
+                Ok(loaded) => loaded,
+                Err(e) if e.is_storage_unavailable() => return Outcome::Retry,
+                Err(e) => return refuse(&dequeue, entry, &e).await,
+            };
+            let mut config = request.config;
+            config.history = request.history;
+            match runtime
+                .start_as(entry.run.clone(), &entry.session, &prompt, config)
+                .await
+            {
+                Ok(_) => {}
+                Err(RunError::AlreadyExists(_)) => {
+                    return match dequeue().await {
+                        Ok(()) => Outcome::AlreadyStarted,
+                        Err(_) => Outcome::Retry,
+                    };
+                }
+                Err(e) if e.is_storage_unavailable() => return Outcome::Retry,
+                Err(e) => return refuse(&dequeue, entry, &e).await,
+            }
+            // The run exists now; a failure here leaves an entry that the
+            // next worker drops as already started.
+            if let Err(e) = dequeue().await {
+                tracing::warn!(run = %entry.run, error = %e, "cannot remove the started request; the next worker drops it");
+            }
+        }
+        QueuedAction::Resume => {
+            // Removed first: a worker lost from here on leaves the run
+            // interrupted, waiting for the person's next Resume (S2.5).
+            if let Err(e) = dequeue().await {
+                tracing::warn!(run = %entry.run, error = %e, "cannot take the resume request; it waits");
+                return Outcome::Retry;
+            }
+            if let Err(e) = runtime.resume(&entry.run).await {
+                tracing::warn!(run = %entry.run, error = %e, "the queued resume was refused");
+                return match e {
+                    RunError::DecisionPending { .. } => {
+                        Outcome::Settled(RunStatus::Interrupted, true)
+                    }
+                    _ => Outcome::Refused,
+                };
+            }
+        }
+    }
+    settle(app, &entry.run).await
+}
+
+/// Drop a request that cannot run, saying why in the log.
+async fn refuse<F, Fut>(dequeue: &F, entry: &QueuedRun, e: &RunError) -> Outcome
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), StorageError>>,
+{
+    tracing::error!(run = %entry.run, error = %e, "the queued {} is refused and removed", entry.action_name());
+    eprintln!(
+        "agentrt worker: the queued {} of run {} is refused and removed: {e}",
+        entry.action_name(),
+        entry.run
+    );
+    match dequeue().await {
+        Ok(()) => Outcome::Refused,
+        Err(_) => Outcome::Retry,
+    }
+}
+
+/// Wait until the run is no longer executing here: settled (completed,
+/// waiting, interrupted, failed), or `running` with its supervisor gone
+/// (a lost store: the runtime interrupts it once the store answers; this
+/// waits for that, within a bound). The store is read again every second,
+/// since the run may be settled by another runtime (this worker's recovery
+/// or another worker's, after this one's lease ended) whose events this
+/// runtime never hears.
+async fn settle(app: &App, run: &RunId) -> Outcome {
+    let runtime = app.runtime();
+    let clock = app.native().host().clock.clone();
+    let storage = app.native().host().storage.clone();
+    let settled = |r: AgentRun| {
+        let effect_unknown = matches!(r.stop_reason, Some(StopReason::EffectUnknown { .. }));
+        Outcome::Settled(r.status, effect_unknown)
+    };
+    // Polls that found it `running` with no supervisor here.
+    let mut orphaned = 0u32;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(1), runtime.wait_settled(run)).await {
+            Ok(Ok(r)) if r.status != RunStatus::Running => return settled(r),
+            Ok(Ok(_)) => {
+                orphaned += 1;
+                if orphaned > 480 {
+                    // Two minutes: the periodic recovery of some worker takes it.
+                    return Outcome::Settled(RunStatus::Running, false);
+                }
+                clock.sleep(Duration::from_millis(250)).await;
+            }
+            Ok(Err(_)) => clock.sleep(Duration::from_millis(250)).await,
+            Err(_) => {}
+        }
+        if let Ok(Some(r)) = storage.get_record::<AgentRun>(run.as_str()).await
+            && r.status != RunStatus::Running
+        {
+            return settled(r);
+        }
+    }
+}
