@@ -1,0 +1,402 @@
+//! Durable research tasks (S9.1: the same primitives as runs): every
+//! transition is one atomic batch fenced by the session lease's epoch, with
+//! a compare-and-set on the task's stored bytes, and the blobs it names
+//! (topic, plans, source texts) in the same batch, so a record never names
+//! a blob that is not there. The plan request is shown once (S6.4).
+//!
+//! Nothing here starts work: loading tasks after a reload only reads, and
+//! [`ResearchStore::interrupt_active`] turns tasks left mid-phase into
+//! `Interrupted`, from which only [`Event::Resume`] continues (S2.5, S9.6).
+
+use std::sync::Arc;
+
+use agent_kernel::host::{Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, Table};
+use agent_kernel::{RequestId, SessionId};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::plan::{PlanError, ResearchPlan};
+use crate::task::{
+    Event, KEY_PREFIX, MessageId, Phase, ResearchTask, TASK_FORMAT, TaskId, TransitionError,
+};
+
+/// The longest topic the person can give, in bytes.
+pub const MAX_TOPIC_BYTES: usize = 8 * 1024;
+/// The longest source text stored per read, in bytes (S8.2's 2 MiB limit).
+pub const MAX_SOURCE_BYTES: usize = 2 * 1024 * 1024;
+
+/// A research store operation failed. Every variant says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResearchError {
+    #[error("no research task {task} in session {session}")]
+    NotFound { session: SessionId, task: TaskId },
+    #[error("research task {task} already exists in session {session}; use another id")]
+    Exists { session: SessionId, task: TaskId },
+    #[error(
+        "stored research task at {key:?} has layout version {found}, not {TASK_FORMAT}; it was left untouched"
+    )]
+    Format { key: String, found: u32 },
+    #[error("the topic is empty or longer than {MAX_TOPIC_BYTES} bytes; give a short topic")]
+    BadTopic,
+    #[error("the source text is {size} bytes, over the {MAX_SOURCE_BYTES}-byte limit")]
+    SourceTooLarge { size: usize },
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(
+        "the {what} blob {hash} of a research task is missing or does not match its hash; the task cannot continue"
+    )]
+    MissingBlob { what: &'static str, hash: String },
+    #[error("the {what} blob of a research task does not decode ({detail}); it was left untouched")]
+    CorruptBlob { what: &'static str, detail: String },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Research tasks of every session, over the host's storage.
+#[derive(Clone)]
+pub struct ResearchStore {
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ResearchStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResearchStore").finish_non_exhaustive()
+    }
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ResearchError> {
+    serde_json::to_vec(value).map_err(|e| {
+        ResearchError::Storage(StorageError::Encode {
+            table: Table::Meta,
+            detail: e.to_string(),
+        })
+    })
+}
+
+/// Decode stored task bytes: a typed error for bytes that are not a task
+/// (`StorageError::Corrupt`) or a task of another layout (`Format`).
+pub fn decode_task(key: &str, bytes: &[u8]) -> Result<ResearchTask, ResearchError> {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        v: u32,
+    }
+    let corrupt = |detail: String| {
+        ResearchError::Storage(StorageError::Corrupt {
+            table: Table::Meta,
+            key: key.to_owned(),
+            detail,
+        })
+    };
+    let version: Version = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if version.v != TASK_FORMAT {
+        return Err(ResearchError::Format {
+            key: key.to_owned(),
+            found: version.v,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))
+}
+
+impl ResearchStore {
+    pub fn new(storage: Arc<dyn Storage>, clock: Arc<dyn Clock>) -> ResearchStore {
+        ResearchStore { storage, clock }
+    }
+
+    /// Start a task in `Planning` for the person's `topic`, in the fence's
+    /// session, referred to by chat message `message` (both host-supplied, S9.5).
+    pub async fn create(
+        &self,
+        fence: &Fence,
+        id: TaskId,
+        message: MessageId,
+        topic: &str,
+    ) -> Result<ResearchTask, ResearchError> {
+        if topic.trim().is_empty() || topic.len() > MAX_TOPIC_BYTES {
+            return Err(ResearchError::BadTopic);
+        }
+        let mut batch = Batch::new().fenced(fence.clone());
+        let topic = batch.add_blob(topic.as_bytes().to_vec());
+        let task = ResearchTask::new(
+            id,
+            fence.session.clone(),
+            message,
+            topic,
+            self.clock.wall_ms(),
+        );
+        let batch = batch.expect_absent(Table::Meta, task.key()).put(
+            Table::Meta,
+            task.key(),
+            encode(&task)?,
+        );
+        match self.storage.commit(batch).await {
+            Err(StorageError::ConditionFailed { .. }) => Err(ResearchError::Exists {
+                session: task.session,
+                task: task.id,
+            }),
+            Err(e) => Err(e.into()),
+            Ok(()) => Ok(task),
+        }
+    }
+
+    async fn load_raw(
+        &self,
+        session: &SessionId,
+        id: &TaskId,
+    ) -> Result<(ResearchTask, Vec<u8>), ResearchError> {
+        let key = ResearchTask::key_for(session, id);
+        let bytes =
+            self.storage
+                .get(Table::Meta, &key)
+                .await?
+                .ok_or_else(|| ResearchError::NotFound {
+                    session: session.clone(),
+                    task: id.clone(),
+                })?;
+        Ok((decode_task(&key, &bytes)?, bytes))
+    }
+
+    /// The stored task.
+    pub async fn load(
+        &self,
+        session: &SessionId,
+        id: &TaskId,
+    ) -> Result<ResearchTask, ResearchError> {
+        Ok(self.load_raw(session, id).await?.0)
+    }
+
+    /// Every task of `session`, by id.
+    pub async fn list(&self, session: &SessionId) -> Result<Vec<ResearchTask>, ResearchError> {
+        let prefix = format!("{KEY_PREFIX}{session}/");
+        self.storage
+            .scan_prefix(Table::Meta, &prefix)
+            .await?
+            .iter()
+            .map(|(key, bytes)| decode_task(key, bytes))
+            .collect()
+    }
+
+    /// Apply `event` to the stored task as one fenced, compare-and-set batch
+    /// (with `batch`'s blobs); the stored task is unchanged on any error.
+    async fn commit_event(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        event: Event,
+        batch: Batch,
+    ) -> Result<ResearchTask, ResearchError> {
+        let (task, old) = self.load_raw(&fence.session, id).await?;
+        let next = task.apply(event, self.clock.wall_ms())?;
+        let batch = batch
+            .fenced(fence.clone())
+            .expect_value(Table::Meta, task.key(), old)
+            .put(Table::Meta, next.key(), encode(&next)?);
+        self.storage.commit(batch).await?;
+        Ok(next)
+    }
+
+    /// Apply an event that names no new blob (present, reject, finish,
+    /// stop, interrupt, resume, failures, the report reference).
+    pub async fn apply(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        event: Event,
+    ) -> Result<ResearchTask, ResearchError> {
+        self.commit_event(fence, id, event, Batch::new()).await
+    }
+
+    /// Planning proposes `plan` (validated first); it becomes the pending
+    /// plan request `request`, not yet shown.
+    pub async fn propose_plan(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        plan: &ResearchPlan,
+        request: RequestId,
+    ) -> Result<ResearchTask, ResearchError> {
+        plan.validate()?;
+        let mut batch = Batch::new();
+        let plan = batch.add_blob(encode(plan)?);
+        self.commit_event(fence, id, Event::ProposePlan { plan, request }, batch)
+            .await
+    }
+
+    /// The plan request if it has not been shown yet, marked as shown in
+    /// the same step: after a reload the plan is presented once, not twice
+    /// (S6.4). `None` when there is no request or it was shown already.
+    pub async fn present_plan(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+    ) -> Result<Option<ResearchPlan>, ResearchError> {
+        let task = self.load(&fence.session, id).await?;
+        match &task.plan_request {
+            Some(request) if !request.presented => {}
+            _ => return Ok(None),
+        }
+        let plan = self.proposed_plan(&task).await?;
+        self.apply(fence, id, Event::PresentPlan).await?;
+        Ok(plan)
+    }
+
+    /// The person approves the proposed plan, or an edit of it that only
+    /// narrows it (checked; a widening edit is `PlanError::Widens`).
+    /// Approval freezes the snapshot of the approved plan's sources.
+    pub async fn approve_plan(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        edit: Option<ResearchPlan>,
+    ) -> Result<(ResearchTask, ResearchPlan), ResearchError> {
+        let task = self.load(&fence.session, id).await?;
+        if task.phase != Phase::AwaitingPlanApproval {
+            return Err(TransitionError::Illegal {
+                phase: task.phase.name(),
+                event: "approve_plan",
+            }
+            .into());
+        }
+        let proposed = self
+            .proposed_plan(&task)
+            .await?
+            .ok_or(TransitionError::Illegal {
+                phase: task.phase.name(),
+                event: "approve_plan",
+            })?;
+        let approved = match edit {
+            Some(edited) => {
+                proposed.check_narrowing(&edited)?;
+                edited
+            }
+            None => proposed,
+        };
+        let mut batch = Batch::new();
+        let blob = batch.add_blob(encode(&approved)?);
+        let event = Event::ApprovePlan {
+            approved: blob,
+            sources: approved.sources.clone(),
+        };
+        let task = self.commit_event(fence, id, event, batch).await?;
+        Ok((task, approved))
+    }
+
+    /// Execution read a snapshot source: its text becomes a blob in the
+    /// same batch as the evidence entry that names it.
+    pub async fn record_read(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        url: &str,
+        final_url: &str,
+        text: &[u8],
+        published: Option<String>,
+    ) -> Result<ResearchTask, ResearchError> {
+        if text.len() > MAX_SOURCE_BYTES {
+            return Err(ResearchError::SourceTooLarge { size: text.len() });
+        }
+        let mut batch = Batch::new();
+        let content = batch.add_blob(text.to_vec());
+        let event = Event::RecordRead {
+            url: url.to_owned(),
+            final_url: final_url.to_owned(),
+            content,
+            fetched_at_ms: self.clock.wall_ms(),
+            published,
+        };
+        self.commit_event(fence, id, event, batch).await
+    }
+
+    /// After a reload: every task of the fence's session left in Planning,
+    /// Executing or Synthesizing becomes `Interrupted`. Nothing is started
+    /// (S2.5, S9.6); a task awaiting plan approval keeps waiting.
+    pub async fn interrupt_active(&self, fence: &Fence) -> Result<Vec<TaskId>, ResearchError> {
+        let mut interrupted = Vec::new();
+        for task in self.list(&fence.session).await? {
+            if matches!(
+                task.phase,
+                Phase::Planning | Phase::Executing | Phase::Synthesizing
+            ) {
+                self.apply(fence, &task.id, Event::Interrupt).await?;
+                interrupted.push(task.id);
+            }
+        }
+        Ok(interrupted)
+    }
+
+    /// The topic text.
+    pub async fn topic(&self, task: &ResearchTask) -> Result<String, ResearchError> {
+        let bytes = self.blob("topic", &task.topic).await?;
+        String::from_utf8(bytes).map_err(|e| ResearchError::CorruptBlob {
+            what: "topic",
+            detail: e.to_string(),
+        })
+    }
+
+    /// The plan as proposed, if planning proposed one.
+    pub async fn proposed_plan(
+        &self,
+        task: &ResearchTask,
+    ) -> Result<Option<ResearchPlan>, ResearchError> {
+        match &task.plan {
+            Some(blob) => Ok(Some(self.json_blob("plan", blob).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The plan as approved, once approved.
+    pub async fn approved_plan(
+        &self,
+        task: &ResearchTask,
+    ) -> Result<Option<ResearchPlan>, ResearchError> {
+        match &task.approved_plan {
+            Some(blob) => Ok(Some(self.json_blob("approved plan", blob).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The bytes of a blob a task names, checked against its hash.
+    pub async fn blob(&self, what: &'static str, blob: &BlobRef) -> Result<Vec<u8>, ResearchError> {
+        let missing = || ResearchError::MissingBlob {
+            what,
+            hash: blob.hash.clone(),
+        };
+        let bytes = self
+            .storage
+            .get_blob(&blob.hash)
+            .await?
+            .ok_or_else(missing)?;
+        if BlobRef::of(&bytes) != *blob {
+            return Err(missing());
+        }
+        Ok(bytes)
+    }
+
+    async fn json_blob<T: DeserializeOwned>(
+        &self,
+        what: &'static str,
+        blob: &BlobRef,
+    ) -> Result<T, ResearchError> {
+        let bytes = self.blob(what, blob).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ResearchError::CorruptBlob {
+            what,
+            detail: e.to_string(),
+        })
+    }
+
+    /// The storage this store writes to (for the report publisher and tests).
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+}
+
+/// The key of a task, for hosts that list or watch `Table::Meta`.
+pub fn task_key(session: &SessionId, id: &TaskId) -> String {
+    ResearchTask::key_for(session, id)
+}
+
+/// The table tasks live in.
+pub const TASK_TABLE: Table = <ResearchTask as Record>::TABLE;
