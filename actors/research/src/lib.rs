@@ -6,7 +6,9 @@
 //! - [`store`]: tasks made durable with the run primitives (fenced atomic
 //!   batches, compare-and-set, blobs in the same batch), the plan request
 //!   shown once, and interruption after a reload;
-//! - [`plan`]: the plan, its bounds, and the narrowing-only edit rule.
+//! - [`plan`]: the plan, its bounds, and the narrowing-only edit rule;
+//! - [`scope`]: execution-phase read authority as capabilities, model
+//!   filters as caveats that only narrow (S9.5).
 //!
 //! Deep Research shares the stream, checkpoint, lease and journal
 //! primitives with Agent runs, and none of the Agent system prompt, Skills,
@@ -19,6 +21,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 pub mod plan;
+pub mod scope;
 pub mod store;
 pub mod task;
 
