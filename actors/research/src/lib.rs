@@ -8,7 +8,8 @@
 //!   shown once, and interruption after a reload;
 //! - [`plan`]: the plan, its bounds, and the narrowing-only edit rule;
 //! - [`scope`]: execution-phase read authority as capabilities, model
-//!   filters as caveats that only narrow (S9.5).
+//!   filters as caveats that only narrow (S9.5);
+//! - [`search`]: `web_search` with a pluggable backend and SearXNG's JSON API.
 //!
 //! Deep Research shares the stream, checkpoint, lease and journal
 //! primitives with Agent runs, and none of the Agent system prompt, Skills,
@@ -22,6 +23,7 @@
 
 pub mod plan;
 pub mod scope;
+pub mod search;
 pub mod store;
 pub mod task;
 
