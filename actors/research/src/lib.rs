@@ -28,7 +28,7 @@ pub mod store;
 pub mod task;
 
 pub use plan::{DateRange, PlanError, ResearchPlan};
-pub use store::{ResearchError, ResearchStore};
+pub use store::{PlanDecision, ResearchError, ResearchStore};
 pub use task::{
     ActivePhase, Event, EvidenceId, Gap, MessageId, Phase, PlanRequest, ReportRef, ResearchTask,
     SnapshotSource, SourceRead, SourceSnapshot, TaskId, TransitionError,

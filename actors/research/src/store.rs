@@ -41,6 +41,14 @@ pub enum ResearchError {
     BadTopic,
     #[error("the source text is {size} bytes, over the {MAX_SOURCE_BYTES}-byte limit")]
     SourceTooLarge { size: usize },
+    #[error(
+        "plan request {given} is not the task's open plan request{}; reload the task and answer the plan it shows",
+        match open { Some(id) => format!(" ({id})"), None => " (there is none)".to_owned() }
+    )]
+    NoSuchRequest {
+        given: RequestId,
+        open: Option<RequestId>,
+    },
     #[error(transparent)]
     Transition(#[from] TransitionError),
     #[error(transparent)]
@@ -53,6 +61,18 @@ pub enum ResearchError {
     CorruptBlob { what: &'static str, detail: String },
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+/// The person's answer to a plan request (S9.4).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "decision", content = "plan", rename_all = "snake_case")]
+pub enum PlanDecision {
+    /// Run the plan as proposed.
+    Approve,
+    /// Run this edit of the plan; it may only narrow the proposal.
+    Edit(ResearchPlan),
+    /// Do not run it; the task ends `Rejected`.
+    Reject,
 }
 
 /// Research tasks of every session, over the host's storage.
@@ -241,6 +261,35 @@ impl ResearchStore {
         let plan = self.proposed_plan(&task).await?;
         self.apply(fence, id, Event::PresentPlan).await?;
         Ok(plan)
+    }
+
+    /// The person's decision on plan request `request`: the one pending
+    /// request of the task (a decision for an older or unknown request is
+    /// refused, typed, and changes nothing). Approve and edit freeze the
+    /// snapshot ([`ResearchStore::approve_plan`]); reject ends the task.
+    pub async fn decide_plan(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        request: &RequestId,
+        decision: PlanDecision,
+    ) -> Result<ResearchTask, ResearchError> {
+        let task = self.load(&fence.session, id).await?;
+        // A task's plan request cannot be replaced while it waits (a plan
+        // is proposed only in Planning, which no later phase returns to),
+        // so the check here holds for the compare-and-set commit below.
+        let open = task.plan_request.as_ref().map(|r| r.id.clone());
+        if open.as_ref() != Some(request) {
+            return Err(ResearchError::NoSuchRequest {
+                given: request.clone(),
+                open,
+            });
+        }
+        match decision {
+            PlanDecision::Approve => Ok(self.approve_plan(fence, id, None).await?.0),
+            PlanDecision::Edit(plan) => Ok(self.approve_plan(fence, id, Some(plan)).await?.0),
+            PlanDecision::Reject => self.apply(fence, id, Event::RejectPlan).await,
+        }
     }
 
     /// The person approves the proposed plan, or an edit of it that only

@@ -1,0 +1,272 @@
+//! The plan as a pending request (S9.4, S6.4) on SQLite on disk: it
+//! survives a reload (a new process: new lease owner, new store, same
+//! file), is presented once across reloads, a reload interrupts active
+//! work but leaves the plan waiting and starts nothing (S9.6), and the
+//! person's decision (approve, edit narrowing only, reject) must name the
+//! open request.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_host_native::sqlite::SqliteStorage;
+use agent_kernel::host::{Clock, LeaseManager, ManualClock, Storage};
+use agent_kernel::{OwnerId, RequestId, SessionId};
+use agent_research::plan::DateRange;
+use agent_research::search::{NO_SEARCH_NOTE, planning_notes};
+use agent_research::{
+    MessageId, Phase, PlanDecision, PlanError, ResearchError, ResearchPlan, ResearchStore, TaskId,
+};
+
+/// One "process": its own storage handle on the file, lease owner and store.
+struct Process {
+    store: ResearchStore,
+    leases: LeaseManager,
+}
+
+async fn open(path: &Path, owner: &str, clock: &Arc<ManualClock>) -> Process {
+    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(path).await.unwrap());
+    let clock_dyn: Arc<dyn Clock> = clock.clone();
+    Process {
+        store: ResearchStore::new(storage.clone(), clock_dyn.clone()),
+        leases: LeaseManager::new(
+            storage,
+            clock_dyn,
+            agent_test_support::executor(),
+            OwnerId::new(owner).unwrap(),
+            Duration::from_secs(30),
+        ),
+    }
+}
+
+fn session() -> SessionId {
+    SessionId::new("chat-1").unwrap()
+}
+
+fn plan(search_configured: bool) -> ResearchPlan {
+    ResearchPlan {
+        questions: vec!["What is the state of X?".into(), "Who maintains it?".into()],
+        queries: vec![],
+        sources: vec![
+            "https://x.example.org/docs".into(),
+            "https://blog.example.com/x".into(),
+        ],
+        domains: ["example.org".to_string(), "example.com".to_string()].into(),
+        dates: Some(DateRange {
+            from: "2025-01-01".into(),
+            to: "2025-12-31".into(),
+        }),
+        notes: planning_notes(search_configured),
+    }
+}
+
+async fn awaiting(p: &Process, id: &str, request: &str) {
+    let guard = p.leases.acquire(&session()).await.unwrap();
+    p.store
+        .create(
+            &guard.fence(),
+            TaskId::new(id).unwrap(),
+            MessageId::new(format!("msg-{id}")).unwrap(),
+            "the state of X",
+        )
+        .await
+        .unwrap();
+    p.store
+        .propose_plan(
+            &guard.fence(),
+            &TaskId::new(id).unwrap(),
+            &plan(false),
+            RequestId::new(request).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_plan_request_survives_reloads_and_is_shown_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentrt.sqlite");
+    let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+    let task = TaskId::new("r1").unwrap();
+
+    // Process 1 plans, and is killed before showing the plan.
+    {
+        let p = open(&path, "proc-1", &clock).await;
+        awaiting(&p, "r1", "plan-r1").await;
+        p.leases.acquire(&session()).await.unwrap().abandon();
+    }
+    clock.advance(Duration::from_secs(31));
+
+    // Process 2 loads: recovery interrupts nothing that waits, shows the plan once.
+    {
+        let p = open(&path, "proc-2", &clock).await;
+        let guard = p.leases.acquire(&session()).await.unwrap();
+        assert!(
+            p.store
+                .interrupt_active(&guard.fence())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let loaded = p.store.load(&session(), &task).await.unwrap();
+        assert_eq!(loaded.phase, Phase::AwaitingPlanApproval);
+        let shown = p.store.present_plan(&guard.fence(), &task).await.unwrap();
+        let shown = shown.expect("the plan is shown the first time");
+        // No search backend: the plan says it used only the topic and URLs.
+        assert_eq!(shown.notes, vec![NO_SEARCH_NOTE.to_owned()]);
+        assert_eq!(
+            p.store.present_plan(&guard.fence(), &task).await.unwrap(),
+            None
+        );
+        guard.abandon();
+    }
+    clock.advance(Duration::from_secs(31));
+
+    // Process 3: not shown again; still waiting; the decision works here.
+    let p = open(&path, "proc-3", &clock).await;
+    let guard = p.leases.acquire(&session()).await.unwrap();
+    assert_eq!(
+        p.store.present_plan(&guard.fence(), &task).await.unwrap(),
+        None
+    );
+    let request = p
+        .store
+        .load(&session(), &task)
+        .await
+        .unwrap()
+        .plan_request
+        .unwrap();
+    assert!(request.presented);
+
+    // A decision for another request changes nothing.
+    let wrong = p
+        .store
+        .decide_plan(
+            &guard.fence(),
+            &task,
+            &RequestId::new("plan-old").unwrap(),
+            PlanDecision::Approve,
+        )
+        .await;
+    assert!(matches!(wrong, Err(ResearchError::NoSuchRequest { .. })));
+    // A widening edit is refused and changes nothing.
+    let mut wider = plan(false);
+    wider.dates = None;
+    let refused = p
+        .store
+        .decide_plan(
+            &guard.fence(),
+            &task,
+            &request.id,
+            PlanDecision::Edit(wider),
+        )
+        .await;
+    assert!(matches!(
+        refused,
+        Err(ResearchError::Plan(PlanError::Widens { .. }))
+    ));
+    assert_eq!(
+        p.store.load(&session(), &task).await.unwrap().phase,
+        Phase::AwaitingPlanApproval
+    );
+    // A narrowing edit is approved: execution over its frozen sources.
+    let mut narrower = plan(false);
+    narrower.sources.retain(|s| s.contains("example.org"));
+    narrower.domains = ["x.example.org".to_string()].into();
+    let approved = p
+        .store
+        .decide_plan(
+            &guard.fence(),
+            &task,
+            &request.id,
+            PlanDecision::Edit(narrower.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(approved.phase, Phase::Executing);
+    assert!(approved.plan_request.is_none());
+    let urls: Vec<_> = approved
+        .snapshot
+        .unwrap()
+        .sources
+        .into_iter()
+        .map(|s| s.url)
+        .collect();
+    assert_eq!(urls, vec!["https://x.example.org/docs".to_string()]);
+    assert_eq!(
+        p.store
+            .approved_plan(&p.store.load(&session(), &task).await.unwrap())
+            .await
+            .unwrap(),
+        Some(narrower)
+    );
+    // Answering again: there is no open request any more.
+    let again = p
+        .store
+        .decide_plan(&guard.fence(), &task, &request.id, PlanDecision::Reject)
+        .await;
+    assert!(matches!(
+        again,
+        Err(ResearchError::NoSuchRequest { open: None, .. })
+    ));
+    drop(guard);
+    drop(dir);
+}
+
+#[tokio::test]
+async fn reject_ends_the_task_and_a_reload_interrupts_only_active_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentrt.sqlite");
+    let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+    let p = open(&path, "proc-1", &clock).await;
+    awaiting(&p, "r1", "plan-r1").await;
+    awaiting(&p, "r2", "plan-r2").await;
+    let guard = p.leases.acquire(&session()).await.unwrap();
+    let fence = guard.fence();
+    // A third task still planning.
+    p.store
+        .create(
+            &fence,
+            TaskId::new("r3").unwrap(),
+            MessageId::new("msg-r3").unwrap(),
+            "another topic",
+        )
+        .await
+        .unwrap();
+    let rejected = p
+        .store
+        .decide_plan(
+            &fence,
+            &TaskId::new("r1").unwrap(),
+            &RequestId::new("plan-r1").unwrap(),
+            PlanDecision::Reject,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rejected.phase, Phase::Rejected);
+    assert!(rejected.plan_request.is_none());
+    guard.abandon();
+    clock.advance(Duration::from_secs(31));
+
+    let p = open(&path, "proc-2", &clock).await;
+    let guard = p.leases.acquire(&session()).await.unwrap();
+    let interrupted = p.store.interrupt_active(&guard.fence()).await.unwrap();
+    assert_eq!(interrupted, vec![TaskId::new("r3").unwrap()]);
+    let phases: Vec<_> = p
+        .store
+        .list(&session())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.id.to_string(), t.phase.name()))
+        .collect();
+    assert_eq!(
+        phases,
+        vec![
+            ("r1".into(), "rejected"),
+            ("r2".into(), "awaiting_plan_approval"),
+            ("r3".into(), "interrupted"),
+        ]
+    );
+}
