@@ -9,7 +9,8 @@
 //! - [`plan`]: the plan, its bounds, and the narrowing-only edit rule;
 //! - [`scope`]: execution-phase read authority as capabilities, model
 //!   filters as caveats that only narrow (S9.5);
-//! - [`search`]: `web_search` with a pluggable backend and SearXNG's JSON API.
+//! - [`search`]: `web_search` with a pluggable backend and SearXNG's JSON API;
+//! - [`report`]: the three-part report Artifact and its evidence check (S9.6).
 //!
 //! Deep Research shares the stream, checkpoint, lease and journal
 //! primitives with Agent runs, and none of the Agent system prompt, Skills,
@@ -22,6 +23,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 pub mod plan;
+pub mod report;
 pub mod scope;
 pub mod search;
 pub mod store;
