@@ -10,7 +10,9 @@
 //! - [`scope`]: execution-phase read authority as capabilities, model
 //!   filters as caveats that only narrow (S9.5);
 //! - [`search`]: `web_search` with a pluggable backend and SearXNG's JSON API;
-//! - [`report`]: the three-part report Artifact and its evidence check (S9.6).
+//! - [`report`]: the three-part report Artifact and its evidence check (S9.6);
+//! - [`start`]: `start_deep_research`, the deterministic start when the model
+//!   omits it, and the tool that creates the task (S9.3).
 //!
 //! Deep Research shares the stream, checkpoint, lease and journal
 //! primitives with Agent runs, and none of the Agent system prompt, Skills,
@@ -26,6 +28,7 @@ pub mod plan;
 pub mod report;
 pub mod scope;
 pub mod search;
+pub mod start;
 pub mod store;
 pub mod task;
 

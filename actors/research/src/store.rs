@@ -22,6 +22,8 @@ use crate::task::{
 
 /// The longest topic the person can give, in bytes.
 pub const MAX_TOPIC_BYTES: usize = 8 * 1024;
+/// At most this many URLs come with a topic.
+pub const MAX_SEED_URLS: usize = 10;
 /// The longest source text stored per read, in bytes (S8.2's 2 MiB limit).
 pub const MAX_SOURCE_BYTES: usize = 2 * 1024 * 1024;
 
@@ -135,18 +137,45 @@ impl ResearchStore {
         message: MessageId,
         topic: &str,
     ) -> Result<ResearchTask, ResearchError> {
+        self.create_with_urls(fence, id, message, topic, &[]).await
+    }
+
+    /// [`ResearchStore::create`] with the URLs the person gave (at most
+    /// [`MAX_SEED_URLS`], each an absolute http(s) URL).
+    pub async fn create_with_urls(
+        &self,
+        fence: &Fence,
+        id: TaskId,
+        message: MessageId,
+        topic: &str,
+        urls: &[String],
+    ) -> Result<ResearchTask, ResearchError> {
         if topic.trim().is_empty() || topic.len() > MAX_TOPIC_BYTES {
             return Err(ResearchError::BadTopic);
         }
+        if urls.len() > MAX_SEED_URLS {
+            return Err(PlanError::TooMany {
+                what: "URLs",
+                count: urls.len(),
+                max: MAX_SEED_URLS,
+            }
+            .into());
+        }
+        for url in urls {
+            crate::plan::parse_source(url)?;
+        }
         let mut batch = Batch::new().fenced(fence.clone());
         let topic = batch.add_blob(topic.as_bytes().to_vec());
-        let task = ResearchTask::new(
+        let mut task = ResearchTask::new(
             id,
             fence.session.clone(),
             message,
             topic,
             self.clock.wall_ms(),
         );
+        if !urls.is_empty() {
+            task.seeds = Some(batch.add_blob(encode(&urls)?));
+        }
         let batch = batch.expect_absent(Table::Meta, task.key()).put(
             Table::Meta,
             task.key(),
@@ -383,6 +412,14 @@ impl ResearchStore {
             what: "topic",
             detail: e.to_string(),
         })
+    }
+
+    /// The URLs the person gave with the topic.
+    pub async fn seed_urls(&self, task: &ResearchTask) -> Result<Vec<String>, ResearchError> {
+        match &task.seeds {
+            Some(blob) => self.json_blob("seed URLs", blob).await,
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The plan as proposed, if planning proposed one.

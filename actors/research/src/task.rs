@@ -240,6 +240,10 @@ pub struct ResearchTask {
     pub message: MessageId,
     /// The person's topic, as a blob.
     pub topic: BlobRef,
+    /// The URLs the person gave with the topic (a JSON array blob), if any:
+    /// planning may use them even without a search backend (S9.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<BlobRef>,
     pub phase: Phase,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
@@ -279,6 +283,7 @@ impl ResearchTask {
             session,
             message,
             topic,
+            seeds: None,
             phase: Phase::Planning,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
