@@ -7,6 +7,12 @@
 //! the plan fails verification as a forged capability does, and no
 //! parallel check can disagree with it.
 //!
+//! Minted for `fetch_url` (its name and definition fingerprint), the domain
+//! capability is the very token an execution read hands the `fetch_url`
+//! actor, whose tool shell verifies it before any network work: the
+//! model's caveats are enforced by the tool, not only here
+//! (`tests/execution.rs`).
+//!
 //! Authorisation by scope is not permission to connect: every authorised
 //! read still goes through the normal URL policy of `agent-fetch` (the
 //! `fetch_url` tool), so an approved plan naming a private address is

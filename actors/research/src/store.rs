@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use agent_kernel::host::{Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, Table};
+use agent_kernel::protocol::{ReferenceKind, ToolResult};
 use agent_kernel::{RequestId, SessionId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -22,6 +23,8 @@ use crate::task::{
 
 /// The longest topic the person can give, in bytes.
 pub const MAX_TOPIC_BYTES: usize = 8 * 1024;
+/// The longest failure reason kept for a gap, in characters.
+pub const MAX_REASON_CHARS: usize = 500;
 /// At most this many URLs come with a topic.
 pub const MAX_SEED_URLS: usize = 10;
 /// The longest source text stored per read, in bytes (S8.2's 2 MiB limit).
@@ -61,6 +64,8 @@ pub enum ResearchError {
     MissingBlob { what: &'static str, hash: String },
     #[error("the {what} blob of a research task does not decode ({detail}); it was left untouched")]
     CorruptBlob { what: &'static str, detail: String },
+    #[error("the read's result envelope cannot be recorded: {why}")]
+    BadEnvelope { why: &'static str },
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -386,6 +391,65 @@ impl ResearchStore {
             published,
         };
         self.commit_event(fence, id, event, batch).await
+    }
+
+    /// Record the outcome of reading snapshot source `url` with the
+    /// `fetch_url` tool (its result envelope): on success the text the tool
+    /// stored (its blob reference, checked against the stored bytes)
+    /// becomes the source's evidence, with the final URL of the read; on
+    /// failure the source becomes a gap with the tool's code and message.
+    pub async fn record_fetch_result(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        url: &str,
+        result: &ToolResult,
+        published: Option<String>,
+    ) -> Result<ResearchTask, ResearchError> {
+        match result {
+            ToolResult::Success(success) => {
+                let reference = success
+                    .references
+                    .iter()
+                    .find(|r| r.kind == ReferenceKind::Blob)
+                    .ok_or(ResearchError::BadEnvelope {
+                        why: "a successful read names no text blob",
+                    })?;
+                let content = BlobRef {
+                    hash: reference.hash.clone(),
+                    size: reference.size,
+                };
+                // The text must be stored under its hash before a record names it.
+                self.blob("source", &content).await?;
+                let final_url = success
+                    .provenance
+                    .final_url
+                    .clone()
+                    .unwrap_or_else(|| url.to_owned());
+                let event = Event::RecordRead {
+                    url: url.to_owned(),
+                    final_url: final_url.chars().take(crate::plan::MAX_URL_BYTES).collect(),
+                    content,
+                    fetched_at_ms: success
+                        .provenance
+                        .fetched_at_ms
+                        .unwrap_or_else(|| self.clock.wall_ms()),
+                    published,
+                };
+                self.apply(fence, id, event).await
+            }
+            ToolResult::Error(failure) => {
+                let reason: String = format!("{}: {}", failure.code, failure.message)
+                    .chars()
+                    .take(MAX_REASON_CHARS)
+                    .collect();
+                let event = Event::RecordFailure {
+                    url: url.to_owned(),
+                    reason,
+                };
+                self.apply(fence, id, event).await
+            }
+        }
     }
 
     /// After a reload: every task of the fence's session left in Planning,
