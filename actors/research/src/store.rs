@@ -263,6 +263,20 @@ impl ResearchStore {
         self.commit_event(fence, id, event, Batch::new()).await
     }
 
+    /// Count one planning look-up before it is dispatched (S9.4): durable
+    /// first, so a reload cannot reset the count; refused, typed, over the cap.
+    pub async fn count_lookup(
+        &self,
+        fence: &Fence,
+        id: &TaskId,
+        kind: crate::task::LookupKind,
+    ) -> Result<crate::task::Lookups, ResearchError> {
+        Ok(self
+            .apply(fence, id, Event::CountLookup { kind })
+            .await?
+            .lookups)
+    }
+
     /// Planning proposes `plan` (validated first); it becomes the pending
     /// plan request `request`, not yet shown.
     pub async fn propose_plan(

@@ -148,6 +148,26 @@ impl Phase {
     }
 }
 
+/// Look-ups planning may make to identify an unfamiliar subject (S9.4):
+/// counted in the task, durably, before each one is dispatched.
+pub const MAX_PLANNING_SEARCHES: u32 = 4;
+pub const MAX_PLANNING_READS: u32 = 4;
+
+/// A bounded planning look-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupKind {
+    Search,
+    Read,
+}
+
+/// How many look-ups planning has made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lookups {
+    pub searches: u32,
+    pub reads: u32,
+}
+
 /// The plan waiting for the person, as a pending request (S6.4): shown
 /// once, not again after a reload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +268,9 @@ pub struct ResearchTask {
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
     /// The plan as proposed.
+    /// Planning's look-ups so far (S9.4).
+    #[serde(default)]
+    pub lookups: Lookups,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<BlobRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -285,6 +308,7 @@ impl ResearchTask {
             topic,
             seeds: None,
             phase: Phase::Planning,
+            lookups: Lookups::default(),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             plan: None,
@@ -307,6 +331,8 @@ impl Record for ResearchTask {
 /// What happens to a task. Each is legal in some phases only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
+    /// Planning is about to make a look-up; refused over its cap.
+    CountLookup { kind: LookupKind },
     /// Planning produced a plan (a blob); it becomes a pending request.
     ProposePlan { plan: BlobRef, request: RequestId },
     /// A UI showed the plan request.
@@ -346,6 +372,7 @@ impl Event {
     /// A stable name for messages and logs.
     pub fn name(&self) -> &'static str {
         match self {
+            Event::CountLookup { .. } => "count_lookup",
             Event::ProposePlan { .. } => "propose_plan",
             Event::PresentPlan => "present_plan",
             Event::ApprovePlan { .. } => "approve_plan",
@@ -376,6 +403,8 @@ pub enum TransitionError {
     NotInSnapshot { url: String },
     #[error("source {url:?} was already read or failed; its snapshot entry is final")]
     AlreadySettled { url: String },
+    #[error("planning has made its {max} {kind:?} look-ups; propose the plan with what is known")]
+    LookupsExhausted { kind: LookupKind, max: u32 },
     #[error("the approved plan has {count} sources, more than the {max} a snapshot holds")]
     SnapshotTooLarge { count: usize, max: usize },
 }
@@ -390,6 +419,16 @@ impl ResearchTask {
         let mut next = self.clone();
         next.updated_at_ms = now_ms.max(self.updated_at_ms);
         match (self.phase, &event) {
+            (Phase::Planning, Event::CountLookup { kind }) => {
+                let (count, max) = match kind {
+                    LookupKind::Search => (&mut next.lookups.searches, MAX_PLANNING_SEARCHES),
+                    LookupKind::Read => (&mut next.lookups.reads, MAX_PLANNING_READS),
+                };
+                if *count >= max {
+                    return Err(TransitionError::LookupsExhausted { kind: *kind, max });
+                }
+                *count += 1;
+            }
             (Phase::Planning, Event::ProposePlan { plan, request }) => {
                 next.plan = Some(plan.clone());
                 next.plan_request = Some(PlanRequest {
@@ -648,6 +687,9 @@ mod tests {
 
     fn events() -> Vec<Event> {
         vec![
+            Event::CountLookup {
+                kind: LookupKind::Search,
+            },
             propose(),
             Event::PresentPlan,
             approve(),
@@ -669,6 +711,7 @@ mod tests {
     fn expected(phase: Phase, event: &Event) -> Option<Phase> {
         use ActivePhase as A;
         Some(match (phase, event) {
+            (Phase::Planning, Event::CountLookup { .. }) => Phase::Planning,
             (Phase::Planning, Event::ProposePlan { .. }) => Phase::AwaitingPlanApproval,
             (Phase::AwaitingPlanApproval, Event::PresentPlan) => Phase::AwaitingPlanApproval,
             (Phase::AwaitingPlanApproval, Event::ApprovePlan { .. }) => Phase::Executing,
@@ -741,8 +784,8 @@ mod tests {
                 }
             }
         }
-        // The table is not vacuous: 20 legal moves out of 121.
-        assert_eq!(legal, 20);
+        // The table is not vacuous: 21 legal moves out of 132.
+        assert_eq!(legal, 21);
     }
 
     #[test]
@@ -808,6 +851,50 @@ mod tests {
         assert_eq!(t.phase, Phase::Partial);
         assert!(matches!(t.gaps[0], Gap::SourceFailed { .. }));
         assert!(t.report.is_some());
+    }
+
+    #[test]
+    fn planning_look_ups_are_counted_and_capped() {
+        let mut t = task();
+        for _ in 0..MAX_PLANNING_SEARCHES {
+            t = t
+                .apply(
+                    Event::CountLookup {
+                        kind: LookupKind::Search,
+                    },
+                    2_000,
+                )
+                .unwrap();
+        }
+        assert_eq!(t.lookups.searches, MAX_PLANNING_SEARCHES);
+        assert_eq!(
+            t.apply(
+                Event::CountLookup {
+                    kind: LookupKind::Search
+                },
+                2_000
+            ),
+            Err(TransitionError::LookupsExhausted {
+                kind: LookupKind::Search,
+                max: MAX_PLANNING_SEARCHES
+            })
+        );
+        // Reads have their own cap.
+        let t = t
+            .apply(
+                Event::CountLookup {
+                    kind: LookupKind::Read,
+                },
+                2_000,
+            )
+            .unwrap();
+        assert_eq!(
+            t.lookups,
+            Lookups {
+                searches: 4,
+                reads: 1
+            }
+        );
     }
 
     #[test]

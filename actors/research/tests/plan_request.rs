@@ -270,3 +270,68 @@ async fn reject_ends_the_task_and_a_reload_interrupts_only_active_work() {
         ]
     );
 }
+
+#[tokio::test]
+async fn planning_look_ups_are_counted_durably_and_capped_across_reloads() {
+    use agent_research::TransitionError;
+    use agent_research::task::{LookupKind, MAX_PLANNING_SEARCHES};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentrt.sqlite");
+    let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+    let task = TaskId::new("r1").unwrap();
+    {
+        let p = open(&path, "proc-1", &clock).await;
+        let guard = p.leases.acquire(&session()).await.unwrap();
+        p.store
+            .create(
+                &guard.fence(),
+                task.clone(),
+                MessageId::new("msg-r1").unwrap(),
+                "an unfamiliar subject",
+            )
+            .await
+            .unwrap();
+        for _ in 0..MAX_PLANNING_SEARCHES - 1 {
+            p.store
+                .count_lookup(&guard.fence(), &task, LookupKind::Search)
+                .await
+                .unwrap();
+        }
+        guard.abandon();
+    }
+    clock.advance(Duration::from_secs(31));
+    // After a reload the count is what was stored, not zero.
+    let p = open(&path, "proc-2", &clock).await;
+    let guard = p.leases.acquire(&session()).await.unwrap();
+    let interrupted = p.store.interrupt_active(&guard.fence()).await.unwrap();
+    assert_eq!(interrupted, vec![task.clone()]);
+    p.store
+        .apply(&guard.fence(), &task, agent_research::Event::Resume)
+        .await
+        .unwrap();
+    let counted = p
+        .store
+        .count_lookup(&guard.fence(), &task, LookupKind::Search)
+        .await
+        .unwrap();
+    assert_eq!(counted.searches, MAX_PLANNING_SEARCHES);
+    let over = p
+        .store
+        .count_lookup(&guard.fence(), &task, LookupKind::Search)
+        .await;
+    assert_eq!(
+        over,
+        Err(ResearchError::Transition(
+            TransitionError::LookupsExhausted {
+                kind: LookupKind::Search,
+                max: MAX_PLANNING_SEARCHES
+            }
+        ))
+    );
+    let reads = p
+        .store
+        .count_lookup(&guard.fence(), &task, LookupKind::Read)
+        .await
+        .unwrap();
+    assert_eq!(reads.reads, 1);
+}
