@@ -2,7 +2,9 @@
 //! widen them, enforced as capability caveats and decided by the
 //! capabilities crate's own verifier; S9.4: plan approval bypasses nothing,
 //! so an authorised read of a private address is still refused by the
-//! fetch crate's URL policy.
+//! fetch crate's URL policy. (Native: the policy test runs on tokio; the
+//! caveat checks run in Chromium too, in `tests/wasm.rs`.)
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::net::IpAddr;
 use std::sync::Arc;
