@@ -351,3 +351,180 @@ async fn execution_reads_approved_sources_through_the_fetch_tool_and_the_url_pol
     }
     assert_eq!(report.evidence.len(), 2);
 }
+
+/// The execution driver: reads pending snapshot sources through the real
+/// `fetch_url` actor within a read budget; a reload in between (a new
+/// process on the same file) interrupts, Resume continues with only the
+/// sources not yet settled, and strict approval mode still reads
+/// automatically (reads need no confirmation; approval bypasses nothing).
+#[tokio::test]
+async fn the_driver_reads_pending_sources_within_its_budget_and_resumes_after_a_reload() {
+    use agent_capabilities::ApprovalMode;
+    use agent_kernel::tool::CancelHandle;
+    use agent_research::execute::{Execution, ExecutionError, Outcome, ReadChannel};
+
+    let hits = Arc::new(AtomicUsize::new(0));
+    let server = pages(hits.clone()).await;
+    let port = server.port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let clock: Arc<dyn Clock> = agent_test_support::clock();
+    let session = SessionId::new("s1").unwrap();
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let fetch_for = |storage: Arc<dyn Storage>| {
+        let resolver = ScriptedResolver::new()
+            .answer("docs.site.example", [loopback])
+            .answer("news.site.example", [loopback])
+            .answer("intranet.site.example", ["10.0.0.7".parse().unwrap()]);
+        let policy = UrlPolicy::public_web(Arc::new(resolver))
+            .allowing_test_servers(TestLoopback::for_tests_only(), [server]);
+        let reader = WebReader::new(
+            policy,
+            ReaderConfig {
+                jina_base: None,
+                jina_key: None,
+            },
+            Limits::spec(),
+            clock.clone(),
+        );
+        FetchActor::new(Arc::new(reader), storage, clock.clone())
+            .spawn(agent_test_support::executor(), None)
+    };
+    let a = format!("http://docs.site.example:{port}/a");
+    let b = format!("http://news.site.example:{port}/b");
+    let private = format!("http://intranet.site.example:{port}/a");
+    let plan = ResearchPlan {
+        questions: vec!["How far are solid-state batteries?".into()],
+        queries: vec![],
+        sources: vec![a.clone(), private.clone(), b.clone()],
+        domains: ["site.example".to_string()].into(),
+        dates: None,
+        notes: vec![],
+    };
+    let task = TaskId::new("r1").unwrap();
+    let run = RunId::new(RUN).unwrap();
+    let authority = Authority::new(RUN, [12; 32]);
+    let scope = ExecutionScope::mint(&authority, &plan, &read_tool(), u64::MAX >> 12);
+    let verifier = authority.verifier();
+
+    // Process 1: approve, then one read only (the budget).
+    {
+        let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&path).await.unwrap());
+        let leases = LeaseManager::new(
+            storage.clone(),
+            clock.clone(),
+            agent_test_support::executor(),
+            OwnerId::new("proc-1").unwrap(),
+            Duration::from_millis(200),
+        );
+        let guard = leases.acquire(&session).await.unwrap();
+        let fence = guard.fence();
+        let store = ResearchStore::new(storage.clone(), clock.clone());
+        store
+            .create(
+                &fence,
+                task.clone(),
+                MessageId::new("m1").unwrap(),
+                "batteries",
+            )
+            .await
+            .unwrap();
+        let request = RequestId::new("plan-1").unwrap();
+        store
+            .propose_plan(&fence, &task, &plan, request.clone())
+            .await
+            .unwrap();
+        store
+            .decide_plan(&fence, &task, &request, PlanDecision::Approve)
+            .await
+            .unwrap();
+        let read = ReadChannel {
+            addr: fetch_for(storage.clone()),
+            definition: fetch_url_definition(),
+        };
+        let cancel = CancelHandle::new();
+        let execution = Execution {
+            store: &store,
+            fence: &fence,
+            task: &task,
+            run: &run,
+            scope: &scope,
+            verifier: &verifier,
+            read: &read,
+            mode: ApprovalMode::Strict,
+            max_reads: 1,
+            cancel: cancel.token(),
+        };
+        assert_eq!(
+            execution.run().await.unwrap(),
+            Outcome::BudgetSpent { remaining: 2 }
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        // A tool that is not read-only is refused before anything is read.
+        let mut writer = fetch_url_definition();
+        writer.effects = [agent_capabilities::EffectClass::WriteExternal].into();
+        let bad = ReadChannel {
+            addr: read.addr.clone(),
+            definition: writer,
+        };
+        let refused = Execution {
+            read: &bad,
+            ..execution
+        }
+        .run()
+        .await;
+        assert!(matches!(refused, Err(ExecutionError::NotReadOnly { .. })));
+        guard.abandon();
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    // Process 2: recovery interrupts; nothing is read until Resume.
+    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&path).await.unwrap());
+    let leases = LeaseManager::new(
+        storage.clone(),
+        clock.clone(),
+        agent_test_support::executor(),
+        OwnerId::new("proc-2").unwrap(),
+        Duration::from_secs(30),
+    );
+    let guard = leases.acquire(&session).await.unwrap();
+    let fence = guard.fence();
+    let store = ResearchStore::new(storage.clone(), clock.clone());
+    assert_eq!(
+        store.interrupt_active(&fence).await.unwrap(),
+        vec![task.clone()]
+    );
+    let read = ReadChannel {
+        addr: fetch_for(storage.clone()),
+        definition: fetch_url_definition(),
+    };
+    let execution = Execution {
+        store: &store,
+        fence: &fence,
+        task: &task,
+        run: &run,
+        scope: &scope,
+        verifier: &verifier,
+        read: &read,
+        mode: ApprovalMode::Strict,
+        max_reads: 10,
+        cancel: agent_kernel::tool::CancelHandle::new().token(),
+    };
+    assert!(execution.run().await.is_err(), "interrupted: no reads");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    store.apply(&fence, &task, Event::Resume).await.unwrap();
+    assert_eq!(execution.run().await.unwrap(), Outcome::Finished);
+    // Source a was not read again; the private one was refused unread.
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    let t = store.load(&session, &task).await.unwrap();
+    assert_eq!(t.phase, Phase::Synthesizing);
+    let evidence: Vec<String> = t
+        .snapshot
+        .unwrap()
+        .sources
+        .iter()
+        .filter_map(|s| s.read.as_ref().map(|r| format!("{} {}", r.evidence, s.url)))
+        .collect();
+    assert_eq!(evidence, vec![format!("ev-1 {a}"), format!("ev-2 {b}")]);
+    assert!(matches!(&t.gaps[..], [Gap::SourceFailed { url, .. }] if url == &private));
+}
