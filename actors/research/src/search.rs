@@ -28,7 +28,8 @@ use serde_json::json;
 
 use crate::plan::parse_source;
 
-/// The tool's name.
+/// The tool's name, reserved for this built-in in the kernel (no plugin or
+/// MCP function may take it).
 pub const WEB_SEARCH: &str = "web_search";
 /// The largest search response read, in bytes; a larger one is refused.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -519,6 +520,11 @@ impl Tool for WebSearchTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_name_is_reserved_for_the_built_in() {
+        assert!(agent_kernel::tool::names::RESERVED_TOOL_NAMES.contains(&WEB_SEARCH));
+    }
 
     #[test]
     fn the_definition_compiles_and_fingerprints() {
