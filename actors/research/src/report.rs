@@ -351,6 +351,7 @@ pub async fn publish_report(
                     artifact: expected,
                     size,
                 },
+                gaps: report.gaps.clone(),
             },
         )
         .await?;

@@ -360,8 +360,10 @@ pub enum Event {
     /// Execution stops early (budget spent, stopped by the person): synthesis
     /// of what was read, with the gap. Before execution: `Cancelled`.
     Stop { gap: Gap },
-    /// Synthesis published the report; with gaps the task is `Partial`.
-    Report { report: ReportRef },
+    /// Synthesis published the report; `gaps` are the report's own (the
+    /// task's, plus questions it could not answer), kept on the task too.
+    /// With any gap the task is `Partial`.
+    Report { report: ReportRef, gaps: Vec<Gap> },
     /// Reload, offline, executor lost (S2.5).
     Interrupt,
     /// The person chose Resume.
@@ -522,8 +524,13 @@ impl ResearchTask {
                     Phase::Cancelled
                 };
             }
-            (Phase::Synthesizing, Event::Report { report }) => {
+            (Phase::Synthesizing, Event::Report { report, gaps }) => {
                 next.report = Some(report.clone());
+                for gap in gaps {
+                    if !next.gaps.contains(gap) {
+                        next.gaps.push(gap.clone());
+                    }
+                }
                 next.phase = if next.gaps.is_empty() {
                     Phase::Reported
                 } else {
@@ -628,6 +635,7 @@ mod tests {
                 artifact: "ab".repeat(32),
                 size: 10,
             },
+            gaps: vec![],
         }
     }
 
@@ -903,6 +911,26 @@ mod tests {
         assert!(TaskId::new("a/b").is_err());
         assert!(MessageId::new("x".repeat(129)).is_err());
         assert!(serde_json::from_str::<TaskId>("\"../etc\"").is_err());
+    }
+
+    #[test]
+    fn a_report_with_its_own_gaps_makes_the_task_partial() {
+        let t = at(Phase::Synthesizing)
+            .apply(
+                Event::Report {
+                    report: ReportRef {
+                        artifact: "cd".repeat(32),
+                        size: 1,
+                    },
+                    gaps: vec![Gap::Unanswered {
+                        question: "Who?".into(),
+                    }],
+                },
+                3_000,
+            )
+            .unwrap();
+        assert_eq!(t.phase, Phase::Partial);
+        assert_eq!(t.gaps.len(), 1);
     }
 
     #[test]
