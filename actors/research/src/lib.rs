@@ -12,6 +12,8 @@
 //! - [`scope`]: execution-phase read authority as capabilities, model
 //!   filters as caveats that only narrow (S9.5);
 //! - [`search`]: `web_search` with a pluggable backend and SearXNG's JSON API;
+//! - [`answers`]: what planning and synthesis ask a model (synthesis without
+//!   tools) and the bounded, strict reading of their JSON answers;
 //! - [`execute`]: reading the frozen snapshot through the host's read tool,
 //!   each read put to the approval policy and recorded (S9.4, S9.5);
 //! - [`report`]: the three-part report Artifact and its evidence check (S9.6);
@@ -69,6 +71,7 @@
 // wasm32 the host traits inside are not `Send`, by design (as in the kernel).
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
+pub mod answers;
 pub mod execute;
 pub mod plan;
 pub mod report;
