@@ -273,6 +273,86 @@ impl Report {
     pub fn is_partial(&self) -> bool {
         !self.gaps.is_empty()
     }
+
+    /// The report as Markdown for people (a CLI, a page), its parts under
+    /// their own headings, in a fixed order: findings with their citations,
+    /// unverified material, model knowledge, gaps, then the evidence each
+    /// citation resolves to (URL and text hash). Text from the report is
+    /// put on one line each and Markdown's active characters at the start
+    /// of a line are escaped, so a claim cannot make a heading of its own.
+    pub fn to_markdown(&self) -> String {
+        let mut out = format!("# {}\n\n", inline(&self.title));
+        if self.is_partial() {
+            out.push_str("_Partial report: see Gaps._\n\n");
+        }
+        out.push_str("## Findings from sources\n\n");
+        if self.findings.is_empty() {
+            out.push_str("(none)\n");
+        }
+        for finding in &self.findings {
+            let cites: Vec<String> = finding.evidence.iter().map(|e| format!("[{e}]")).collect();
+            out.push_str(&format!(
+                "- {} {}\n",
+                inline(&finding.claim),
+                cites.join(" ")
+            ));
+        }
+        for (heading, items) in [
+            ("Unverified material", &self.unverified),
+            ("Model knowledge (not from sources)", &self.model_knowledge),
+        ] {
+            out.push_str(&format!("\n## {heading}\n\n"));
+            if items.is_empty() {
+                out.push_str("(none)\n");
+            }
+            for item in items {
+                out.push_str(&format!("- {}\n", inline(&item.text)));
+            }
+        }
+        if self.is_partial() {
+            out.push_str("\n## Gaps\n\n");
+            for gap in &self.gaps {
+                let text = match gap {
+                    Gap::SourceFailed { url, reason } => {
+                        format!(
+                            "source {} could not be read: {}",
+                            inline(url),
+                            inline(reason)
+                        )
+                    }
+                    Gap::BudgetExhausted { dimension } => {
+                        format!("the {} budget ran out", inline(dimension))
+                    }
+                    Gap::Stopped => "research was stopped".to_owned(),
+                    Gap::Unanswered { question } => format!("unanswered: {}", inline(question)),
+                };
+                out.push_str(&format!("- {text}\n"));
+            }
+        }
+        out.push_str("\n## Evidence\n\n");
+        if self.evidence.is_empty() {
+            out.push_str("(none)\n");
+        }
+        for e in &self.evidence {
+            out.push_str(&format!(
+                "- [{}] {} (sha256 {})\n",
+                e.id,
+                inline(&e.final_url),
+                e.content.hash
+            ));
+        }
+        out
+    }
+}
+
+/// One line of report text, with Markdown's block-starting characters
+/// escaped at its start.
+fn inline(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.chars().next() {
+        Some('#' | '>' | '-' | '*' | '+' | '|' | '`' | '=' | '_' | '[') => format!("\\{line}"),
+        _ => line,
+    }
 }
 
 /// Stores a report as an immutable, content-addressed Artifact of a session
@@ -481,6 +561,26 @@ mod tests {
             forged.validate(task().snapshot.as_ref()),
             Err(ReportError::UnknownEvidence { .. })
         ));
+    }
+
+    #[test]
+    fn the_markdown_keeps_the_parts_apart_in_a_fixed_order() {
+        let mut d = draft(vec![ev(1)]);
+        d.model_knowledge.push(Statement {
+            text: "# Injected heading\nand a second line".into(),
+        });
+        let md = Report::build(&task(), d).unwrap().to_markdown();
+        let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s} missing in {md}"));
+        assert!(at("## Findings from sources") < at("## Unverified material"));
+        assert!(at("## Unverified material") < at("## Model knowledge"));
+        assert!(at("## Model knowledge") < at("## Gaps"));
+        assert!(at("## Gaps") < at("## Evidence"));
+        assert!(md.contains("- A says X. [ev-1]"));
+        assert!(md.contains("[ev-1] https://a.example.org/ (sha256 "));
+        assert!(md.contains("unanswered: Who maintains X?"));
+        // Report text cannot start a heading of its own.
+        assert!(md.contains("- \\# Injected heading and a second line"));
+        assert_eq!(md.matches("\n## ").count(), 5);
     }
 
     #[test]
