@@ -28,7 +28,7 @@ use agent_kernel::{CallId, RunId};
 use serde_json::json;
 
 use crate::plan::{parse_source, url_host};
-use crate::scope::ExecutionScope;
+use crate::scope::{ExecutionScope, ReadTool};
 use crate::store::{ResearchError, ResearchStore};
 use crate::task::{Event, Phase, ResearchTask, TaskId, TransitionError};
 
@@ -146,6 +146,7 @@ impl Execution<'_> {
                 return Ok(Outcome::BudgetSpent { remaining });
             }
             let result = self.read_one(url, &fingerprint).await?;
+            let result = self.check_final_url(url, result);
             self.store
                 .record_fetch_result(self.fence, self.task, url, &result, None)
                 .await?;
@@ -154,6 +155,43 @@ impl Execution<'_> {
             .apply(self.fence, self.task, Event::FinishExecution)
             .await?;
         Ok(Outcome::Finished)
+    }
+
+    /// A read that redirects outside the approved (and filtered) domains
+    /// is not evidence: its final URL is verified with the same capability
+    /// as the read itself, and a refusal turns the read into a gap.
+    fn check_final_url(&self, url: &str, result: ToolResult) -> ToolResult {
+        let ToolResult::Success(success) = &result else {
+            return result;
+        };
+        let Some(final_url) = success.provenance.final_url.as_deref() else {
+            return result;
+        };
+        if final_url == url {
+            return result;
+        }
+        match self.scope.authorize(
+            self.verifier,
+            self.run.as_str(),
+            &ReadTool {
+                name: self.read.definition.name.clone(),
+                fingerprint: self.scope.domains().grant().fingerprint.clone(),
+                origin: self.read.definition.origin.clone(),
+            },
+            final_url,
+            None,
+            self.store.now_ms(),
+        ) {
+            Ok(_) => result,
+            Err(e) => refused(
+                &self.read.definition.name,
+                "redirected_outside_plan",
+                format!(
+                    "the read ended at {}, outside the approved sources' scope ({e}); it is not used as evidence",
+                    final_url.chars().take(200).collect::<String>()
+                ),
+            ),
+        }
     }
 
     async fn read_one(

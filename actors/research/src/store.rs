@@ -551,6 +551,11 @@ impl ResearchStore {
         })
     }
 
+    /// The host clock's wall time, in ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.wall_ms()
+    }
+
     /// The storage this store writes to (for the report publisher and tests).
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage

@@ -44,6 +44,25 @@ async fn pages(hits: Arc<AtomicUsize>) -> SocketAddr {
     let a = hits.clone();
     let b = hits.clone();
     let app = Router::new()
+        // A redirect to another host (same server): outside the plan.
+        .route(
+            "/moved",
+            get(|headers: axum::http::HeaderMap| async move {
+                let host = headers
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let port = host.rsplit(':').next().unwrap_or_default().to_owned();
+                (
+                    axum::http::StatusCode::FOUND,
+                    [(
+                        header::LOCATION,
+                        format!("http://elsewhere.example:{port}/a"),
+                    )],
+                )
+            }),
+        )
         .route(
             "/a",
             get(move || {
@@ -375,7 +394,8 @@ async fn the_driver_reads_pending_sources_within_its_budget_and_resumes_after_a_
         let resolver = ScriptedResolver::new()
             .answer("docs.site.example", [loopback])
             .answer("news.site.example", [loopback])
-            .answer("intranet.site.example", ["10.0.0.7".parse().unwrap()]);
+            .answer("intranet.site.example", ["10.0.0.7".parse().unwrap()])
+            .answer("elsewhere.example", [loopback]);
         let policy = UrlPolicy::public_web(Arc::new(resolver))
             .allowing_test_servers(TestLoopback::for_tests_only(), [server]);
         let reader = WebReader::new(
@@ -393,10 +413,11 @@ async fn the_driver_reads_pending_sources_within_its_budget_and_resumes_after_a_
     let a = format!("http://docs.site.example:{port}/a");
     let b = format!("http://news.site.example:{port}/b");
     let private = format!("http://intranet.site.example:{port}/a");
+    let moved = format!("http://docs.site.example:{port}/moved");
     let plan = ResearchPlan {
         questions: vec!["How far are solid-state batteries?".into()],
         queries: vec![],
-        sources: vec![a.clone(), private.clone(), b.clone()],
+        sources: vec![a.clone(), private.clone(), b.clone(), moved.clone()],
         domains: ["site.example".to_string()].into(),
         dates: None,
         notes: vec![],
@@ -457,7 +478,7 @@ async fn the_driver_reads_pending_sources_within_its_budget_and_resumes_after_a_
         };
         assert_eq!(
             execution.run().await.unwrap(),
-            Outcome::BudgetSpent { remaining: 2 }
+            Outcome::BudgetSpent { remaining: 3 }
         );
         assert_eq!(hits.load(Ordering::SeqCst), 1);
         // A tool that is not read-only is refused before anything is read.
@@ -514,8 +535,10 @@ async fn the_driver_reads_pending_sources_within_its_budget_and_resumes_after_a_
     assert_eq!(hits.load(Ordering::SeqCst), 1);
     store.apply(&fence, &task, Event::Resume).await.unwrap();
     assert_eq!(execution.run().await.unwrap(), Outcome::Finished);
-    // Source a was not read again; the private one was refused unread.
-    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // Source a was not read again; the private one was refused unread;
+    // the redirect was followed (the policy allows the host) but its end
+    // lies outside the plan, so it is a gap, not evidence.
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
     let t = store.load(&session, &task).await.unwrap();
     assert_eq!(t.phase, Phase::Synthesizing);
     let evidence: Vec<String> = t
@@ -526,5 +549,10 @@ async fn the_driver_reads_pending_sources_within_its_budget_and_resumes_after_a_
         .filter_map(|s| s.read.as_ref().map(|r| format!("{} {}", r.evidence, s.url)))
         .collect();
     assert_eq!(evidence, vec![format!("ev-1 {a}"), format!("ev-2 {b}")]);
-    assert!(matches!(&t.gaps[..], [Gap::SourceFailed { url, .. }] if url == &private));
+    assert!(
+        matches!(&t.gaps[..], [Gap::SourceFailed { url: p, .. }, Gap::SourceFailed { url: m, reason }]
+            if p == &private && m == &moved && reason.starts_with("redirected_outside_plan")),
+        "{:?}",
+        t.gaps
+    );
 }
