@@ -407,6 +407,8 @@ pub enum TransitionError {
     AlreadySettled { url: String },
     #[error("planning has made its {max} {kind:?} look-ups; propose the plan with what is known")]
     LookupsExhausted { kind: LookupKind, max: u32 },
+    #[error("publication date {date:?} is not a valid YYYY-MM-DD date")]
+    BadDate { date: String },
     #[error("the approved plan has {count} sources, more than the {max} a snapshot holds")]
     SnapshotTooLarge { count: usize, max: usize },
 }
@@ -483,6 +485,18 @@ impl ResearchTask {
                     published,
                 },
             ) => {
+                if let Some(date) = published {
+                    let valid = agent_capabilities::TargetScope::Dates {
+                        from: date.clone(),
+                        to: date.clone(),
+                    }
+                    .covers(&agent_capabilities::Target::Date { date: date.clone() });
+                    if !valid {
+                        return Err(TransitionError::BadDate {
+                            date: date.chars().take(40).collect(),
+                        });
+                    }
+                }
                 let snapshot = next.snapshot.as_mut().ok_or_else(illegal)?;
                 let evidence = EvidenceId::new(format!("ev-{}", snapshot.reads() + 1))
                     .map_err(|_| illegal())?;
@@ -834,6 +848,17 @@ mod tests {
         assert!(matches!(
             t.apply(read("https://evil.example.net/"), 3_002),
             Err(TransitionError::NotInSnapshot { .. })
+        ));
+        let bad_date = Event::RecordRead {
+            url: "https://a.example.com/1".into(),
+            final_url: "https://a.example.com/1".into(),
+            content: blob("x"),
+            fetched_at_ms: 5,
+            published: Some("2024-02-30".into()),
+        };
+        assert!(matches!(
+            at(Phase::Executing).apply(bad_date, 3_002),
+            Err(TransitionError::BadDate { .. })
         ));
         assert!(matches!(
             t.apply(read("https://a.example.com/1"), 3_002),
