@@ -18,7 +18,8 @@
 //!   each read put to the approval policy and recorded (S9.4, S9.5);
 //! - [`report`]: the three-part report Artifact and its evidence check (S9.6);
 //! - [`start`]: `start_deep_research`, the deterministic start when the model
-//!   omits it, and the tool that creates the task (S9.3).
+//!   omits it, and the tool that creates the task (S9.3);
+//! - [`view`]: a task as a host shows it, read without side effects.
 //!
 //! # Design
 //!
@@ -80,6 +81,7 @@ pub mod search;
 pub mod start;
 pub mod store;
 pub mod task;
+pub mod view;
 
 pub use plan::{DateRange, PlanError, ResearchPlan};
 pub use store::{PlanDecision, ResearchError, ResearchStore};

@@ -335,3 +335,87 @@ async fn planning_look_ups_are_counted_durably_and_capped_across_reloads() {
         .unwrap();
     assert_eq!(reads.reads, 1);
 }
+
+/// The host's view of a task reads only: it shows the plan request without
+/// marking it shown, and the sources with their state and evidence.
+#[tokio::test]
+async fn the_view_reads_only_and_shows_sources_with_their_evidence() {
+    use agent_kernel::host::Table;
+    use agent_research::view::read_research;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentrt.sqlite");
+    let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+    let p = open(&path, "proc-1", &clock).await;
+    awaiting(&p, "r1", "plan-r1").await;
+    let task = TaskId::new("r1").unwrap();
+    let key = agent_research::ResearchTask::key_for(&session(), &task);
+    let storage = p.store.storage().clone();
+    let before = storage.get(Table::Meta, &key).await.unwrap();
+    let view = read_research(&p.store, &session(), &task).await.unwrap();
+    let again = read_research(&p.store, &session(), &task).await.unwrap();
+    assert_eq!(view, again);
+    assert_eq!(storage.get(Table::Meta, &key).await.unwrap(), before);
+    assert_eq!(view.phase, "awaiting_plan_approval");
+    assert_eq!(view.topic, "the state of X");
+    assert!(!view.plan_approved);
+    assert_eq!(view.plan.as_ref().unwrap().questions.len(), 2);
+    assert!(!view.plan_request.as_ref().unwrap().presented);
+    // The page still gets the plan once through present_plan.
+    let guard = p.leases.acquire(&session()).await.unwrap();
+    assert!(
+        p.store
+            .present_plan(&guard.fence(), &task)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    p.store
+        .decide_plan(
+            &guard.fence(),
+            &task,
+            &RequestId::new("plan-r1").unwrap(),
+            PlanDecision::Approve,
+        )
+        .await
+        .unwrap();
+    p.store
+        .record_read(
+            &guard.fence(),
+            &task,
+            "https://x.example.org/docs",
+            "https://x.example.org/docs/",
+            b"docs",
+            Some("2025-02-01".into()),
+        )
+        .await
+        .unwrap();
+    p.store
+        .apply(
+            &guard.fence(),
+            &task,
+            agent_research::Event::RecordFailure {
+                url: "https://blog.example.com/x".into(),
+                reason: "HTTP 404".into(),
+            },
+        )
+        .await
+        .unwrap();
+    p.store
+        .apply(&guard.fence(), &task, agent_research::Event::Interrupt)
+        .await
+        .unwrap();
+    let view = read_research(&p.store, &session(), &task).await.unwrap();
+    assert_eq!(view.phase, "interrupted");
+    assert_eq!(view.resume_to, Some(agent_research::ActivePhase::Executing));
+    assert!(view.plan_approved);
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["sources"][0]["state"], "read");
+    assert_eq!(json["sources"][0]["evidence"], "ev-1");
+    assert_eq!(
+        json["sources"][0]["content_hash"],
+        agent_capabilities::sha256_hex(b"docs")
+    );
+    assert_eq!(json["sources"][1]["state"], "failed");
+    assert_eq!(json["sources"][1]["reason"], "HTTP 404");
+    assert_eq!(json["gaps"][0]["kind"], "source_failed");
+}
