@@ -307,8 +307,13 @@ impl ResearchStore {
             _ => return Ok(None),
         }
         let plan = self.proposed_plan(&task).await?;
-        self.apply(fence, id, Event::PresentPlan).await?;
-        Ok(plan)
+        // Marked in a compare-and-set step that refuses a request already
+        // shown: of two tabs presenting at once, one gets the plan.
+        match self.apply(fence, id, Event::PresentPlan).await {
+            Ok(_) => Ok(plan),
+            Err(ResearchError::Transition(TransitionError::AlreadyPresented)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The person's decision on plan request `request`: the one pending

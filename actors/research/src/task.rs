@@ -407,6 +407,8 @@ pub enum TransitionError {
     AlreadySettled { url: String },
     #[error("planning has made its {max} {kind:?} look-ups; propose the plan with what is known")]
     LookupsExhausted { kind: LookupKind, max: u32 },
+    #[error("the plan request was already shown; it is shown once (S6.4)")]
+    AlreadyPresented,
     #[error("publication date {date:?} is not a valid YYYY-MM-DD date")]
     BadDate { date: String },
     #[error("the approved plan has {count} sources, more than the {max} a snapshot holds")]
@@ -444,6 +446,9 @@ impl ResearchTask {
             }
             (Phase::AwaitingPlanApproval, Event::PresentPlan) => {
                 let request = next.plan_request.as_mut().ok_or_else(illegal)?;
+                if request.presented {
+                    return Err(TransitionError::AlreadyPresented);
+                }
                 request.presented = true;
             }
             (Phase::AwaitingPlanApproval, Event::ApprovePlan { approved, sources }) => {
@@ -825,6 +830,11 @@ mod tests {
         assert_eq!(t.plan_request.as_ref().map(|r| r.presented), Some(false));
         let shown = t.apply(Event::PresentPlan, 2_500).unwrap();
         assert_eq!(shown.plan_request.as_ref().map(|r| r.presented), Some(true));
+        // Shown once: a second presentation is refused, typed.
+        assert_eq!(
+            shown.apply(Event::PresentPlan, 2_600),
+            Err(TransitionError::AlreadyPresented)
+        );
         let t = shown.apply(approve(), 3_000).unwrap();
         assert!(t.plan_request.is_none());
         let snapshot = t.snapshot.as_ref().unwrap();

@@ -419,3 +419,40 @@ async fn the_view_reads_only_and_shows_sources_with_their_evidence() {
     assert_eq!(json["sources"][1]["reason"], "HTTP 404");
     assert_eq!(json["gaps"][0]["kind"], "source_failed");
 }
+
+/// Two tabs of one owner present the plan at the same moment: it is shown
+/// by one of them only (S6.4).
+#[tokio::test]
+async fn presenting_at_once_shows_the_plan_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentrt.sqlite");
+    let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+    for round in 0..10 {
+        let p = open(&path, "proc-1", &clock).await;
+        let id = format!("r{round}");
+        awaiting(&p, &id, &format!("plan-{round}")).await;
+        let task = TaskId::new(id).unwrap();
+        let guard = p.leases.acquire(&session()).await.unwrap();
+        let fence = guard.fence();
+        let other = ResearchStore::new(p.store.storage().clone(), clock.clone());
+        let (a, b) = tokio::join!(
+            p.store.present_plan(&fence, &task),
+            other.present_plan(&fence, &task)
+        );
+        let shown = [&a, &b].iter().filter(|r| matches!(r, Ok(Some(_)))).count();
+        assert_eq!(shown, 1, "round {round}: {a:?} {b:?}");
+        for r in [&a, &b] {
+            assert!(
+                matches!(
+                    r,
+                    Ok(_)
+                        | Err(ResearchError::Storage(
+                            agent_kernel::host::StorageError::ConditionFailed { .. }
+                        ))
+                ),
+                "{r:?}"
+            );
+        }
+        assert_eq!(p.store.present_plan(&fence, &task).await.unwrap(), None);
+    }
+}
