@@ -421,7 +421,10 @@ async fn the_view_reads_only_and_shows_sources_with_their_evidence() {
 }
 
 /// Two tabs of one owner present the plan at the same moment: it is shown
-/// by one of them only (S6.4).
+/// by one of them only (S6.4). The interleaving is whatever the runtime
+/// gives (a smoke test); the rule that makes it hold in every interleaving
+/// is checked directly at the end: marking a shown request again is refused
+/// inside the compare-and-set step, and the record is unchanged.
 #[tokio::test]
 async fn presenting_at_once_shows_the_plan_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,5 +457,26 @@ async fn presenting_at_once_shows_the_plan_once() {
             );
         }
         assert_eq!(p.store.present_plan(&fence, &task).await.unwrap(), None);
+        let key = agent_research::ResearchTask::key_for(&session(), &task);
+        let storage = p.store.storage().clone();
+        let before = storage
+            .get(agent_kernel::host::Table::Meta, &key)
+            .await
+            .unwrap();
+        assert_eq!(
+            p.store
+                .apply(&fence, &task, agent_research::Event::PresentPlan)
+                .await,
+            Err(ResearchError::Transition(
+                agent_research::TransitionError::AlreadyPresented
+            ))
+        );
+        assert_eq!(
+            storage
+                .get(agent_kernel::host::Table::Meta, &key)
+                .await
+                .unwrap(),
+            before
+        );
     }
 }
