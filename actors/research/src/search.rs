@@ -58,6 +58,34 @@ pub fn planning_notes(search_configured: bool) -> Vec<String> {
     }
 }
 
+/// A planning look-up by search failed: over the cap (nothing was sent),
+/// or the search itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanningSearchError {
+    #[error(transparent)]
+    Research(#[from] crate::store::ResearchError),
+    #[error(transparent)]
+    Search(#[from] SearchError),
+}
+
+/// A planning look-up by search (S9.4): counted durably in the task first
+/// (refused over the cap before anything is sent), then asked of `backend`.
+pub async fn planning_search(
+    store: &crate::store::ResearchStore,
+    fence: &agent_kernel::host::Fence,
+    task: &crate::task::TaskId,
+    backend: &dyn SearchBackend,
+    query: &str,
+    limit: usize,
+    cancel: CancelToken,
+) -> Result<SearchResults, PlanningSearchError> {
+    check_query(query)?;
+    store
+        .count_lookup(fence, task, crate::task::LookupKind::Search)
+        .await?;
+    Ok(backend.search(query, limit, cancel).await?)
+}
+
 /// One search hit: external, untrusted data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchHit {

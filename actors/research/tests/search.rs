@@ -312,3 +312,74 @@ async fn web_search_through_the_tool_shell_is_external_untrusted_with_provenance
     assert!(matches!(refused, ToolResult::Error(_)));
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// S9.4: planning's searches are counted in the task before they are sent
+/// and capped; the one over the cap reaches no server.
+#[tokio::test]
+async fn planning_searches_are_counted_and_capped_before_anything_is_sent() {
+    use agent_kernel::host::{LeaseManager, Storage};
+    use agent_kernel::{OwnerId, SessionId};
+    use agent_research::search::{PlanningSearchError, planning_search};
+    use agent_research::task::MAX_PLANNING_SEARCHES;
+    use agent_research::{MessageId, ResearchError, ResearchStore, TaskId, TransitionError};
+
+    let (addr, seen) = searxng().await;
+    let b = backend(addr, "/");
+    let storage: Arc<dyn Storage> = Arc::new(agent_kernel::memory::MemoryStorage::new());
+    let clock: Arc<dyn Clock> = agent_test_support::clock();
+    let leases = LeaseManager::new(
+        storage.clone(),
+        clock.clone(),
+        agent_test_support::executor(),
+        OwnerId::new("tab-1").unwrap(),
+        std::time::Duration::from_secs(30),
+    );
+    let session = SessionId::new("s1").unwrap();
+    let guard = leases.acquire(&session).await.unwrap();
+    let store = ResearchStore::new(storage, clock);
+    let task = TaskId::new("r1").unwrap();
+    store
+        .create(
+            &guard.fence(),
+            task.clone(),
+            MessageId::new("m1").unwrap(),
+            "an unfamiliar subject",
+        )
+        .await
+        .unwrap();
+    for i in 0..MAX_PLANNING_SEARCHES {
+        let r = planning_search(
+            &store,
+            &guard.fence(),
+            &task,
+            &*b,
+            &format!("query {i}"),
+            3,
+            CancelHandle::new().token(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.hits.len(), 3);
+    }
+    let over = planning_search(
+        &store,
+        &guard.fence(),
+        &task,
+        &*b,
+        "one more",
+        3,
+        CancelHandle::new().token(),
+    )
+    .await;
+    assert!(matches!(
+        over,
+        Err(PlanningSearchError::Research(ResearchError::Transition(
+            TransitionError::LookupsExhausted { .. }
+        )))
+    ));
+    assert_eq!(seen.lock().unwrap().len(), MAX_PLANNING_SEARCHES as usize);
+    assert_eq!(
+        store.load(&session, &task).await.unwrap().lookups.searches,
+        MAX_PLANNING_SEARCHES
+    );
+}
