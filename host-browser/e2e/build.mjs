@@ -1,5 +1,8 @@
-// Build the wasm bundle the page loads: cargo (release, wasm32) then
-// `wasm-bindgen --target web` into host-browser/pkg. Prints raw and gzipped sizes.
+// Build the two wasm modules of the browser host: cargo (release, wasm32)
+// then `wasm-bindgen --target web` into host-browser/pkg. The page loads
+// `agent_host_browser` first; `agent_worker_module` (QuickJS and the PDF
+// reader) is fetched and compiled the first time a run needs a Worker
+// (issue 18). Prints each one's raw and gzipped size.
 //
 // `node build.mjs --demo` (what `cargo xtask demo` runs) trades size for
 // build time: the workspace's dev profile, in the shared target directory
@@ -30,13 +33,21 @@ const env = {
 delete env.RUSTFLAGS;
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env });
 
-run('cargo', ['build', ...(demo ? [] : ['--release']), '--target', 'wasm32-unknown-unknown', '-p', 'agent-host-browser',
-  '--lib', '--target-dir', targetDir]);
-// The name and producers sections only help debuggers: about 1 MiB of the raw size.
-run('wasm-bindgen', ['--target', 'web', '--remove-name-section', '--remove-producers-section', '--out-dir', pkg,
-  join(targetDir, 'wasm32-unknown-unknown', profile, 'agent_host_browser.wasm')]);
-const wasm = join(pkg, 'agent_host_browser_bg.wasm');
-const raw = statSync(wasm).size;
-const gz = gzipSync(readFileSync(wasm), { level: 9 }).length;
 const mib = (n) => (n / 1048576).toFixed(2);
-console.log(`wasm bundle: ${wasm}\n  raw ${raw} bytes (${mib(raw)} MiB), gzip -9 ${gz} bytes (${mib(gz)} MiB)`);
+// One cargo invocation per module: built together, cargo would unify
+// agent-tools' features and put QuickJS and the PDF reader back into the
+// page's module.
+for (const [crate, stem, role] of [
+  ['agent-host-browser', 'agent_host_browser', 'the module the page loads first'],
+  ['agent-worker-module', 'agent_worker_module', 'the Worker module, loaded on first use'],
+]) {
+  run('cargo', ['build', ...(demo ? [] : ['--release']), '--target', 'wasm32-unknown-unknown', '-p', crate,
+    '--lib', '--target-dir', targetDir]);
+  // The name and producers sections only help debuggers: about 1 MiB of the raw size.
+  run('wasm-bindgen', ['--target', 'web', '--remove-name-section', '--remove-producers-section', '--out-dir', pkg,
+    join(targetDir, 'wasm32-unknown-unknown', profile, `${stem}.wasm`)]);
+  const wasm = join(pkg, `${stem}_bg.wasm`);
+  const raw = statSync(wasm).size;
+  const gz = gzipSync(readFileSync(wasm), { level: 9 }).length;
+  console.log(`wasm bundle (${role}): ${wasm}\n  raw ${raw} bytes (${mib(raw)} MiB), gzip -9 ${gz} bytes (${mib(gz)} MiB)`);
+}

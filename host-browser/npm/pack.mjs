@@ -15,8 +15,10 @@ const pkg = join(root, 'host-browser', 'pkg');
 const out = join(root, 'target', 'npm');
 const staging = join(out, 'package');
 const NAME = 'agent-runtime-browser';
+// The page's module, and the Worker module (QuickJS and the PDF reader)
+// that the runtime fetches on first use.
 const FILES = ['agent_host_browser.js', 'agent_host_browser.d.ts', 'agent_host_browser_bg.wasm',
-  'agent_host_browser_bg.wasm.d.ts'];
+  'agent_host_browser_bg.wasm.d.ts', 'agent_worker_module.js', 'agent_worker_module_bg.wasm'];
 
 // The version is the workspace's, so the package and the crates never disagree.
 const cargo = readFileSync(join(root, 'Cargo.toml'), 'utf8');
@@ -43,16 +45,18 @@ copyFileSync(join(here, 'README.md'), join(staging, 'README.md'));
 const manifest = {
   name: NAME,
   version,
-  description: 'The Trusted Agent Runtime in the browser: durable, capability-checked agent runs in a tab (IndexedDB, Web Locks, a Worker for run_javascript).',
+  description: 'The Trusted Agent Runtime in the browser: durable, capability-checked agent runs in a tab (IndexedDB, Web Locks, Workers for run_javascript and PDFs, loaded on first use).',
   license: 'MIT OR Apache-2.0',
   type: 'module',
   main: './agent_host_browser.js',
   types: './agent_host_browser.d.ts',
   exports: {
     '.': { types: './agent_host_browser.d.ts', import: './agent_host_browser.js' },
-    // The glue again by name, for the run_javascript Worker (`workerGlueUrl`).
     './agent_host_browser.js': './agent_host_browser.js',
     './agent_host_browser_bg.wasm': './agent_host_browser_bg.wasm',
+    // The Worker module, by URL (`workerGlueUrl`, `workerWasmUrl`).
+    './agent_worker_module.js': './agent_worker_module.js',
+    './agent_worker_module_bg.wasm': './agent_worker_module_bg.wasm',
     './package.json': './package.json',
   },
   files,

@@ -1,7 +1,7 @@
 //! The browser's `run_javascript` tool actor (S5.7): the same definition and
 //! limits as `agent_tools::builtin::javascript`, made by the one tool-actor
 //! shell (`agent_kernel::tool`), which checks the draft and verifies the
-//! capability before anything runs. Each script runs in the [`ScriptWorker`],
+//! capability before anything runs. Each script runs in a [`ModuleWorker`],
 //! so a script that ignores the soft deadline is stopped by terminating its
 //! Worker; a script whose run is stopped (`ToolMsg::Cancel`) is ended the
 //! same way.
@@ -17,7 +17,7 @@ use agent_tools::builtin::javascript::{JsLimits, definition};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::worker::{ScriptRequest, ScriptResponse, ScriptWorker, WorkerError};
+use crate::worker::{ModuleWorker, ScriptRequest, ScriptResponse, WorkerError};
 
 /// Time allowed past the soft deadline before the Worker is terminated
 /// (the engine checks its deadline every 10,000 ticks; a Worker may also
@@ -34,7 +34,7 @@ struct JsArgs {
 }
 
 struct JsWorkerTool {
-    worker: Rc<ScriptWorker>,
+    worker: Rc<ModuleWorker>,
     limits: JsLimits,
 }
 
@@ -42,7 +42,7 @@ struct JsWorkerTool {
 /// (the shell ends a stopped run's call at once), so the script does not
 /// keep the Worker busy for the next one.
 struct TerminateUnlessAnswered<'a> {
-    worker: &'a ScriptWorker,
+    worker: &'a ModuleWorker,
     answered: bool,
 }
 
@@ -98,6 +98,7 @@ impl Tool for JsWorkerTool {
             // The call's executor is gone: the supervisor interrupts the
             // run (S2.5) and Resume runs the script again.
             Err(e @ WorkerError::Lost(_)) => Err(ctx.fail(codes::EXECUTOR_LOST, e.to_string())),
+            Err(e @ WorkerError::Trapped(_)) => Err(ctx.fail("js_engine_error", e.to_string())),
             Err(e) => {
                 Err(ctx.fail_retryable("js_worker_lost", format!("{e}; the script may be retried")))
             }
@@ -110,7 +111,7 @@ impl Tool for JsWorkerTool {
 pub fn spawn_js_tool(
     executor: Arc<dyn Executor>,
     clock: Arc<dyn Clock>,
-    worker: Rc<ScriptWorker>,
+    worker: Rc<ModuleWorker>,
     limits: JsLimits,
 ) -> Result<ToolAddr, String> {
     let options = ToolOptions {

@@ -6,7 +6,9 @@
 //! - [`locks`]: session leases across tabs (Web Locks or a localStorage
 //!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
 //! - [`page`]: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
-//! - [`worker`]: the dedicated Worker that runs `run_javascript` (S5.7);
+//! - [`worker`]: the dedicated Workers that run `run_javascript` and read
+//!   PDFs in the Worker module (`agent-worker-module`), loaded on first use (S5.7);
+//! - [`pdf_reader`] (feature `runtime`): `extract_document`'s PDF reader on such a Worker;
 //! - [`platform`]: clock, entropy and executor from the browser;
 //! - [`subscriptions`]: the runtime's registry of live event subscriptions
 //!   (they live until closed, not until their JS handle is collected);
@@ -33,7 +35,9 @@ pub mod js_tool;
 pub mod locks;
 #[cfg(target_arch = "wasm32")]
 pub mod page;
+#[cfg(all(target_arch = "wasm32", feature = "runtime"))]
+pub mod pdf_reader;
 #[cfg(target_arch = "wasm32")]
 pub mod platform;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "runtime"))]
 pub mod worker;

@@ -1,13 +1,15 @@
-//! The dedicated Worker that runs `run_javascript` scripts (S5.7): the main
-//! thread posts a script, the Worker runs it in QuickJS (this same wasm
-//! module, instantiated inside the Worker) and posts the result back. Past
-//! the hard deadline the Worker is terminated and replaced; the engine's
-//! interrupt handler is only the soft deadline.
+//! The dedicated Workers that run the heavy built-ins (S5.7): a
+//! `run_javascript` script in QuickJS, or a PDF for `extract_document`.
+//! Both live in the Worker's own wasm module (`agent-worker-module`), which
+//! the page fetches and compiles on first use, so the module the page loads
+//! first carries neither (issue 18). Past the hard deadline the Worker is
+//! terminated and replaced; the engine's interrupt handler is only the
+//! soft deadline.
 //!
-//! The Worker makes no network request of its own: the main thread hands it
-//! the compiled `WebAssembly.Module` and the wasm-bindgen glue as a `blob:`
+//! The Worker makes no network request of its own: the page hands it the
+//! compiled `WebAssembly.Module` and the wasm-bindgen glue as a `blob:`
 //! URL, and the Worker removes `fetch`, `XMLHttpRequest`, `WebSocket`,
-//! `EventSource` and `importScripts` from its scope before any script runs.
+//! `EventSource` and `importScripts` from its scope before any work runs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,7 +18,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::channel::oneshot;
-use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, WorkerType};
@@ -24,48 +25,33 @@ use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, W
 use crate::js::describe;
 use crate::platform;
 
-/// One script for the Worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScriptRequest {
-    pub code: String,
-    pub input: serde_json::Value,
-    /// `agent_tools::builtin::javascript::JsLimits`, as JSON.
-    pub limits: serde_json::Value,
-}
+pub use agent_tools::builtin::offload::{PdfRequest, PdfResponse, ScriptRequest, ScriptResponse};
 
-/// What the Worker answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScriptResponse {
-    Ok {
-        value: serde_json::Value,
-        json_bytes: usize,
-        elapsed_ms: u64,
-    },
-    Err {
-        code: String,
-        message: String,
-    },
-}
-
-/// The Worker could not run the script.
+/// The Worker could not do the work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkerError {
     #[error(
-        "the script ran past its hard deadline of {0:?}; the Worker was terminated and will be replaced"
+        "the work ran past its hard deadline of {0:?}; the Worker was terminated and will be replaced"
     )]
     Terminated(Duration),
-    #[error("the JavaScript Worker could not start: {0}")]
+    #[error("the Worker could not start: {0}")]
     Start(String),
-    #[error("the JavaScript Worker failed: {0}")]
+    #[error("the Worker failed: {0}")]
     Failed(String),
-    /// The Worker died with the script in flight (it reported an error, or
-    /// the page let go of it): the executor of that call is lost.
-    #[error("the JavaScript Worker died with the script in flight: {0}")]
+    /// The Worker died with the work in flight (it reported an error, it
+    /// trapped, or the page let go of it): the executor of that call is lost.
+    #[error("the Worker died with the work in flight: {0}")]
     Lost(String),
+    /// The module trapped on this input (a panic aborts in wasm32): the
+    /// Worker was replaced, and the same input would trap again.
+    #[error("the Worker's module failed on this input ({0}); its Worker was replaced")]
+    Trapped(String),
 }
 
-type Pending = Rc<RefCell<HashMap<u64, oneshot::Sender<Result<String, String>>>>>;
+/// An answer's text, and whether the module trapped giving it (then the
+/// instance is unusable and the Worker is replaced).
+type Answer = Result<(String, bool), String>;
+type Pending = Rc<RefCell<HashMap<u64, oneshot::Sender<Answer>>>>;
 
 struct Live {
     worker: Worker,
@@ -83,31 +69,125 @@ impl Live {
     }
 }
 
-/// The `run_javascript` Worker of one tab: started on first use, one script
-/// at a time, terminated and replaced past a deadline.
-pub struct ScriptWorker {
-    glue_url: String,
+/// Which wasm module a Worker instantiates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerModule {
+    /// The Worker module (`agent-worker-module`): its glue and its wasm,
+    /// fetched and compiled on first use.
+    Separate { glue_url: String, wasm_url: String },
+    /// The module this code runs in, through its glue: for a module that
+    /// links the Worker module's entry points itself (the wasm tests).
+    ThisModule { glue_url: String },
+}
+
+impl WorkerModule {
+    /// The Worker module whose glue is `glue_url`, with its wasm beside it
+    /// as `wasm-bindgen` names it (`name.js` → `name_bg.wasm`).
+    pub fn beside_glue(glue_url: &str) -> WorkerModule {
+        let stem = glue_url.strip_suffix(".js").unwrap_or(glue_url);
+        WorkerModule::Separate {
+            glue_url: glue_url.to_owned(),
+            wasm_url: format!("{stem}_bg.wasm"),
+        }
+    }
+
+    fn glue_url(&self) -> &str {
+        match self {
+            WorkerModule::Separate { glue_url, .. } | WorkerModule::ThisModule { glue_url } => {
+                glue_url
+            }
+        }
+    }
+}
+
+/// Where Workers get their module from: fetched and compiled once per tab,
+/// shared by every [`ModuleWorker`] of it.
+#[derive(Debug)]
+pub struct WorkerSource {
+    module: WorkerModule,
     glue_blob: RefCell<Option<String>>,
+    compiled: RefCell<Option<JsValue>>,
+}
+
+impl WorkerSource {
+    pub fn new(module: WorkerModule) -> Rc<WorkerSource> {
+        Rc::new(WorkerSource {
+            module,
+            glue_blob: RefCell::new(None),
+            compiled: RefCell::new(None),
+        })
+    }
+
+    async fn glue_blob(&self) -> Result<String, WorkerError> {
+        if let Some(url) = self.glue_blob.borrow().clone() {
+            return Ok(url);
+        }
+        let response = fetch_ok(self.module.glue_url()).await?;
+        let text = call_promise(&response, "text")
+            .await?
+            .as_string()
+            .ok_or_else(|| WorkerError::Start("glue is not text".into()))?;
+        let url = blob_url(&text, "text/javascript")?;
+        *self.glue_blob.borrow_mut() = Some(url.clone());
+        Ok(url)
+    }
+
+    /// The compiled module (a `WebAssembly.Module`) the Worker instantiates.
+    async fn module(&self) -> Result<JsValue, WorkerError> {
+        if let Some(module) = self.compiled.borrow().clone() {
+            return Ok(module);
+        }
+        let module = match &self.module {
+            WorkerModule::ThisModule { .. } => wasm_bindgen::module(),
+            WorkerModule::Separate { wasm_url, .. } => {
+                let response = fetch_ok(wasm_url).await?;
+                let bytes = call_promise(&response, "arrayBuffer").await?;
+                wasm_bindgen_futures::JsFuture::from(js_sys::WebAssembly::compile(&bytes))
+                    .await
+                    .map_err(|e| {
+                        WorkerError::Start(format!("compiling {wasm_url}: {}", describe(&e)))
+                    })?
+            }
+        };
+        *self.compiled.borrow_mut() = Some(module.clone());
+        Ok(module)
+    }
+}
+
+impl Drop for WorkerSource {
+    fn drop(&mut self) {
+        if let Some(url) = self.glue_blob.borrow_mut().take() {
+            let _ = Url::revoke_object_url(&url);
+        }
+    }
+}
+
+/// One dedicated Worker of a tab: started on first use, one piece of work
+/// at a time, terminated and replaced past a deadline.
+pub struct ModuleWorker {
+    source: Rc<WorkerSource>,
+    name: &'static str,
     live: RefCell<Option<Rc<Live>>>,
     next_id: Cell<u64>,
     turn: futures::lock::Mutex<()>,
     started: Cell<u32>,
 }
 
-impl std::fmt::Debug for ScriptWorker {
+impl std::fmt::Debug for ModuleWorker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScriptWorker")
-            .field("glue_url", &self.glue_url)
+        f.debug_struct("ModuleWorker")
+            .field("name", &self.name)
+            .field("module", &self.source.module)
             .field("workers_started", &self.started.get())
             .finish()
     }
 }
 
 /// The Worker's own script: wait for the module, drop every network API,
-/// then answer `run` messages with `__agentrt_worker_run`.
+/// then answer `run` messages with the module's entry points.
 fn worker_source(glue_blob_url: &str) -> String {
     format!(
-        r#"import init, {{ __agentrt_worker_run as run }} from {glue};
+        r#"import init, {{ __agentrt_worker_run as runScript, __agentrt_worker_read_pdf as readPdf }} from {glue};
 let ready = null;
 self.onmessage = async (event) => {{
   const m = event.data;
@@ -127,10 +207,13 @@ self.onmessage = async (event) => {{
   }}
   if (m.kind === 'run') {{
     await ready;
-    let response;
-    try {{ response = run(m.request); }}
-    catch (e) {{ response = JSON.stringify({{ err: {{ code: 'js_engine_error', message: String(e && e.message || e) }} }}); }}
-    self.postMessage({{ kind: 'result', id: m.id, response }});
+    try {{
+      const response = m.op === 'pdf' ? readPdf(m.bytes, m.request) : runScript(m.request);
+      self.postMessage({{ kind: 'result', id: m.id, response }});
+    }} catch (e) {{
+      // A trap (a panic aborts in wasm32) leaves the instance unusable.
+      self.postMessage({{ kind: 'result', id: m.id, trapped: true, response: String(e && e.message || e) }});
+    }}
   }}
 }};
 "#,
@@ -147,10 +230,11 @@ fn blob_url(text: &str, mime: &str) -> Result<String, WorkerError> {
     Url::create_object_url_with_blob(&blob).map_err(|e| WorkerError::Start(describe(&e)))
 }
 
-async fn fetch_text(url: &str) -> Result<String, WorkerError> {
+/// `fetch(url)` on the page, refusing a response that is not ok.
+async fn fetch_ok(url: &str) -> Result<JsValue, WorkerError> {
     let fetch = crate::js::global_property("fetch")
         .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-        .ok_or_else(|| WorkerError::Start("no fetch to load the wasm glue".into()))?;
+        .ok_or_else(|| WorkerError::Start("no fetch to load the Worker module".into()))?;
     let response = fetch
         .call1(&JsValue::UNDEFINED, &JsValue::from_str(url))
         .map_err(|e| WorkerError::Start(describe(&e)))?;
@@ -164,26 +248,28 @@ async fn fetch_text(url: &str) -> Result<String, WorkerError> {
     if !ok {
         return Err(WorkerError::Start(format!("loading {url} failed")));
     }
-    let text = js_sys::Reflect::get(&response, &JsValue::from_str("text"))
-        .ok()
-        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-        .ok_or_else(|| WorkerError::Start("response has no text()".into()))?
-        .call0(&response)
-        .map_err(|e| WorkerError::Start(describe(&e)))?;
-    wasm_bindgen_futures::JsFuture::from(js_sys::Promise::from(text))
-        .await
-        .map_err(|e| WorkerError::Start(describe(&e)))?
-        .as_string()
-        .ok_or_else(|| WorkerError::Start("glue is not text".into()))
+    Ok(response)
 }
 
-impl ScriptWorker {
-    /// A Worker that instantiates this wasm module through the glue at
-    /// `glue_url` (the `wasm-bindgen --target web` JavaScript file).
-    pub fn new(glue_url: &str) -> ScriptWorker {
-        ScriptWorker {
-            glue_url: glue_url.to_owned(),
-            glue_blob: RefCell::new(None),
+/// Call `response[method]()` and await the promise it returns.
+async fn call_promise(response: &JsValue, method: &str) -> Result<JsValue, WorkerError> {
+    let promise = js_sys::Reflect::get(response, &JsValue::from_str(method))
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+        .ok_or_else(|| WorkerError::Start(format!("the response has no {method}()")))?
+        .call0(response)
+        .map_err(|e| WorkerError::Start(describe(&e)))?;
+    wasm_bindgen_futures::JsFuture::from(js_sys::Promise::from(promise))
+        .await
+        .map_err(|e| WorkerError::Start(describe(&e)))
+}
+
+impl ModuleWorker {
+    /// A Worker (named `name` in the browser's tools) of `source`'s module.
+    pub fn new(source: Rc<WorkerSource>, name: &'static str) -> ModuleWorker {
+        ModuleWorker {
+            source,
+            name,
             live: RefCell::new(None),
             next_id: Cell::new(1),
             turn: futures::lock::Mutex::new(()),
@@ -196,25 +282,16 @@ impl ScriptWorker {
         self.started.get()
     }
 
-    async fn glue_blob(&self) -> Result<String, WorkerError> {
-        if let Some(url) = self.glue_blob.borrow().clone() {
-            return Ok(url);
-        }
-        let text = fetch_text(&self.glue_url).await?;
-        let url = blob_url(&text, "text/javascript")?;
-        *self.glue_blob.borrow_mut() = Some(url.clone());
-        Ok(url)
-    }
-
     async fn live(&self) -> Result<Rc<Live>, WorkerError> {
         if let Some(live) = self.live.borrow().clone() {
             return Ok(live);
         }
-        let glue = self.glue_blob().await?;
+        let glue = self.source.glue_blob().await?;
+        let module = self.source.module().await?;
         let script = blob_url(&worker_source(&glue), "text/javascript")?;
         let options = WorkerOptions::new();
         options.set_type(WorkerType::Module);
-        options.set_name("agentrt-run-javascript");
+        options.set_name(self.name);
         let worker = Worker::new_with_options(&script, &options)
             .map_err(|e| WorkerError::Start(describe(&e)))?;
         let pending: Pending = Rc::new(RefCell::new(HashMap::new()));
@@ -253,10 +330,14 @@ impl ScriptWorker {
                             .ok()
                             .and_then(|v| v.as_string())
                             .unwrap_or_default();
+                        let trapped = js_sys::Reflect::get(&data, &JsValue::from_str("trapped"))
+                            .ok()
+                            .and_then(|v| v.as_bool())
+                            .unwrap_or(false);
                         if id >= 0.0
                             && let Some(tx) = pending.borrow_mut().remove(&(id as u64))
                         {
-                            let _ = tx.send(Ok(response));
+                            let _ = tx.send(Ok((response, trapped)));
                         }
                     }
                     _ => {}
@@ -283,7 +364,7 @@ impl ScriptWorker {
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         let init = js_sys::Object::new();
         let _ = js_sys::Reflect::set(&init, &"kind".into(), &"init".into());
-        let _ = js_sys::Reflect::set(&init, &"module".into(), &wasm_bindgen::module());
+        let _ = js_sys::Reflect::set(&init, &"module".into(), &module);
         worker
             .post_message(&init)
             .map_err(|e| WorkerError::Start(describe(&e)))?;
@@ -320,6 +401,36 @@ impl ScriptWorker {
         request: &ScriptRequest,
         hard_deadline: Duration,
     ) -> Result<ScriptResponse, WorkerError> {
+        let text =
+            serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
+        let answer = self.call("script", &text, None, hard_deadline).await?;
+        serde_json::from_str(&answer).map_err(|e| WorkerError::Failed(e.to_string()))
+    }
+
+    /// Read one PDF; terminate the Worker if no answer comes within
+    /// `hard_deadline`.
+    pub async fn read_pdf(
+        &self,
+        bytes: &[u8],
+        request: &PdfRequest,
+        hard_deadline: Duration,
+    ) -> Result<PdfResponse, WorkerError> {
+        let text =
+            serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
+        let bytes = js_sys::Uint8Array::from(bytes);
+        let answer = self.call("pdf", &text, Some(bytes), hard_deadline).await?;
+        serde_json::from_str(&answer).map_err(|e| WorkerError::Failed(e.to_string()))
+    }
+
+    /// Post one piece of work (`op`, its JSON request and its bytes) and
+    /// wait for the answer's text, at most `hard_deadline`.
+    async fn call(
+        &self,
+        op: &str,
+        request: &str,
+        bytes: Option<js_sys::Uint8Array>,
+        hard_deadline: Duration,
+    ) -> Result<String, WorkerError> {
         let _turn = self.turn.lock().await;
         let live = self.live().await?;
         let ready = live.ready.clone();
@@ -335,13 +446,21 @@ impl ScriptWorker {
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
         live.pending.borrow_mut().insert(id, tx);
-        let text =
-            serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
         let message = js_sys::Object::new();
         let _ = js_sys::Reflect::set(&message, &"kind".into(), &"run".into());
+        let _ = js_sys::Reflect::set(&message, &"op".into(), &op.into());
         let _ = js_sys::Reflect::set(&message, &"id".into(), &JsValue::from_f64(id as f64));
-        let _ = js_sys::Reflect::set(&message, &"request".into(), &JsValue::from_str(&text));
-        if let Err(e) = live.worker.post_message(&message) {
+        let _ = js_sys::Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
+        let posted = match bytes {
+            Some(bytes) => {
+                let _ = js_sys::Reflect::set(&message, &"bytes".into(), &bytes);
+                // The copy moves to the Worker instead of being copied again.
+                live.worker
+                    .post_message_with_transfer(&message, &js_sys::Array::of1(&bytes.buffer()))
+            }
+            None => live.worker.post_message(&message),
+        };
+        if let Err(e) = posted {
             live.pending.borrow_mut().remove(&id);
             return Err(WorkerError::Failed(describe(&e)));
         }
@@ -352,68 +471,29 @@ impl ScriptWorker {
         match answer {
             None => {
                 self.terminate("terminated past the hard deadline");
-                // Start the replacement now, so the next script does not wait for it.
+                // Start the replacement now, so the next piece of work does not wait for it.
                 let _ = self.live().await;
                 Err(WorkerError::Terminated(hard_deadline))
             }
             Some(Err(_)) => {
                 self.terminate("lost");
-                Err(WorkerError::Lost("the Worker dropped the script".into()))
+                Err(WorkerError::Lost("the Worker dropped the work".into()))
             }
             Some(Ok(Err(message))) => {
                 self.terminate(&message);
                 Err(WorkerError::Lost(message))
             }
-            Some(Ok(Ok(text))) => {
-                serde_json::from_str(&text).map_err(|e| WorkerError::Failed(e.to_string()))
+            Some(Ok(Ok((message, true)))) => {
+                self.terminate(&message);
+                Err(WorkerError::Trapped(message))
             }
+            Some(Ok(Ok((text, false)))) => Ok(text),
         }
     }
 }
 
-impl Drop for ScriptWorker {
+impl Drop for ModuleWorker {
     fn drop(&mut self) {
         self.terminate("the runtime was dropped");
-        if let Some(url) = self.glue_blob.borrow_mut().take() {
-            let _ = Url::revoke_object_url(&url);
-        }
     }
-}
-
-/// The Worker's entry point: run one `ScriptRequest` (JSON) in QuickJS and
-/// answer a `ScriptResponse` (JSON). Called by the Worker script only.
-#[cfg(feature = "runtime")]
-#[wasm_bindgen(js_name = __agentrt_worker_run)]
-pub fn worker_run(request: &str) -> String {
-    use agent_tools::builtin::javascript::{JsLimits, browser_monotonic, run_script};
-    let response = match serde_json::from_str::<ScriptRequest>(request) {
-        Err(e) => ScriptResponse::Err {
-            code: "js_engine_error".into(),
-            message: format!("bad request to the Worker: {e}"),
-        },
-        Ok(req) => match serde_json::from_value::<JsLimits>(req.limits.clone()) {
-            Err(e) => ScriptResponse::Err {
-                code: "js_engine_error".into(),
-                message: format!("bad limits: {e}"),
-            },
-            Ok(limits) => {
-                let now = browser_monotonic();
-                match run_script(&req.code, &req.input, &limits, move || now()) {
-                    Ok(out) => ScriptResponse::Ok {
-                        value: out.value,
-                        json_bytes: out.json_bytes,
-                        elapsed_ms: u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX),
-                    },
-                    Err(e) => ScriptResponse::Err {
-                        code: e.code().to_owned(),
-                        message: e.to_string(),
-                    },
-                }
-            }
-        },
-    };
-    // A response is strings, numbers and JSON values: it always serialises.
-    serde_json::to_string(&response).unwrap_or_else(|_| {
-        r#"{"err":{"code":"js_engine_error","message":"unencodable response"}}"#.to_owned()
-    })
 }

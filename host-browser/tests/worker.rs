@@ -1,11 +1,20 @@
-//! The `run_javascript` Worker (S5.7) in headless Chromium: scripts run in
-//! QuickJS inside a dedicated Worker; the soft deadline (interrupt handler)
-//! keeps the Worker, the hard deadline terminates and replaces it.
+//! The Workers of the heavy built-ins (S5.7) in headless Chromium: scripts
+//! run in QuickJS inside a dedicated Worker; the soft deadline (interrupt
+//! handler) keeps the Worker, the hard deadline terminates and replaces it;
+//! PDFs are read in a Worker too. The Worker runs this test module itself,
+//! which links the Worker module's entry points (`agent-worker-module`).
 #![cfg(all(target_arch = "wasm32", feature = "runtime"))]
 
+extern crate agent_worker_module;
+
+use std::rc::Rc;
 use std::time::Duration;
 
-use agent_host_browser::worker::{ScriptRequest, ScriptResponse, ScriptWorker, WorkerError};
+use agent_host_browser::pdf_reader::WorkerPdfReader;
+use agent_host_browser::worker::{
+    ModuleWorker, ScriptRequest, ScriptResponse, WorkerError, WorkerModule, WorkerSource,
+};
+use agent_tools::builtin::document::{DocumentFormat, ExtractLimits, PdfReadError, PdfReader};
 use agent_tools::builtin::javascript::JsLimits;
 use serde_json::json;
 use wasm_bindgen_test::*;
@@ -24,6 +33,14 @@ fn test_glue_url() -> String {
         .href()
 }
 
+/// A Worker of this test module.
+fn test_worker() -> ModuleWorker {
+    let source = WorkerSource::new(WorkerModule::ThisModule {
+        glue_url: test_glue_url(),
+    });
+    ModuleWorker::new(source, "agentrt-test")
+}
+
 fn request(code: &str, limits: JsLimits) -> ScriptRequest {
     ScriptRequest {
         code: code.to_owned(),
@@ -34,7 +51,7 @@ fn request(code: &str, limits: JsLimits) -> ScriptRequest {
 
 #[wasm_bindgen_test]
 async fn s5_7_worker_runs_scripts_and_has_no_network_apis() {
-    let worker = ScriptWorker::new(&test_glue_url());
+    let worker = test_worker();
     let out = worker
         .run(
             &request("input.values.reduce((a, b) => a + b, 0)", JsLimits::DEFAULT),
@@ -78,7 +95,7 @@ async fn s5_7_worker_runs_scripts_and_has_no_network_apis() {
 /// with `js_time_limit`; the Worker survives.
 #[wasm_bindgen_test]
 async fn s5_7_soft_deadline_stops_a_spin_and_keeps_the_worker() {
-    let worker = ScriptWorker::new(&test_glue_url());
+    let worker = test_worker();
     let limits = JsLimits {
         time_ms: 100,
         ..JsLimits::DEFAULT
@@ -106,7 +123,7 @@ async fn s5_7_soft_deadline_stops_a_spin_and_keeps_the_worker() {
 /// the next script runs in the new Worker.
 #[wasm_bindgen_test]
 async fn s5_7_hard_deadline_terminates_and_replaces_the_worker() {
-    let worker = ScriptWorker::new(&test_glue_url());
+    let worker = test_worker();
     // Warm up, so the deadline measures the script alone.
     worker
         .run(&request("0", JsLimits::DEFAULT), Duration::from_secs(10))
@@ -144,7 +161,7 @@ async fn s5_7_hard_deadline_terminates_and_replaces_the_worker() {
 /// The stack bound (S5.7): deep recursion is a typed error, not a trap.
 #[wasm_bindgen_test]
 async fn s5_7_deep_recursion_is_a_stack_limit_error() {
-    let worker = ScriptWorker::new(&test_glue_url());
+    let worker = test_worker();
     let out = worker
         .run(
             &request(
@@ -167,8 +184,7 @@ async fn s5_7_deep_recursion_is_a_stack_limit_error() {
 /// new Worker.
 #[wasm_bindgen_test]
 async fn s2_5_a_worker_that_dies_mid_script_answers_lost_at_once() {
-    use std::rc::Rc;
-    let worker = Rc::new(ScriptWorker::new(&test_glue_url()));
+    let worker = Rc::new(test_worker());
     worker
         .run(&request("0", JsLimits::DEFAULT), Duration::from_secs(10))
         .await
@@ -201,4 +217,84 @@ async fn s2_5_a_worker_that_dies_mid_script_answers_lost_at_once() {
         .expect("a new Worker answers");
     assert!(matches!(out, ScriptResponse::Ok { .. }), "{out:?}");
     assert_eq!(worker.workers_started(), 2);
+}
+
+/// A one-page PDF 1.4 showing `text` in Helvetica, with exact offsets.
+fn one_page_pdf(text: &str, title: &str) -> Vec<u8> {
+    let stream = format!("BT\n/F1 12 Tf\n72 720 Td\n({text}) Tj\nET");
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [5 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned(),
+        format!("<< /Title ({title}) >>"),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 6 0 R /Resources << /Font << /F1 3 0 R >> >> >>".to_owned(),
+        format!("<< /Length {} >>\nstream\n{stream}\nendstream", stream.len()),
+    ];
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+/// Issue 18 item 4: `extract_document`'s PDF reader runs in the Worker
+/// module, not in the page's: a real PDF's text and title come back from
+/// the Worker, a malformed one is a typed `document_malformed`, and the
+/// same Worker reads the next file.
+#[wasm_bindgen_test]
+async fn pdfs_are_read_in_the_worker_and_a_malformed_one_is_a_typed_error() {
+    let worker = Rc::new(test_worker());
+    let reader = WorkerPdfReader::new(worker.clone());
+    let pdf = one_page_pdf("Quarterly numbers rose", "Report");
+    let extracted = reader
+        .read_pdf(pdf, ExtractLimits::DEFAULT, Duration::from_secs(30))
+        .await
+        .expect("the Worker reads the PDF");
+    assert_eq!(extracted.format, DocumentFormat::Pdf);
+    assert!(
+        extracted.text.contains("Quarterly numbers rose"),
+        "{extracted:?}"
+    );
+    assert_eq!(extracted.title.as_deref(), Some("Report"));
+
+    let mut broken = b"%PDF-1.4\n".to_vec();
+    broken.extend_from_slice(&[0xff; 64]);
+    let err = reader
+        .read_pdf(broken, ExtractLimits::DEFAULT, Duration::from_secs(30))
+        .await
+        .expect_err("not a PDF inside");
+    assert!(
+        matches!(&err, PdfReadError::Failed { code, .. } if code == "document_malformed"),
+        "{err:?}"
+    );
+    let again = reader
+        .read_pdf(
+            one_page_pdf("second file", "Two"),
+            ExtractLimits::DEFAULT,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the next PDF is read");
+    assert!(again.text.contains("second file"));
+    assert_eq!(
+        worker.workers_started(),
+        1,
+        "a malformed file needs no new Worker"
+    );
 }

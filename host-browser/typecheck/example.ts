@@ -193,7 +193,8 @@ export async function main(file: Blob): Promise<void> {
     secrets: [{ handle: "tickets-key", origin: "https://tickets.example", value: "s3cret" }],
     budget: { preset: "light", max_tokens: 50_000 },
     approvalMode: "strict",
-    workerGlueUrl: "/pkg/agent_host_browser.js",
+    workerGlueUrl: "/pkg/agent_worker_module.js",
+    workerWasmUrl: "/pkg/agent_worker_module_bg.wasm",
     leaseTtlMs: 30_000,
     alwaysOnPlugins: ["tickets"],
     mcpServers: [

@@ -47,7 +47,7 @@ async function loadConfig() {
   }
   const token = hash.get('gateway-token');
   if (token && !config.gateway) config.gateway = { url: location.origin, token };
-  config.workerGlueUrl ??= new URL('./pkg/agent_host_browser.js', import.meta.url).href;
+  config.workerGlueUrl ??= new URL('./pkg/agent_worker_module.js', import.meta.url).href;
   if (query.get('session')) state.session = query.get('session');
   return config;
 }

@@ -294,6 +294,7 @@ impl App {
             owner: native.owner().clone(),
             provider,
             javascript: Some(js),
+            pdf_reader: None,
             fetch: Some(Arc::new(reader)),
             secrets: options.config.secret_resolver(),
             plugins: options.config.plugins.clone(),

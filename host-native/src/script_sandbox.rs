@@ -71,7 +71,7 @@ pub const MAX_REQUEST_BYTES: usize =
 /// most 6 bytes per byte once escaped), with room to spare.
 pub fn reply_limit(limits: &JsLimits) -> usize {
     2 * limits.output_bytes
-        + 6 * 3 * agent_tools::builtin::javascript::engine::ERROR_TEXT_BYTES
+        + 6 * 3 * agent_tools::builtin::javascript::limits::ERROR_TEXT_BYTES
         + 64 * 1024
 }
 

@@ -484,6 +484,7 @@ impl TabSim {
                 owner: owner.clone(),
                 provider,
                 javascript: None,
+                pdf_reader: None,
                 fetch: None,
                 secrets: self.wiring.secrets.clone(),
                 plugins: Vec::new(),

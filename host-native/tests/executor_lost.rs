@@ -139,6 +139,7 @@ async fn env(
             owner: native.owner().clone(),
             provider: provider(scripted),
             javascript: None,
+            pdf_reader: None,
             fetch: None,
             secrets: Config::default().secret_resolver(),
             plugins: Vec::new(),

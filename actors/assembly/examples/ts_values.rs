@@ -249,6 +249,7 @@ impl Fixture {
                 scenarios: scripted,
             }),
             javascript: None,
+            pdf_reader: None,
             fetch: None,
             secrets: Arc::new(NoSecrets),
             plugins: Vec::new(),

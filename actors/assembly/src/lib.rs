@@ -48,7 +48,7 @@ use agent_kernel::host::{Host, LeaseGuard};
 use agent_kernel::protocol::ToolAddr;
 use agent_kernel::{OwnerId, RunId, SessionId};
 use agent_supervisor::{ModelProvider, RunError, Runtime, RuntimeOptions};
-use agent_tools::builtin::document::DocumentTool;
+use agent_tools::builtin::document::{DocumentTool, PdfReader};
 use agent_tools::registry::Exposure;
 use agent_tools::{
     PluginManifest, Registry, RegistryError, SecretResolver, ToolRegistration, ToolsHandle,
@@ -161,6 +161,9 @@ pub struct Parts {
     pub provider: Arc<dyn ModelProvider>,
     /// The already spawned `run_javascript` actor, or `None` (not offered).
     pub javascript: Option<ToolAddr>,
+    /// Where `extract_document` reads PDFs: in process when `None` (the
+    /// native host); the browser's Worker module in a tab.
+    pub pdf_reader: Option<Arc<dyn PdfReader>>,
     /// What `fetch_url` reads through, or `None` (not offered).
     pub fetch: Option<Arc<dyn FetchBackend>>,
     /// Resolves the secret handles plugins name.
@@ -244,6 +247,7 @@ impl Assembly {
             host.clock.clone(),
             Arc::new(WorkspaceDocuments::new(workspaces.clone())),
         )
+        .read_pdfs_with(parts.pdf_reader)
         .spawn(None)
         .map_err(|detail| AssemblyError::Spawn {
             tool: "extract_document",

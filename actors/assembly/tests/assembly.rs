@@ -85,6 +85,7 @@ fn parts(
         owner: OwnerId::new(owner).expect("owner"),
         provider,
         javascript: None,
+        pdf_reader: None,
         fetch: None,
         secrets: Arc::new(NoSecrets),
         plugins: vec![tickets_plugin()],

@@ -124,6 +124,7 @@ fn fixture(turns: &str) -> Fixture {
         owner: OwnerId::new("owner-a").expect("owner"),
         provider,
         javascript: None,
+        pdf_reader: None,
         fetch: None,
         secrets: Arc::new(NoSecrets),
         plugins: vec![tickets_plugin()],

@@ -102,7 +102,7 @@ fn s5_7_script_errors_are_typed() {
 /// them back over a pipe whose reply is bounded).
 #[test]
 fn error_texts_at_below_and_above_their_limit() {
-    use agent_tools::builtin::javascript::engine::ERROR_TEXT_BYTES;
+    use agent_tools::builtin::javascript::limits::ERROR_TEXT_BYTES;
     let thrown = |len: usize| match run(&format!("throw new Error('m'.repeat({len}))")) {
         Err(JsError::Thrown { message, .. }) => message,
         other => panic!("expected Thrown, got {other:?}"),

@@ -4,7 +4,8 @@
 // OpenAI-compatible endpoint to use a real one.
 import init, { AgentRuntime } from 'agent-runtime-browser';
 import wasmUrl from 'agent-runtime-browser/agent_host_browser_bg.wasm?url';
-import glueUrl from 'agent-runtime-browser/agent_host_browser.js?url';
+import workerGlueUrl from 'agent-runtime-browser/agent_worker_module.js?url';
+import workerWasmUrl from 'agent-runtime-browser/agent_worker_module_bg.wasm?url';
 
 const scenario = {
   turns: [
@@ -36,7 +37,8 @@ try {
     storage: 'memory',
     model: { provider: 'scripted', scenario },
     approvalMode: 'permissive',
-    workerGlueUrl: new URL(glueUrl, location.href).href,
+    workerGlueUrl: new URL(workerGlueUrl, location.href).href,
+    workerWasmUrl: new URL(workerWasmUrl, location.href).href,
   });
   const session = 'example';
   let runId = null;

@@ -148,6 +148,10 @@ async function main() {
   const gz = gzipSync(readFileSync(wasm), { level: 9 }).length;
   emit('wasm_first_module_gzip', 'wasm module the page loads first (pkg/agent_host_browser_bg.wasm), gzip -9',
     gz / 1048576, 'MiB', { raw_mib: raw / 1048576 });
+  const workerWasm = join(PKG, 'agent_worker_module_bg.wasm');
+  const workerRaw = statSync(workerWasm).size;
+  emit('wasm_worker_module_gzip', 'the Worker module, loaded on first use (pkg/agent_worker_module_bg.wasm), gzip -9',
+    gzipSync(readFileSync(workerWasm), { level: 9 }).length / 1048576, 'MiB', { raw_mib: workerRaw / 1048576 });
 
   const server = await startPageServer();
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: FLAGS });

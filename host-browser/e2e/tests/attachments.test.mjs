@@ -91,3 +91,72 @@ test('S12.3: a file picked and imported in the page is read by extract_document 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+/** A one-page PDF 1.4 showing `text`, with exact cross-reference offsets. */
+function onePagePdf(text, title) {
+  const stream = `BT\n/F1 12 Tf\n72 720 Td\n(${text}) Tj\nET`;
+  const objects = [
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    '<< /Type /Pages /Kids [5 0 R] /Count 1 >>',
+    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>',
+    `<< /Title (${title}) >>`,
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 6 0 R /Resources << /Font << /F1 3 0 R >> >> >>',
+    `<< /Length ${stream.length} >>\nstream\n${stream}\nendstream`,
+  ];
+  let out = '%PDF-1.4\n';
+  const offsets = [];
+  objects.forEach((body, i) => {
+    offsets.push(out.length);
+    out += `${i + 1} 0 obj\n${body}\nendobj\n`;
+  });
+  const xref = out.length;
+  out += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`;
+  for (const offset of offsets) out += `${String(offset).padStart(10, '0')} 00000 n \n`;
+  out += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R /Info 4 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
+  return Buffer.from(out, 'latin1');
+}
+
+test('issue 18: the Worker module is fetched only when a run first reads a PDF, and the PDF is read in it', async () => {
+  const context = await env.browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(`${env.pageUrl}/e2e-blank`);
+  const session = uniqueSession('pdf');
+  await page.evaluate(async ([baseUrl, databaseName]) => {
+    const pkg = await import('/pkg/agent_host_browser.js');
+    await pkg.default();
+    window.rt = await pkg.AgentRuntime.create({ databaseName, model: { provider: 'openai', baseUrl, model: 'e2e-model' } });
+  }, [model.baseUrl, `pdf-${Date.now()}`]);
+  const workerModuleLoaded = () => page.evaluate(() => performance.getEntriesByType('resource')
+    .some((r) => r.name.includes('agent_worker_module')));
+  assert.equal(await workerModuleLoaded(), false, 'the runtime is ready without the Worker module');
+
+  const pdf = onePagePdf('Red gadgets sold 777 units', 'Gadget report');
+  await page.evaluate(async ([s, bytes]) => {
+    const blob = new Blob([new Uint8Array(bytes)], { type: 'application/pdf' });
+    await window.rt.importFile(s, 'uploads/gadgets.pdf', blob, 'application/pdf', 'gadgets.pdf');
+  }, [session, [...pdf]]);
+  assert.equal(await workerModuleLoaded(), false, 'importing a file loads no Worker module');
+
+  const first = model.requests.length;
+  model.reply(
+    { tool_calls: [{ name: 'extract_document', arguments: { path: 'uploads/gadgets.pdf' } }] },
+    { text: 'Red gadgets: 777.' },
+  );
+  const view = await page.evaluate(async (s) => {
+    const runId = await window.rt.startRun(s, 'How many red gadgets?');
+    for (let i = 0; i < 600; i += 1) {
+      const v = await window.rt.readRun(runId);
+      if (v.run.status !== 'running') return v;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('the run did not end');
+  }, session);
+  assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+  const toolMessage = model.requests[first + 1].messages.find((m) => m.role === 'tool');
+  assert.match(toolMessage.content, /Red gadgets sold 777 units/, 'the PDF text came back from the Worker');
+  assert.equal(await workerModuleLoaded(), true, 'the Worker module was fetched for the PDF');
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -114,8 +114,14 @@ pub(crate) struct RuntimeConfig {
     pub(crate) budget: Option<Value>,
     #[serde(default)]
     pub(crate) approval_mode: Option<ApprovalMode>,
+    /// The Worker module's wasm-bindgen glue (`agent_worker_module.js`).
     #[serde(default)]
     pub(crate) worker_glue_url: Option<String>,
+    /// The Worker module's wasm; beside its glue when absent
+    /// (`agent_worker_module_bg.wasm`), which a bundler that renames files
+    /// does not keep.
+    #[serde(default)]
+    pub(crate) worker_wasm_url: Option<String>,
     #[serde(default)]
     pub(crate) lease_ttl_ms: Option<u64>,
     /// MCP servers (issue 16): each `McpServerConfig` (snake_case, as in
@@ -295,9 +301,10 @@ impl SecretResolver for PageSecrets {
 }
 
 pub(crate) fn default_glue_url() -> Option<String> {
-    // The demo and most embedders serve the package at ./pkg/.
+    // The demo and most embedders serve the package at ./pkg/, the Worker
+    // module's glue and wasm beside the page's own.
     let href = web_sys::window()?.location().href().ok()?;
-    web_sys::Url::new_with_base("pkg/agent_host_browser.js", &href)
+    web_sys::Url::new_with_base("pkg/agent_worker_module.js", &href)
         .ok()
         .map(|u| u.href())
 }

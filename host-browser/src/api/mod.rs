@@ -31,6 +31,7 @@ use agent_kernel::host::{Clock, Entropy, Executor, Host, Lifecycle, random_id};
 use agent_kernel::run::RunStatus;
 use agent_kernel::{CallId, OwnerId, RequestId, RunId, SessionId};
 use agent_supervisor::{Choice, RunConfig, RunError, RunEvent, RuntimeOptions};
+use agent_tools::builtin::document::PdfReader;
 use agent_tools::builtin::javascript::JsLimits;
 use futures::FutureExt;
 use serde_json::{Value, json};
@@ -39,9 +40,10 @@ use wasm_bindgen::prelude::*;
 use crate::js_tool::spawn_js_tool;
 use crate::locks::{LockBackend, Notice, SessionLease, SessionLeases};
 use crate::page::PageEvents;
+use crate::pdf_reader::WorkerPdfReader;
 use crate::platform::{self, BrowserClock, BrowserEntropy, BrowserExecutor};
 use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
-use crate::worker::ScriptWorker;
+use crate::worker::{ModuleWorker, WorkerModule, WorkerSource};
 use config::{
     PageSecrets, RunOptions, RuntimeConfig, check_plugins, default_glue_url, mcp_servers,
     named_models, open_storage, provider, run_config, run_config_for,
@@ -118,20 +120,32 @@ fn assemble(
     provider: Arc<dyn agent_supervisor::ModelProvider>,
     lease_ttl: Duration,
 ) -> Result<Assembly, JsValue> {
-    let javascript = match config.worker_glue_url.clone().or_else(default_glue_url) {
+    // One Worker module for the tab, fetched and compiled on first use; a
+    // Worker of its own for scripts and one for PDFs, so a PDF never waits
+    // behind a script.
+    let (javascript, pdf_reader) = match config.worker_glue_url.clone().or_else(default_glue_url) {
         Some(glue) => {
-            let worker = Rc::new(ScriptWorker::new(&glue));
-            Some(
-                spawn_js_tool(
-                    host.executor.clone(),
-                    host.clock.clone(),
-                    worker,
-                    JsLimits::DEFAULT,
-                )
-                .map_err(|e| js_error(ErrorCode::RuntimeError, e))?,
+            let module = match config.worker_wasm_url.clone() {
+                Some(wasm_url) => WorkerModule::Separate {
+                    glue_url: glue,
+                    wasm_url,
+                },
+                None => WorkerModule::beside_glue(&glue),
+            };
+            let source = WorkerSource::new(module);
+            let scripts = Rc::new(ModuleWorker::new(source.clone(), "agentrt-run-javascript"));
+            let pdfs = Rc::new(ModuleWorker::new(source, "agentrt-read-pdf"));
+            let javascript = spawn_js_tool(
+                host.executor.clone(),
+                host.clock.clone(),
+                scripts,
+                JsLimits::DEFAULT,
             )
+            .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
+            let pdf_reader: Arc<dyn PdfReader> = Arc::new(WorkerPdfReader::new(pdfs));
+            (Some(javascript), Some(pdf_reader))
         }
-        None => None,
+        None => (None, None),
     };
     let fetch = match &config.gateway {
         Some(gateway) => {
@@ -152,6 +166,7 @@ fn assemble(
         owner,
         provider,
         javascript,
+        pdf_reader,
         fetch,
         secrets,
         plugins: config.plugins.clone(),

@@ -126,8 +126,10 @@ export interface RuntimeConfig {
   secrets?: Array<{ handle: string; origin: string; value: string }>;
   budget?: BudgetSpec;
   approvalMode?: ApprovalMode;
-  /** URL of this package's wasm-bindgen JavaScript file, for the run_javascript Worker. */
+  /** URL of the Worker module's JavaScript file (`agent_worker_module.js`): run_javascript and PDF reading run in Workers of this module, fetched on first use. Default: `pkg/agent_worker_module.js` beside the page. */
   workerGlueUrl?: string;
+  /** URL of the Worker module's wasm (`agent_worker_module_bg.wasm`); default: beside `workerGlueUrl`. Give both when a bundler renames files. */
+  workerWasmUrl?: string;
   /** Session lease time to live in ms (default 30000). */
   leaseTtlMs?: number;
   /** Ids of `plugins` whose functions are in every model request, without `load_tools` (S5.2). An id no plugin has is refused with `invalid_config`. */

@@ -17,6 +17,7 @@
 
 pub mod document;
 pub mod javascript;
+pub mod offload;
 pub mod secrets;
 pub mod skill;
 

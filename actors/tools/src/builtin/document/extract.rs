@@ -1,7 +1,7 @@
 //! Text extraction from document bytes: plain text, Markdown, HTML (readable
 //! text via `agent-readable`, which owns the HTML limits), JSON, CSV (`csv`)
-//! and PDF (`lopdf`, pure Rust and wasm32-clean), with a bounded output that
-//! reports truncation.
+//! and PDF (`lopdf`, pure Rust and wasm32-clean; feature `pdf`), with a
+//! bounded output that reports truncation.
 //!
 //! Pure and synchronous: the tool actor calls it on the host's blocking path.
 
@@ -343,7 +343,14 @@ pub fn extract(
         DocumentFormat::Json => extract_json(bytes, limits),
         DocumentFormat::Csv => extract_csv(bytes, limits),
         DocumentFormat::Html => extract_html(bytes, limits),
+        #[cfg(feature = "pdf")]
         DocumentFormat::Pdf => extract_pdf(bytes, limits),
+        // The browser's page module leaves the PDF reader to its Worker
+        // module; the tool hands PDFs to the host's `PdfReader` there.
+        #[cfg(not(feature = "pdf"))]
+        DocumentFormat::Pdf => Err(ExtractError::Unsupported {
+            what: "PDF in this build (PDFs are read by the host's PDF reader)".into(),
+        }),
     }
 }
 
@@ -544,6 +551,7 @@ fn extract_html(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Extra
     Ok(out)
 }
 
+#[cfg(feature = "pdf")]
 fn extract_pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, ExtractError> {
     let format = DocumentFormat::Pdf;
     // The header may follow up to 1,024 bytes of junk (PDF 32000-1 annex H).
@@ -620,6 +628,7 @@ fn extract_pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Extrac
     Ok(out)
 }
 
+#[cfg(feature = "pdf")]
 fn pdf_title(document: &lopdf::Document) -> Option<String> {
     let info = document.trailer.get(b"Info").ok()?;
     let info = match info {
@@ -634,6 +643,7 @@ fn pdf_title(document: &lopdf::Document) -> Option<String> {
 
 /// Run a third-party parser so that a panic inside it becomes `None`
 /// (natively; wasm32 aborts on panic, and the browser runs this in a Worker).
+#[cfg(feature = "pdf")]
 fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }

@@ -29,6 +29,37 @@ pub use extract::{
 };
 
 use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
+use agent_kernel::{MaybeSend, MaybeSync};
+
+/// Why a [`PdfReader`] has no text for a PDF.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PdfReadError {
+    /// The reader's typed outcome: [`ExtractError::code`] and its message.
+    #[error("{message}")]
+    Failed { code: String, message: String },
+    /// The place the PDF was read in was lost (a Worker that died or was
+    /// terminated at the deadline); nothing of the read outlives this.
+    #[error("{0}")]
+    Lost(String),
+}
+
+/// A place outside the tool's thread that reads PDFs with
+/// [`extract`] and can be stopped whatever the parser is doing: the
+/// browser's Worker module, which keeps the PDF reader out of the module
+/// the page loads first. Without one, PDFs are read in process (feature
+/// `pdf`).
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+pub trait PdfReader: MaybeSend + MaybeSync {
+    /// Read `bytes` as a PDF under `limits`, ending the work by
+    /// `deadline` (answering [`PdfReadError::Lost`] past it).
+    async fn read_pdf(
+        &self,
+        bytes: Vec<u8>,
+        limits: ExtractLimits,
+        deadline: Duration,
+    ) -> Result<Extracted, PdfReadError>;
+}
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "extract_document";
@@ -105,6 +136,8 @@ pub struct DocumentTool {
     /// parsing; PDF: pages and bytes per page), so work left behind at the
     /// deadline ends soon after, and its slot stays taken until it does.
     pub deadline: Duration,
+    /// Where PDFs are read: in process when `None`.
+    pub pdf_reader: Option<Arc<dyn PdfReader>>,
 }
 
 impl DocumentTool {
@@ -127,7 +160,14 @@ impl DocumentTool {
             concurrency: Self::DEFAULT_CONCURRENCY,
             slots: ExtractionSlots::shared().clone(),
             deadline: Self::DEFAULT_DEADLINE,
+            pdf_reader: None,
         }
+    }
+
+    /// This tool with PDFs read by `reader` (or in process, for `None`).
+    pub fn read_pdfs_with(mut self, reader: Option<Arc<dyn PdfReader>>) -> DocumentTool {
+        self.pdf_reader = reader;
+        self
     }
 
     /// Start the actor (the tool-actor shell, `agent_kernel::tool`); its
@@ -271,6 +311,25 @@ impl Tool for DocActor {
         let mime = document.mime.clone();
         let job_path = path.clone();
         let format = args.format;
+        let hint = DocumentHint {
+            name: Some(&path),
+            mime: document.mime.as_deref(),
+            format,
+        };
+        if let Some(reader) = &self.tool.pdf_reader
+            && document.bytes.len() <= limits.max_input_bytes
+            && detect_format(&document.bytes, &hint) == Ok(DocumentFormat::Pdf)
+        {
+            let outcome = match reader
+                .read_pdf(document.bytes, limits, self.tool.deadline)
+                .await
+            {
+                Ok(extracted) => Outcome::Extracted(extracted),
+                Err(PdfReadError::Failed { code, message }) => Outcome::Refused { code, message },
+                Err(PdfReadError::Lost(lost)) => Outcome::Lost(lost),
+            };
+            return finish(ctx, path, mime, size, hash, trust, outcome);
+        }
         let slots = self.tool.slots.clone();
         let executor = self.tool.executor.clone();
         let work = async move {
@@ -308,62 +367,98 @@ impl Tool for DocActor {
                 ));
             }
         };
-        match outcome {
-            Ok(Ok(extracted)) => {
-                let mut detail = BTreeMap::new();
-                detail.insert("path".to_owned(), json!(path));
-                detail.insert("format".to_owned(), json!(extracted.format));
-                detail.insert("truncated".to_owned(), json!(extracted.truncated));
-                let mut content = json!({
-                    "path": path,
-                    "format": extracted.format,
-                    "text": extracted.text,
-                    "truncated": extracted.truncated,
-                    "chars": extracted.chars,
-                });
-                if let Some(obj) = content.as_object_mut() {
-                    if let Some(total) = extracted.total_chars {
-                        obj.insert("total_chars".into(), json!(total));
-                    }
-                    if let Some(title) = &extracted.title {
-                        obj.insert("title".into(), json!(title));
-                    }
-                    if let Some(pages) = extracted.pages {
-                        obj.insert("pages".into(), json!(pages));
-                    }
-                    if let Some(rows) = extracted.rows {
-                        obj.insert("rows".into(), json!(rows));
-                    }
+        let outcome = match outcome {
+            Ok(Ok(extracted)) => Outcome::Extracted(extracted),
+            Ok(Err(error)) => Outcome::Refused {
+                code: error.code().to_owned(),
+                message: error.to_string(),
+            },
+            Err(lost) => Outcome::Lost(lost.to_string()),
+        };
+        finish(ctx, path, mime, size, hash, trust, outcome)
+    }
+}
+
+/// How one extraction ended, wherever it ran.
+enum Outcome {
+    Extracted(Extracted),
+    /// The document's own problem ([`ExtractError::code`] and message).
+    Refused {
+        code: String,
+        message: String,
+    },
+    /// The place it ran in was lost; it may be retried.
+    Lost(String),
+}
+
+/// The call's answer for `outcome`: the text with its provenance and a
+/// reference to the file read, or a failure labelled like the file.
+// The tool shell's own answer type (`Tool::call`), passed on as it is.
+#[allow(clippy::result_large_err)]
+fn finish(
+    ctx: &ToolContext,
+    path: String,
+    mime: Option<String>,
+    size: u64,
+    hash: String,
+    trust: agent_capabilities::Trust,
+    outcome: Outcome,
+) -> Result<ToolSuccess, ToolFailure> {
+    match outcome {
+        Outcome::Extracted(extracted) => {
+            let mut detail = BTreeMap::new();
+            detail.insert("path".to_owned(), json!(path));
+            detail.insert("format".to_owned(), json!(extracted.format));
+            detail.insert("truncated".to_owned(), json!(extracted.truncated));
+            let mut content = json!({
+                "path": path,
+                "format": extracted.format,
+                "text": extracted.text,
+                "truncated": extracted.truncated,
+                "chars": extracted.chars,
+            });
+            if let Some(obj) = content.as_object_mut() {
+                if let Some(total) = extracted.total_chars {
+                    obj.insert("total_chars".into(), json!(total));
                 }
-                let reference = Reference {
-                    kind: ReferenceKind::WorkspaceFile,
-                    id: path.clone(),
-                    name: None,
-                    mime,
-                    size,
-                    hash: hash.clone(),
-                };
-                let mut success = ctx.ok(content);
-                success.trust = trust;
-                success.provenance.detail = detail;
-                success.provenance.content_hash = Some(hash);
-                success.references = vec![reference];
-                Ok(success)
+                if let Some(title) = &extracted.title {
+                    obj.insert("title".into(), json!(title));
+                }
+                if let Some(pages) = extracted.pages {
+                    obj.insert("pages".into(), json!(pages));
+                }
+                if let Some(rows) = extracted.rows {
+                    obj.insert("rows".into(), json!(rows));
+                }
             }
-            Ok(Err(error)) => {
-                let mut failure = ctx.fail(error.code(), error.to_string());
-                // The message names only the format and the problem, never
-                // document content, but it is about an outside file: label it.
-                failure.trust = trust;
-                Err(failure)
-            }
-            Err(lost) => Err(failure(
-                ctx,
-                "document_worker_lost",
-                format!("{lost}; the extraction may be retried"),
-                true,
-            )),
+            let reference = Reference {
+                kind: ReferenceKind::WorkspaceFile,
+                id: path.clone(),
+                name: None,
+                mime,
+                size,
+                hash: hash.clone(),
+            };
+            let mut success = ctx.ok(content);
+            success.trust = trust;
+            success.provenance.detail = detail;
+            success.provenance.content_hash = Some(hash);
+            success.references = vec![reference];
+            Ok(success)
         }
+        Outcome::Refused { code, message } => {
+            let mut failure = ctx.fail(&code, message);
+            // The message names only the format and the problem, never
+            // document content, but it is about an outside file: label it.
+            failure.trust = trust;
+            Err(failure)
+        }
+        Outcome::Lost(lost) => Err(failure(
+            ctx,
+            "document_worker_lost",
+            format!("{lost}; the extraction may be retried"),
+            true,
+        )),
     }
 }
 

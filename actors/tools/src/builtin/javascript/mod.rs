@@ -18,21 +18,27 @@
 //!   script occupies a blocking thread, never the async executor, but only
 //!   the soft deadline bounds it.
 
+#[cfg(feature = "quickjs")]
 pub mod engine;
+pub mod limits;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_capabilities::{Idempotency, Origin, Sensitivity};
-use agent_kernel::actor::{ParentLink, run_blocking};
+use agent_kernel::actor::ParentLink;
+#[cfg(feature = "quickjs")]
+use agent_kernel::actor::run_blocking;
 use agent_kernel::host::{Clock, Executor};
 use agent_kernel::protocol::{TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolSuccess};
 use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
 use agent_kernel::{MaybeSend, MaybeSync};
 use serde_json::{Value, json};
 
-pub use engine::{JsError, JsLimitError, JsLimits, JsOutput, run_script};
+#[cfg(feature = "quickjs")]
+pub use engine::run_script;
+pub use limits::{JsError, JsLimitError, JsLimits, JsOutput};
 
 /// The tool's name as registered.
 pub const TOOL_NAME: &str = "run_javascript";
@@ -76,7 +82,7 @@ fn wasm_bindgen_cast(value: js_sys::wasm_bindgen::JsValue) -> Option<js_sys::Fun
 
 /// QuickJS's wasm32 build imports `env.__rquickjs_host_now_us` for `Date`;
 /// defining it here leaves the module with no `env` import (TOOLCHAIN.md).
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "quickjs"))]
 // `no_mangle` is an unsafe attribute because exported symbol names can
 // collide; this one is the exact name QuickJS's C code links against, it
 // takes no pointers and only reads the wall clock.
@@ -174,6 +180,7 @@ pub trait ScriptRunner: MaybeSend + MaybeSync {
 pub enum ScriptPlace {
     /// On the executor's blocking path in this process, timed by the tool's
     /// [`MonotonicNow`]: only the engine's soft deadline bounds a script.
+    #[cfg(feature = "quickjs")]
     InProcess,
     /// In a runner the host supplies, which can end a script at its deadline.
     Runner(Arc<dyn ScriptRunner>),
@@ -182,6 +189,7 @@ pub enum ScriptPlace {
 impl std::fmt::Debug for ScriptPlace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            #[cfg(feature = "quickjs")]
             ScriptPlace::InProcess => "InProcess",
             ScriptPlace::Runner(_) => "Runner",
         })
@@ -213,7 +221,7 @@ impl JavascriptTool {
     /// A tool with the default limits and concurrency, timed by the host
     /// clock, running scripts in this process ([`ScriptPlace::InProcess`]);
     /// a host with a killable runner sets it with [`JavascriptTool::run_in`].
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(all(not(target_arch = "wasm32"), feature = "quickjs"))]
     pub fn native(executor: Arc<dyn Executor>, clock: Arc<dyn Clock>) -> JavascriptTool {
         JavascriptTool {
             executor,
@@ -301,6 +309,7 @@ impl JsActor {
         let limits = self.tool.limits;
         match &self.tool.place {
             ScriptPlace::Runner(runner) => runner.run(code, input, limits).await,
+            #[cfg(feature = "quickjs")]
             ScriptPlace::InProcess => {
                 let now = self.tool.now.clone();
                 run_blocking(&*self.tool.executor, move || {

@@ -1,0 +1,30 @@
+//! The browser Worker's own wasm module (S5.7, issue 18): what the page's
+//! first module leaves out because the first run may never need it,
+//! QuickJS (`run_javascript`) and the PDF reader (`extract_document`).
+//! The page compiles this module on first use and hands it to a dedicated
+//! Worker (`agent-host-browser`'s `worker` module), which calls the two
+//! entry points below; the Worker's `terminate()` is the hard stop of both.
+//!
+//! The entry points only decode, run and encode: the request and answer
+//! types and the work itself are `agent_tools::builtin::offload`'s, shared
+//! with the page so the two sides cannot disagree.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen::prelude::*;
+
+/// Run one `ScriptRequest` (JSON) in QuickJS; answers a `ScriptResponse`
+/// (JSON). Timed by the Worker's monotonic clock (the soft deadline).
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen(js_name = __agentrt_worker_run)]
+pub fn worker_run(request: &str) -> String {
+    let now = agent_tools::builtin::javascript::browser_monotonic();
+    agent_tools::builtin::offload::answer_script(request, move || now())
+}
+
+/// Read one PDF (`bytes`) under a `PdfRequest` (JSON); answers a
+/// `PdfResponse` (JSON).
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen(js_name = __agentrt_worker_read_pdf)]
+pub fn worker_read_pdf(bytes: &[u8], request: &str) -> String {
+    agent_tools::builtin::offload::answer_pdf(bytes, request)
+}
