@@ -98,6 +98,7 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-tools",
     "agent-workspace",
     "agent-readable",
+    "agent-research",
     "agent-host-browser",
 ];
 

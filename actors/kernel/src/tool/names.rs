@@ -45,6 +45,7 @@ pub const RESERVED_TOOL_NAMES: &[&str] = &[
     "fetch_url",
     "publish_artifact",
     "start_deep_research",
+    "web_search",
 ];
 
 /// A function or provider name could not be used.
