@@ -11,10 +11,8 @@
 //!   is `completed` or waits for a decision on an `effect_unknown` call; the
 //!   server saw each ticket at most once (exactly once for a completed
 //!   run); the fence refusals of stale writes are summed from the workers'
-//!   status files and printed. The default suite runs [`RUNS`] runs in
-//!   [`SESSIONS`] sessions; the 500 in 100 is the `#[ignore]`d
-//!   `..._full` test (`cargo nextest run -p agent-host-native --test
-//!   workers_postgres --run-ignored all`).
+//!   status files and printed. It runs the load, [`RUNS`] (500)
+//!   runs in [`SESSIONS`] (100) sessions, in every test run.
 //! * A database restart mid-load: the runs in flight become `interrupted`
 //!   (never failed, never corrupted), the workers keep going, and every run
 //!   completes after Resume (and, for a write whose outcome the restart hid,
@@ -45,12 +43,9 @@ mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentrt");
 
-/// Runs and sessions of the default suite (a loaded 2-core machine).
-const RUNS: usize = 100;
-const SESSIONS: usize = 20;
-/// The acceptance load, in the `#[ignore]`d test.
-const FULL_RUNS: usize = 500;
-const FULL_SESSIONS: usize = 100;
+/// Runs and sessions of the fleet test: the acceptance load.
+const RUNS: usize = 500;
+const SESSIONS: usize = 100;
 const WORKERS: usize = 4;
 /// The chaos seed (`AGENTRT_CHAOS_SEED` overrides it).
 const SEED: u64 = 0x5eed_0021;
@@ -706,16 +701,10 @@ fn workers_share_one_database_through_kills(runs: usize, sessions: usize) {
     drop(store);
 }
 
+/// The acceptance load: 500 runs in 100 sessions (about 25 s here).
 #[test]
 fn s14_four_workers_share_one_database_through_sigkills_and_pauses() {
     workers_share_one_database_through_kills(RUNS, SESSIONS);
-}
-
-/// The acceptance load: 500 runs in 100 sessions.
-#[test]
-#[ignore = "the full acceptance load (500 runs in 100 sessions) takes many minutes on two cores; run with --run-ignored all"]
-fn s14_four_workers_share_one_database_through_sigkills_and_pauses_full() {
-    workers_share_one_database_through_kills(FULL_RUNS, FULL_SESSIONS);
 }
 
 // -------------------------------------------------------- a database restart
