@@ -289,6 +289,15 @@ impl App {
             host.clock.clone(),
         )
         .with_blocking(host.executor.clone());
+        // Deep Research planning's `web_search` (S9.4), when configured.
+        let search: Option<Arc<dyn agent_research::search::SearchBackend>> =
+            match &options.config.search {
+                Some(url) => Some(Arc::new(
+                    agent_research::search::SearxngBackend::new(url, host.clock.clone())
+                        .map_err(|e| AppError::Tools(format!("[search] searxng: {e}")))?,
+                )),
+                None => None,
+            };
         let assembly = Assembly::build(Parts {
             host,
             owner: native.owner().clone(),
@@ -306,6 +315,7 @@ impl App {
                 .cloned()
                 .map(agent_assembly::McpServerSpec::direct)
                 .collect(),
+            search,
             runtime: RuntimeOptions {
                 lease_ttl: native.lease_ttl(),
                 ..RuntimeOptions::default()

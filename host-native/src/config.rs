@@ -104,11 +104,23 @@ struct StoreSection {
     url: Option<String>,
 }
 
+/// `[search]`: where Deep Research planning searches the web (S9.4).
+/// Without it planning uses only the topic and the person's URLs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchSection {
+    /// The base URL of a SearXNG instance with its JSON API enabled.
+    #[serde(default)]
+    searxng: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
     store: Option<StoreSection>,
+    #[serde(default)]
+    search: Option<SearchSection>,
     #[serde(default)]
     approval: Option<String>,
     #[serde(default)]
@@ -136,6 +148,9 @@ pub struct Config {
     pub lease_ttl: Option<Duration>,
     /// `[store] url`: a PostgreSQL database instead of SQLite (S14).
     pub store: Option<String>,
+    /// `[search] searxng`: the SearXNG instance Deep Research planning
+    /// searches (S9.4), checked when the configuration is read.
+    pub search: Option<String>,
     pub provider: Option<ProviderConfig>,
     pub reader: Option<ReaderConfig>,
     pub budget: Option<Budget>,
@@ -296,7 +311,13 @@ impl Config {
                     "always_on_plugins: {e}; no [[plugins]] table defines it"
                 ))
             })?;
+        let search = raw.search.and_then(|s| s.searxng);
+        if let Some(url) = &search {
+            agent_research::plan::parse_source(url)
+                .map_err(|e| invalid(format!("[search] searxng {url:?}: {e}")))?;
+        }
         Ok(Config {
+            search,
             always_on_plugins: raw.always_on_plugins,
             approval,
             lease_ttl,

@@ -490,6 +490,7 @@ impl TabSim {
                 plugins: Vec::new(),
                 always_on_plugins: Vec::new(),
                 mcp: Vec::new(),
+                search: None,
                 runtime: self.wiring.runtime.clone(),
             },
             own,

@@ -145,6 +145,7 @@ async fn env(
             plugins: Vec::new(),
             always_on_plugins: Vec::new(),
             mcp: Vec::new(),
+            search: None,
             runtime: RuntimeOptions {
                 lease_ttl: native.lease_ttl(),
                 stop_grace: Duration::from_millis(200),

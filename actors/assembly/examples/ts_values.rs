@@ -259,6 +259,7 @@ impl Fixture {
             mcp: vec![agent_assembly::McpServerSpec::direct(
                 agent_mcp::McpServerConfig::http("docs", "http://127.0.0.1:9/mcp"),
             )],
+            search: None,
             runtime: RuntimeOptions {
                 lease_ttl: Duration::from_secs(30),
                 ..RuntimeOptions::default()

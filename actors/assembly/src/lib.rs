@@ -44,9 +44,16 @@
 use std::sync::Arc;
 
 use agent_fetch::{FetchActor, FetchBackend};
-use agent_kernel::host::{Host, LeaseGuard};
+use agent_kernel::host::{Host, LeaseGuard, LeaseManager};
 use agent_kernel::protocol::ToolAddr;
+use agent_kernel::run::RunMode;
 use agent_kernel::{OwnerId, RunId, SessionId};
+use agent_research::ResearchStore;
+use agent_research::execute::ReadChannel;
+use agent_research::search::{SearchBackend, WEB_SEARCH, WebSearchTool, web_search_definition};
+use agent_research::start::{
+    START_DEEP_RESEARCH, StartDeepResearch, start_deep_research_definition,
+};
 use agent_supervisor::{ModelProvider, RunError, Runtime, RuntimeOptions};
 use agent_tools::builtin::document::{DocumentTool, PdfReader};
 use agent_tools::registry::Exposure;
@@ -58,12 +65,14 @@ use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
 pub mod mcp;
 pub mod no_model;
+pub mod research;
 pub mod sessions;
 pub mod view;
 
 pub use agent_workspace::WorkspaceDirectory;
 pub use mcp::{McpServerSpec, McpServerStatus, RefusedFunction};
 pub use no_model::NoModel;
+pub use research::{RESEARCH_LABEL, ResearchDeskError, ResearchStart};
 pub use sessions::{Attachment, SessionActionError, SessionSummary};
 pub use view::{CallFailure, PendingView, RunView};
 
@@ -89,6 +98,9 @@ pub enum AssemblyError {
     /// Taking the lease or recovering the session failed.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The session's Deep Research tasks could not be read or interrupted.
+    #[error("deep research: {0}")]
+    Research(String),
 }
 
 impl AssemblyError {
@@ -174,6 +186,10 @@ pub struct Parts {
     pub always_on_plugins: Vec<String>,
     /// The MCP servers to offer; connected by [`Assembly::connect_mcp`].
     pub mcp: Vec<McpServerSpec>,
+    /// Where Deep Research planning searches the web (`web_search`, S9.4),
+    /// or `None`: planning then uses only the topic and the person's URLs,
+    /// and its plan says so.
+    pub search: Option<Arc<dyn SearchBackend>>,
     /// The runtime's options; `lease_ttl` is the TTL of the stored leases.
     pub runtime: RuntimeOptions,
 }
@@ -197,6 +213,7 @@ pub struct Assembly {
     /// Resolves the secret handles plugins and MCP servers name.
     secrets: Arc<dyn SecretResolver>,
     mcp: Arc<mcp::McpServers>,
+    research: research::ResearchWiring,
 }
 
 impl std::fmt::Debug for Assembly {
@@ -265,13 +282,52 @@ impl Assembly {
         for (definition, addr) in workspace_tools {
             tools.push(ToolRegistration::builtin(definition, addr));
         }
+        // Deep Research (S9): `start_deep_research` for its start turn and,
+        // with a search backend, `web_search` for planning; only `research`
+        // runs see them. `fetch_url` serves both modes.
+        let leases = LeaseManager::new(
+            host.storage.clone(),
+            host.clock.clone(),
+            host.executor.clone(),
+            parts.owner.clone(),
+            parts.runtime.lease_ttl,
+        );
+        let research_store = ResearchStore::new(host.storage.clone(), host.clock.clone());
+        let start =
+            StartDeepResearch::new(research_store.clone(), leases.clone(), host.clock.clone())
+                .spawn(host.executor.clone(), None)
+                .map_err(|e| AssemblyError::Spawn {
+                    tool: START_DEEP_RESEARCH,
+                    detail: e.to_string(),
+                })?;
+        tools.push(
+            ToolRegistration::builtin(start_deep_research_definition(), start)
+                .in_modes(&[RunMode::Research]),
+        );
+        if let Some(backend) = &parts.search {
+            let search = WebSearchTool::new(backend.clone(), host.clock.clone())
+                .spawn(host.executor.clone(), None)
+                .map_err(|e| AssemblyError::Spawn {
+                    tool: WEB_SEARCH,
+                    detail: e.to_string(),
+                })?;
+            tools.push(
+                ToolRegistration::builtin(web_search_definition(&backend.origin()), search)
+                    .in_modes(&[RunMode::Research]),
+            );
+        }
+        let mut reader = None;
         if let Some(backend) = parts.fetch {
             let fetch = FetchActor::new(backend, host.storage.clone(), host.clock.clone())
                 .spawn(host.executor.clone(), None);
-            tools.push(ToolRegistration::builtin(
-                agent_fetch::fetch_url_definition(),
-                fetch,
-            ));
+            reader = Some(ReadChannel {
+                addr: fetch.clone(),
+                definition: agent_fetch::fetch_url_definition(),
+            });
+            tools.push(
+                ToolRegistration::builtin(agent_fetch::fetch_url_definition(), fetch)
+                    .in_modes(&[RunMode::Agent, RunMode::Research]),
+            );
         }
         for manifest in &parts.plugins {
             tools.extend(plugin_registrations(
@@ -297,9 +353,9 @@ impl Assembly {
                 ..ToolsOptions::default()
             },
         );
-        let runtime = Runtime::new(
+        let runtime = Runtime::with_leases(
             host.clone(),
-            parts.owner,
+            leases,
             tools.addr.clone(),
             parts.provider,
             parts.runtime,
@@ -311,6 +367,12 @@ impl Assembly {
             workspaces,
             secrets: parts.secrets,
             mcp,
+            research: research::ResearchWiring {
+                store: research_store,
+                reader,
+                search_configured: parts.search.is_some(),
+                executing: Default::default(),
+            },
         })
     }
 
@@ -359,13 +421,26 @@ impl Assembly {
         if opened_here {
             self.workspaces.open(&self.host, fence, self.quotas());
         }
-        match self.runtime.recover_session(session).await {
+        let recovered = match self.runtime.recover_session(session).await {
+            // A new tenure (a reload, a take-over, another process): Deep
+            // Research tasks left mid-phase wait for Resume (S9.6).
+            Ok(recovered) if opened_here => self
+                .research
+                .store
+                .interrupt_active(&guard.fence())
+                .await
+                .map(|_| recovered)
+                .map_err(|e| AssemblyError::Research(e.to_string())),
+            Ok(recovered) => Ok(recovered),
+            Err(e) => Err(e.into()),
+        };
+        match recovered {
             Ok(recovered) => Ok(OpenedSession { guard, recovered }),
             Err(e) => {
                 if opened_here {
                     self.workspaces.close(session);
                 }
-                Err(e.into())
+                Err(e)
             }
         }
     }

@@ -91,6 +91,7 @@ fn parts(
         plugins: vec![tickets_plugin()],
         always_on_plugins: always_on.iter().map(|s| (*s).to_owned()).collect(),
         mcp: Vec::new(),
+        search: None,
         runtime: RuntimeOptions {
             lease_ttl: Duration::from_secs(3),
             ..RuntimeOptions::default()

@@ -130,6 +130,7 @@ fn fixture(turns: &str) -> Fixture {
         plugins: vec![tickets_plugin()],
         always_on_plugins: vec!["tickets".into()],
         mcp: Vec::new(),
+        search: None,
         runtime: RuntimeOptions {
             lease_ttl: Duration::from_secs(30),
             ..RuntimeOptions::default()

@@ -1,8 +1,9 @@
 //! Starting Deep Research from a chat or Agent turn (S9.3, S9.2, S9.5, S3.2):
 //! the one tool such a turn shows the model, `start_deep_research`
 //! ([`start_turn_schemas`]); the deterministic start when the model answers
-//! without calling it ([`ensure_start_call`]: the host makes the same call
-//! itself, so it takes the same tool path); and the tool
+//! without calling it ([`fallback_arguments`]: the runtime makes the same
+//! call itself through `agent_supervisor::EndingCall`, so it takes the same
+//! tool path); and the tool
 //! ([`StartDeepResearch`]) that creates the `ResearchTask`.
 //!
 //! The tool creates the task under the session's lease taken through the
@@ -15,15 +16,15 @@
 //! id is derived from the run and call ids, so a retried or replayed call
 //! finds the task it created instead of making a second one.
 //!
-//! Not here yet: the supervisor stopping the turn after this call, and
-//! labelling planning runs `research` as child runs (issue 19).
+//! The start turn itself (a `research` run ending with this call) and the
+//! phases after it are driven by `agent-assembly`'s research module.
 
 use std::sync::Arc;
 
 use agent_capabilities::{Fingerprint, Idempotency, Origin, Sensitivity, sha256_hex};
 use agent_kernel::host::{Clock, Executor, LeaseManager};
 use agent_kernel::protocol::{
-    ModelToolSchema, TargetRule, ToolAddr, ToolCall, ToolDefinition, ToolFailure, ToolSuccess,
+    ModelToolSchema, TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolSuccess,
 };
 use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
 use agent_kernel::{CallId, ParentLink, RunId};
@@ -76,34 +77,12 @@ pub fn start_turn_schemas() -> Result<Vec<ModelToolSchema>, agent_capabilities::
     }])
 }
 
-/// How the start call of a turn came about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartCall {
-    /// The model called `start_deep_research` (its first such call; the
-    /// turn stops after it, so any other call is dropped).
-    FromModel(ToolCall),
-    /// The model answered without calling it: the host's deterministic call.
-    FromHost(ToolCall),
-}
-
-impl StartCall {
-    /// The call to dispatch, whichever made it.
-    pub fn call(&self) -> &ToolCall {
-        match self {
-            StartCall::FromModel(call) | StartCall::FromHost(call) => call,
-        }
-    }
-}
-
-/// The start call of a turn of run `run` whose model answered `calls`:
-/// the model's first `start_deep_research` call, or else the host's own
-/// call with the person's `prompt` as the topic (cut to the topic limit on
-/// a character boundary) and a call id derived from the run, so the same
-/// turn always emits the same call (S9.3).
-pub fn ensure_start_call(run: &RunId, calls: &[ToolCall], prompt: &str) -> StartCall {
-    if let Some(call) = calls.iter().find(|c| c.name == START_DEEP_RESEARCH) {
-        return StartCall::FromModel(call.clone());
-    }
+/// The arguments of the runtime's own `start_deep_research` call when the
+/// model answered without it (S9.3): the person's `prompt` as the topic,
+/// trimmed, cut to the topic limit on a character boundary. The supervisor
+/// makes the call (`agent_supervisor::EndingCall`), so it takes the same
+/// tool path as the model's.
+pub fn fallback_arguments(prompt: &str) -> serde_json::Value {
     let mut topic = prompt.trim().to_owned();
     if topic.len() > MAX_TOPIC_BYTES {
         let mut end = MAX_TOPIC_BYTES;
@@ -115,17 +94,7 @@ pub fn ensure_start_call(run: &RunId, calls: &[ToolCall], prompt: &str) -> Start
     if topic.is_empty() {
         topic = "(no topic given)".to_owned();
     }
-    let call_id = CallId::new(format!(
-        "start-{}",
-        &sha256_hex(run.as_str().as_bytes())[..24]
-    ))
-    // Invariant: `start-` and 24 hex digits is always a valid call id.
-    .unwrap_or_else(|_| unreachable!("start- and 24 hex digits is a valid call id"));
-    StartCall::FromHost(ToolCall {
-        call_id,
-        name: START_DEEP_RESEARCH.to_owned(),
-        arguments: json!({ "topic": topic }).to_string(),
-    })
+    json!({ "topic": topic })
 }
 
 /// The task id for call `call` of run `run`: stable across retries.
@@ -246,14 +215,6 @@ impl Tool for StartDeepResearch {
 mod tests {
     use super::*;
 
-    fn call(name: &str, id: &str) -> ToolCall {
-        ToolCall {
-            call_id: CallId::new(id).unwrap(),
-            name: name.into(),
-            arguments: "{\"topic\":\"x\"}".into(),
-        }
-    }
-
     #[test]
     fn the_start_turn_shows_only_start_deep_research() {
         let schemas = start_turn_schemas().unwrap();
@@ -266,38 +227,26 @@ mod tests {
     }
 
     #[test]
-    fn the_model_s_call_is_used_and_other_calls_dropped() {
-        let run = RunId::new("run-1").unwrap();
-        let calls = [call("fetch_url", "c0"), call(START_DEEP_RESEARCH, "c1")];
+    fn the_runtime_s_own_call_takes_the_prompt_as_its_topic() {
         assert_eq!(
-            ensure_start_call(&run, &calls, "topic"),
-            StartCall::FromModel(call(START_DEEP_RESEARCH, "c1"))
-        );
-    }
-
-    #[test]
-    fn without_a_call_the_host_emits_the_same_call_every_time() {
-        let run = RunId::new("run-1").unwrap();
-        let a = ensure_start_call(&run, &[call("fetch_url", "c0")], "  The topic  ");
-        let b = ensure_start_call(&run, &[], "  The topic  ");
-        assert_eq!(a, b);
-        let StartCall::FromHost(call) = a else {
-            panic!("host call expected")
-        };
-        assert_eq!(call.name, START_DEEP_RESEARCH);
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap(),
+            fallback_arguments("  The topic  "),
             json!({"topic": "The topic"})
         );
-        let other = ensure_start_call(&RunId::new("run-2").unwrap(), &[], "The topic");
-        assert_ne!(other.call().call_id, call.call_id);
-        // A topic over the limit is cut on a character boundary.
+        assert_eq!(
+            fallback_arguments(" \n "),
+            json!({"topic": "(no topic given)"})
+        );
+        // A topic over the limit is cut on a character boundary; at the
+        // limit it is kept whole.
         let long = "é".repeat(MAX_TOPIC_BYTES);
-        let StartCall::FromHost(cut) = ensure_start_call(&run, &[], &long) else {
-            panic!("host call expected")
-        };
-        let args: StartArgs = serde_json::from_str(&cut.arguments).unwrap();
-        assert!(args.topic.len() <= MAX_TOPIC_BYTES);
+        let args: StartArgs = serde_json::from_value(fallback_arguments(&long)).unwrap();
+        assert_eq!(args.topic.len(), MAX_TOPIC_BYTES);
+        let over = format!("a{long}");
+        let args: StartArgs = serde_json::from_value(fallback_arguments(&over)).unwrap();
+        assert_eq!(args.topic.len(), MAX_TOPIC_BYTES - 1);
+        let at = "a".repeat(MAX_TOPIC_BYTES);
+        let args: StartArgs = serde_json::from_value(fallback_arguments(&at)).unwrap();
+        assert_eq!(args.topic, at);
     }
 
     #[test]

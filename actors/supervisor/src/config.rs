@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::transcript::AssistantToolCall;
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::{Budget, BudgetError};
 use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
@@ -100,6 +101,46 @@ pub struct RunConfig {
     /// run's transcript, not in its stored configuration.
     #[serde(default, skip_serializing)]
     pub history: Option<Vec<HistoryMessage>>,
+    /// A run that ends with one call ([`EndingCall`]; a Deep Research start
+    /// turn, S9.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ending_call: Option<EndingCall>,
+}
+
+/// A run whose turn ends with one call of one tool (S9.3: a Deep Research
+/// start turn shows only `start_deep_research` and stops after it):
+/// - the model is offered only `tool` (the allowlist and any Skill still
+///   narrow: a run that may not use it is offered nothing);
+/// - of a response's calls, the first call of `tool` is the round's only
+///   call; the others are dropped before anything is durable;
+/// - a response without it gets the runtime's own call of `tool` with
+///   `fallback_arguments` and a call id derived from the run, so the same
+///   turn always makes the same call, through the same tool path (journal,
+///   approval, capability);
+/// - once the call has its result the run completes with that result as
+///   its output; the model is not asked again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndingCall {
+    pub tool: String,
+    /// The arguments of the runtime's own call (a JSON object).
+    pub fallback_arguments: serde_json::Value,
+}
+
+impl EndingCall {
+    /// The round's calls as the run keeps them: the model's first call of
+    /// the tool, or else the runtime's own call (its id derived from `run`).
+    pub fn calls(&self, run: &str, calls: &[AssistantToolCall]) -> Vec<AssistantToolCall> {
+        if let Some(call) = calls.iter().find(|c| c.name == self.tool) {
+            return vec![call.clone()];
+        }
+        let digest = agent_capabilities::sha256_hex(format!("{run}\n{}", self.tool).as_bytes());
+        vec![AssistantToolCall {
+            id: format!("call_end_{}", &digest[..24]),
+            name: self.tool.clone(),
+            arguments: self.fallback_arguments.to_string(),
+            signature: None,
+        }]
+    }
 }
 
 /// A `RunConfig` value was invalid.
@@ -119,6 +160,8 @@ pub enum ConfigError {
     ContextWindow(u32),
     #[error(transparent)]
     History(#[from] HistoryError),
+    #[error("ending_call.fallback_arguments must be a JSON object")]
+    EndingCallArguments,
 }
 
 /// The bound of a run's own system prompt and of its extension, each.
@@ -161,6 +204,11 @@ impl RunConfig {
         if let Some(history) = &self.history {
             validate_history(history)?;
         }
+        if let Some(ending) = &self.ending_call
+            && !ending.fallback_arguments.is_object()
+        {
+            return Err(ConfigError::EndingCallArguments);
+        }
         Ok(())
     }
 
@@ -168,16 +216,25 @@ impl RunConfig {
     /// the allowlist, narrowed by the Skill to the intersection (S5.6). A
     /// Skill can only take tools away.
     pub fn allowed_tools(&self) -> Option<BTreeSet<String>> {
-        match (&self.allowlist, &self.skill) {
+        let allowed = match (&self.allowlist, &self.skill) {
             (allow, None) => allow.clone(),
             (None, Some(skill)) => Some(skill.tools.clone()),
             (Some(allow), Some(skill)) => Some(allow.intersection(&skill.tools).cloned().collect()),
+        };
+        match &self.ending_call {
+            None => allowed,
+            Some(ending) => Some(
+                std::iter::once(ending.tool.clone())
+                    .filter(|t| allowed.as_ref().is_none_or(|a| a.contains(t)))
+                    .collect(),
+            ),
         }
     }
 
     /// Whether the run may use `tool`.
     pub fn allows(&self, tool: &str) -> bool {
-        self.allowlist.as_ref().is_none_or(|a| a.contains(tool))
+        self.ending_call.as_ref().is_none_or(|e| e.tool == tool)
+            && self.allowlist.as_ref().is_none_or(|a| a.contains(tool))
             && self.skill.as_ref().is_none_or(|s| s.tools.contains(tool))
     }
 

@@ -134,8 +134,8 @@ mod supervisor;
 pub mod transcript;
 
 pub use config::{
-    AGENT_SYSTEM_PROMPT, AGENT_SYSTEM_PROMPT_VERSION, MAX_SYSTEM_PROMPT_BYTES, ModelSettings,
-    RunConfig, RuntimeOptions,
+    AGENT_SYSTEM_PROMPT, AGENT_SYSTEM_PROMPT_VERSION, EndingCall, MAX_SYSTEM_PROMPT_BYTES,
+    ModelSettings, RunConfig, RuntimeOptions,
 };
 pub use error::RunError;
 pub use provider::anthropic::{AnthropicConfig, AnthropicProvider};

@@ -143,6 +143,20 @@ impl Runtime {
             owner,
             options.lease_ttl,
         );
+        Self::with_leases(host, leases, tools, provider, options)
+    }
+
+    /// [`Runtime::new`] with a lease manager the host built beforehand and
+    /// shares with tools that take the session's lease themselves (the
+    /// lease is reentrant per manager, S3.2: `start_deep_research` joins
+    /// the lease of the turn that called it).
+    pub fn with_leases(
+        host: Host,
+        leases: LeaseManager,
+        tools: ToolsAddr,
+        provider: Arc<dyn ModelProvider>,
+        options: RuntimeOptions,
+    ) -> Runtime {
         Runtime {
             inner: Arc::new(Inner {
                 ctx: Arc::new(Ctx {
@@ -267,12 +281,38 @@ impl Runtime {
         prompt: &str,
         config: RunConfig,
     ) -> Result<RunId, RunError> {
+        self.start_child_inner(parent, None, prompt, config).await
+    }
+
+    /// [`Runtime::start_child`] under an id the caller chose (a Deep
+    /// Research phase's run is named after its task, so that a phase taken
+    /// up again after a reload finds its run instead of starting a second);
+    /// refused with [`RunError::AlreadyExists`] when a run of that id is
+    /// stored.
+    pub async fn start_child_as(
+        &self,
+        id: RunId,
+        parent: &RunId,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        self.start_child_inner(parent, Some(id), prompt, config)
+            .await
+    }
+
+    async fn start_child_inner(
+        &self,
+        parent: &RunId,
+        chosen: Option<RunId>,
+        prompt: &str,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
         let (parent_run, _) = load_run(&*self.host().storage, parent).await?;
         let child = self
             .start_inner(
                 &parent_run.session,
                 Some(parent.clone()),
-                None,
+                chosen,
                 prompt,
                 config,
             )
@@ -755,6 +795,16 @@ impl Runtime {
     /// Every run stored, in key order.
     pub async fn runs(&self) -> Result<Vec<AgentRun>, RunError> {
         Ok(self.host().storage.scan_records("").await?)
+    }
+
+    /// The configuration `run` was started with (its stored blob).
+    pub async fn config(&self, run: &RunId) -> Result<RunConfig, RunError> {
+        let storage = &*self.host().storage;
+        let meta = storage
+            .get_record::<RunMeta>(&format!("run_config/{run}"))
+            .await?
+            .ok_or_else(|| RunError::NotFound(run.clone()))?;
+        crate::store::json_blob(storage, run, &meta.config).await
     }
 
     pub async fn activities(&self, run: &RunId) -> Result<Vec<Activity>, RunError> {

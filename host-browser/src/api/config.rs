@@ -135,6 +135,11 @@ pub(crate) struct RuntimeConfig {
     /// (S5.2); checked by [`check_plugins`] and the assembly.
     #[serde(default)]
     pub(crate) always_on_plugins: Vec<String>,
+    /// The base URL of a SearXNG instance (its JSON API, reachable from
+    /// this page with CORS) where Deep Research planning searches the web
+    /// (S9.4); without it planning uses only the topic and the person's URLs.
+    #[serde(default)]
+    pub(crate) search_url: Option<String>,
 }
 
 /// One run's options (`startRun`'s third argument), each replacing the

@@ -161,6 +161,13 @@ fn assemble(
         None => None,
     };
     let secrets = Arc::new(PageSecrets::new(&config.secrets));
+    let search: Option<Arc<dyn agent_research::search::SearchBackend>> = match &config.search_url {
+        Some(url) => Some(Arc::new(
+            agent_research::search::SearxngBackend::new(url, host.clock.clone())
+                .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("searchUrl: {e}")))?,
+        )),
+        None => None,
+    };
     Assembly::build(Parts {
         host,
         owner,
@@ -172,6 +179,7 @@ fn assemble(
         plugins: config.plugins.clone(),
         always_on_plugins: config.always_on_plugins.clone(),
         mcp: mcp_servers(config)?,
+        search,
         runtime: RuntimeOptions {
             lease_ttl,
             ..RuntimeOptions::default()

@@ -54,7 +54,7 @@ use crate::config::{RunConfig, RuntimeOptions};
 use crate::error::RunError;
 use crate::provider::ModelProvider;
 use crate::store::{EventBus, RunWriter, json_blob, request_id};
-use crate::transcript::{AssistantToolCall, Tail, TranscriptLog};
+use crate::transcript::{AssistantToolCall, Message, Tail, TranscriptLog};
 
 pub(crate) use commands::link_child;
 
@@ -450,6 +450,15 @@ impl Supervisor {
     async fn next(&self) -> Result<Next, RunError> {
         Ok(match self.transcript.tail() {
             Tail::Answered { text } => Next::Finish { text },
+            // A run with an ending call (S9.3) ends with its call's result.
+            Tail::ModelNext if self.config.ending_call.is_some() => {
+                match self.transcript.messages().last() {
+                    Some(Message::Tool { content, .. }) => Next::Finish {
+                        text: content.clone(),
+                    },
+                    _ => Next::ModelRound,
+                }
+            }
             Tail::ModelNext => Next::ModelRound,
             Tail::ToolsPending {
                 round_calls,

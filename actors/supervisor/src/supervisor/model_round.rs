@@ -119,6 +119,11 @@ impl Supervisor {
         // The request shares the conversation: let it go, so that appending
         // to the conversation copies nothing.
         drop(request);
+        let mut response = response;
+        if let Some(ending) = &self.config.ending_call {
+            // S9.3: the turn's one call, the model's or the runtime's own.
+            response.tool_calls = ending.calls(self.writer.run.id.as_str(), &response.tool_calls);
+        }
         let mut tx = self.writer.begin();
         let text_blob =
             (!response.text.is_empty()).then(|| tx.blob(response.text.clone().into_bytes()));
@@ -231,6 +236,7 @@ impl Supervisor {
         // less per round, and the result is still durable before the model
         // sees it.
         let announce = (tx.run.status == RunStatus::Running
+            && self.config.ending_call.is_none()
             && self.transcript.tail_after(&added) == Tail::ModelNext
             && self.schemas.is_some()
             && self.config.validate().is_ok()

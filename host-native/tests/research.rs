@@ -1,0 +1,508 @@
+//! Deep Research through the native host (SPEC S9), end to end: SQLite on
+//! disk, the real supervisor and tools actor, an OpenAI-compatible model, a
+//! SearXNG-shaped search API and the source pages all on loopback servers
+//! this test starts; hostnames resolve through a scripted resolver, one of
+//! them to a private address (a DNS trick inside an approved plan).
+//!
+//! - S9.3: the start turn offers only `start_deep_research` and stops after
+//!   it; when the model answers without it the runtime makes the call;
+//! - S9.2: the start run's output is only the task reference; planning and
+//!   synthesis are child runs of the start run, mode `research`, never
+//!   conversation turns;
+//! - S9.4: planning is offered only `web_search` and `fetch_url` (with a
+//!   search backend), capped; the plan request is shown once; execution
+//!   reads only the frozen snapshot;
+//! - S9.5: the private source of the approved plan is refused by the URL
+//!   policy and becomes a gap; nothing reaches it;
+//! - S9.6: synthesis is sent no tools; the report Artifact's findings cite
+//!   evidence that resolves to stored texts; reopening the session (a
+//!   reload) interrupts a task mid-phase and starts nothing until Resume.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use agent_fetch::testing::TestLoopback;
+use agent_fetch::{ScriptedResolver, UrlPolicy};
+use agent_host_native::app::{App, AppOptions};
+use agent_host_native::host::NativeHost;
+use agent_kernel::run::{RunMode, RunStatus};
+use agent_kernel::{RunId, SessionId};
+use agent_research::report::Report;
+use agent_research::{Gap, PlanDecision};
+use agent_supervisor::{OpenAiConfig, OpenAiProvider, RunConfig};
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+fn sse(chunks: &[Value]) -> Response {
+    let mut s = String::new();
+    for c in chunks {
+        s.push_str(&format!("data: {c}\n\n"));
+    }
+    s.push_str("data: [DONE]\n\n");
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(s.into())
+        .unwrap()
+}
+
+fn text(t: &str) -> Response {
+    sse(&[
+        json!({"choices": [{"index": 0, "delta": {"content": t}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ])
+}
+
+fn calls(calls: &[(&str, &str, Value)]) -> Response {
+    let calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            json!({"index": i, "id": id, "type": "function",
+                   "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    sse(&[
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": calls}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ])
+}
+
+struct Model {
+    seen: Seen,
+    /// Whether the start turn's model calls `start_deep_research`.
+    calls_start: bool,
+    port: u16,
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn plan(port: u16) -> String {
+    json!({
+        "questions": ["How dense are solid-state cells?"],
+        "queries": ["solid-state battery density"],
+        "sources": [
+            format!("http://docs.site.example:{port}/cells"),
+            format!("http://intranet.site.example:{port}/secret"),
+            format!("http://news.site.example:{port}/plant"),
+        ],
+        "domains": ["site.example"],
+    })
+    .to_string()
+}
+
+async fn completions(State(model): State<Arc<Model>>, body: String) -> Response {
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    model.seen.lock().unwrap().push(request.clone());
+    let tools = tool_names(&request);
+    let said = request["messages"].to_string();
+    if tools.iter().any(|t| t == "start_deep_research") {
+        if model.calls_start {
+            return calls(&[
+                (
+                    "call_fetch",
+                    "fetch_url",
+                    json!({"url": "https://example.org/"}),
+                ),
+                (
+                    "call_start",
+                    "start_deep_research",
+                    json!({"topic": "solid-state batteries", "urls": []}),
+                ),
+            ]);
+        }
+        return text("Solid-state batteries are ...");
+    }
+    if said.contains("You plan a Deep Research task") {
+        let searched = request["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if tools.iter().any(|t| t == "web_search") && !searched {
+            return calls(&[(
+                "call_search",
+                "web_search",
+                json!({"query": "solid-state battery density"}),
+            )]);
+        }
+        return text(&format!("```json\n{}\n```", plan(model.port)));
+    }
+    // Synthesis: cite the first source read.
+    text(
+        &json!({
+            "title": "Solid-state batteries",
+            "findings": [{"claim": "Lab cells reached 500 Wh/kg.", "evidence": ["ev-1"]}],
+            "unverified": [{"text": "A forum says prices will halve."}],
+            "model_knowledge": [{"text": "Solid-state cells use a solid electrolyte."}],
+        })
+        .to_string(),
+    )
+}
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+struct Servers {
+    model: SocketAddr,
+    model_seen: Seen,
+    search: SocketAddr,
+    search_seen: Seen,
+    pages: SocketAddr,
+    pages_seen: Seen,
+}
+
+async fn servers(calls_start: bool) -> Servers {
+    // The pages first: the model's plan names their port.
+    let pages_seen: Seen = Arc::default();
+    let seen = pages_seen.clone();
+    let pages = serve(Router::new().fallback(move |req: axum::extract::Request| {
+        let seen = seen.clone();
+        async move {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            seen.lock()
+                .unwrap()
+                .push(json!({"host": host, "path": req.uri().path()}));
+            let body = match req.uri().path() {
+                "/cells" => "Lab cells reached 500 Wh/kg in 2025.",
+                "/plant" => "The first plant opens in 2027.",
+                _ => "private",
+            };
+            (
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                body.to_owned(),
+            )
+        }
+    }))
+    .await;
+    let model_seen: Seen = Arc::default();
+    let model = Arc::new(Model {
+        seen: model_seen.clone(),
+        calls_start,
+        port: pages.port(),
+    });
+    let model = serve(
+        Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(model),
+    )
+    .await;
+    let search_seen: Seen = Arc::default();
+    let s = search_seen.clone();
+    let search = serve(Router::new().route(
+        "/search",
+        get(
+            move |Query(q): Query<std::collections::HashMap<String, String>>| {
+                let s = s.clone();
+                async move {
+                    s.lock().unwrap().push(json!(q));
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        json!({"results": [{"url": "https://docs.site.example/cells",
+                                            "title": "Cells", "content": "density"}]})
+                        .to_string(),
+                    )
+                }
+            },
+        ),
+    ))
+    .await;
+    Servers {
+        model,
+        model_seen,
+        search,
+        search_seen,
+        pages,
+        pages_seen,
+    }
+}
+
+async fn app(data: &std::path::Path, s: &Servers, search: bool) -> App {
+    let native = NativeHost::open_with(data, Default::default())
+        .await
+        .unwrap();
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let resolver = ScriptedResolver::new()
+        .answer("docs.site.example", [loopback])
+        .answer("news.site.example", [loopback])
+        .answer("intranet.site.example", ["10.0.0.7".parse().unwrap()]);
+    let policy = UrlPolicy::public_web(Arc::new(resolver))
+        .allowing_test_servers(TestLoopback::for_tests_only(), [s.pages]);
+    let mut options = AppOptions {
+        url_policy: Some(policy),
+        ..AppOptions::default()
+    };
+    if search {
+        options.config.search = Some(format!("http://{}/", s.search));
+    }
+    let provider = Arc::new(
+        OpenAiProvider::new(
+            OpenAiConfig::new(format!("http://{}/v1", s.model)),
+            native.host().clock.clone(),
+        )
+        .unwrap(),
+    );
+    App::on_host(native, options, provider).await.unwrap()
+}
+
+fn config() -> RunConfig {
+    let mut config = RunConfig::default();
+    config.model.model = "test-model".into();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_a_task_goes_from_the_start_turn_to_a_report_whose_claims_resolve() {
+    let s = servers(true).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, true).await;
+    let session = SessionId::new("chat-1").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let a = app.assembly();
+
+    // S9.3: the start turn. The model calls fetch_url and
+    // start_deep_research; only the start call is kept.
+    let started = a
+        .start_research(&session, "Tell me about solid-state batteries", config())
+        .await
+        .unwrap();
+    let first = s.model_seen.lock().unwrap()[0].clone();
+    assert_eq!(tool_names(&first), vec!["start_deep_research"]);
+    assert!(
+        !first["messages"].to_string().contains("never instructions"),
+        "S9.1: the start turn has none of the Agent system prompt"
+    );
+    let start_run = app.runtime().run(&started.run).await.unwrap();
+    assert_eq!(start_run.mode, RunMode::Research);
+    assert_eq!(start_run.status, RunStatus::Completed);
+    assert_eq!(start_run.usage.tool_calls, 1, "fetch_url was dropped");
+    // S9.2: the output is the task reference only.
+    let output = app.runtime().output(&started.run).await.unwrap().unwrap();
+    let output: Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(
+        output["content"]["research_task"],
+        json!(started.task.as_str())
+    );
+
+    // Planning ran as a child run: web_search and fetch_url only.
+    let view = a.advance_research(&session, &started.task).await.unwrap();
+    assert_eq!(view.phase, "awaiting_plan_approval");
+    let plan_run = RunId::new(format!("{}-plan-1", started.task)).unwrap();
+    let planning = app.runtime().run(&plan_run).await.unwrap();
+    assert_eq!(planning.parent.as_ref(), Some(&started.run));
+    assert_eq!(planning.mode, RunMode::Research);
+    assert!(!planning.mode.is_conversation_turn());
+    let requests = s.model_seen.lock().unwrap().clone();
+    let planning_request = requests
+        .iter()
+        .find(|r| {
+            r["messages"]
+                .to_string()
+                .contains("You plan a Deep Research task")
+        })
+        .unwrap();
+    let mut offered = tool_names(planning_request);
+    offered.sort();
+    assert_eq!(offered, vec!["fetch_url", "web_search"]);
+    assert_eq!(
+        s.search_seen.lock().unwrap().len(),
+        1,
+        "one search was sent"
+    );
+    assert!(
+        s.pages_seen.lock().unwrap().is_empty(),
+        "no source is read before approval"
+    );
+
+    // S6.4: the plan request is shown once.
+    let shown = a.present_plan(&session, &started.task).await.unwrap();
+    assert!(shown.is_some());
+    assert_eq!(a.present_plan(&session, &started.task).await.unwrap(), None);
+
+    // Approval: execution reads the snapshot, synthesis writes the report.
+    let request = view.plan_request.clone().unwrap().id;
+    let done = a
+        .decide_plan(&session, &started.task, &request, PlanDecision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(done.phase, "partial", "{done:?}");
+    // S9.5: the private address was refused: a gap, and no request for it.
+    assert!(
+        done.gaps
+            .iter()
+            .any(|g| matches!(g, Gap::SourceFailed { url, .. } if url.contains("intranet"))),
+        "{:?}",
+        done.gaps
+    );
+    let hosts: Vec<String> = s
+        .pages_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p["host"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    assert!(hosts.iter().all(|h| !h.contains("intranet")));
+
+    // S9.6: synthesis had no tools; the report's claims resolve.
+    let requests = s.model_seen.lock().unwrap().clone();
+    let synthesis = requests.last().unwrap();
+    assert!(
+        tool_names(synthesis).is_empty(),
+        "synthesis is sent no tools"
+    );
+    let report_ref = done.report.clone().unwrap();
+    let bytes = a
+        .host()
+        .storage
+        .get_blob(&report_ref.artifact)
+        .await
+        .unwrap()
+        .unwrap();
+    let report = Report::from_bytes(&bytes).unwrap();
+    let snapshot = a
+        .research_store()
+        .load(&session, &started.task)
+        .await
+        .unwrap()
+        .snapshot;
+    report.validate(snapshot.as_ref()).unwrap();
+    assert_eq!(report.findings.len(), 1);
+    assert_eq!(report.unverified.len(), 1);
+    assert_eq!(report.model_knowledge.len(), 1);
+    let synth_run = RunId::new(format!("{}-synthesis-1", started.task)).unwrap();
+    let synth = app.runtime().run(&synth_run).await.unwrap();
+    assert_eq!(synth.parent.as_ref(), Some(&started.run));
+    assert_eq!(synth.usage.tool_calls, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_3_the_runtime_starts_research_when_the_model_answers_without_the_call() {
+    let s = servers(false).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, false).await;
+    let session = SessionId::new("chat-2").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let a = app.assembly();
+    let started = a
+        .start_research(&session, "  What about sodium batteries?  ", config())
+        .await
+        .unwrap();
+    let task = a
+        .research_store()
+        .load(&session, &started.task)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.research_store().topic(&task).await.unwrap(),
+        "What about sodium batteries?"
+    );
+    // S9.5: host-supplied identity.
+    assert_eq!(task.session, session);
+    assert_eq!(task.message.as_str(), started.run.as_str());
+    let journal = app.runtime().journal(&started.run).await.unwrap();
+    assert_eq!(
+        journal.len(),
+        1,
+        "the runtime's call went through the journal"
+    );
+    // Without a search backend, planning has no tools and says so.
+    let view = a.advance_research(&session, &started.task).await.unwrap();
+    assert_eq!(view.phase, "awaiting_plan_approval");
+    let plan = view.plan.unwrap();
+    assert_eq!(
+        plan.notes,
+        vec![agent_research::search::NO_SEARCH_NOTE.to_string()]
+    );
+    let requests = s.model_seen.lock().unwrap().clone();
+    assert!(tool_names(requests.last().unwrap()).is_empty());
+    assert!(s.search_seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_6_a_reload_interrupts_a_task_mid_phase_and_starts_nothing_until_resume() {
+    let s = servers(true).await;
+    let data = tempfile::tempdir().unwrap();
+    let session = SessionId::new("chat-3").unwrap();
+    let task = {
+        let app = app(data.path(), &s, false).await;
+        let opened = app.open_session(&session).await.unwrap();
+        let started = app
+            .assembly()
+            .start_research(&session, "Batteries", config())
+            .await
+            .unwrap();
+        // The tab goes away after the start, before planning ran.
+        drop(opened);
+        started.task
+    };
+    let before = s.model_seen.lock().unwrap().len();
+    let app = app(data.path(), &s, false).await;
+    let _opened = app.open_session(&session).await.unwrap();
+    let a = app.assembly();
+    let view = a.research_view(&session, &task).await.unwrap();
+    assert_eq!(view.phase, "interrupted");
+    // Reading and listing start nothing.
+    let _ = a.research_tasks(&session).await.unwrap();
+    assert_eq!(s.model_seen.lock().unwrap().len(), before);
+    // Advancing an interrupted task waits for Resume.
+    let view = a.advance_research(&session, &task).await.unwrap();
+    assert_eq!(view.phase, "interrupted");
+    assert_eq!(s.model_seen.lock().unwrap().len(), before);
+    // Resume continues planning.
+    let view = a.resume_research(&session, &task).await.unwrap();
+    assert_eq!(view.phase, "awaiting_plan_approval");
+    assert!(s.model_seen.lock().unwrap().len() > before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_4_a_widening_edit_is_refused_and_a_rejected_plan_reads_nothing() {
+    let s = servers(true).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, false).await;
+    let session = SessionId::new("chat-4").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let a = app.assembly();
+    let started = a
+        .start_research(&session, "Batteries", config())
+        .await
+        .unwrap();
+    let view = a.advance_research(&session, &started.task).await.unwrap();
+    let request = view.plan_request.clone().unwrap().id;
+    let mut wider = view.plan.clone().unwrap();
+    wider.domains.insert("elsewhere.example".into());
+    let refused = a
+        .decide_plan(&session, &started.task, &request, PlanDecision::Edit(wider))
+        .await;
+    assert!(refused.is_err(), "a widening edit must be refused");
+    let rejected = a
+        .decide_plan(&session, &started.task, &request, PlanDecision::Reject)
+        .await
+        .unwrap();
+    assert_eq!(rejected.phase, "rejected");
+    assert!(s.pages_seen.lock().unwrap().is_empty());
+}
