@@ -40,7 +40,8 @@ use agent_host_native::queue::{
 };
 use agent_host_native::worker::{Worker, WorkerOptions, read_workers};
 use cli::args::{
-    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, SessionAction, Source,
+    Action, ApprovalArg, CheckWhat, Cli, Command, DecisionArg, ModeArg, PlanAction, SessionAction,
+    Source,
 };
 use cli::exit::{Exit, code, code_of, usage};
 use cli::follow::follow;
@@ -51,6 +52,7 @@ mod cli {
     pub(crate) mod exit;
     pub(crate) mod follow;
     pub(crate) mod render;
+    pub(crate) mod research;
     pub(crate) mod sessions;
 }
 
@@ -323,82 +325,23 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             detach,
         } => {
             let config = load_config(&cli)?;
-            let spec_source = match (scenario, provider) {
-                (Some(path), _) => {
-                    let text = std::fs::read_to_string(path).map_err(|e| {
-                        usage(format!("cannot read the scenario {}: {e}", path.display()))
-                    })?;
-                    Scenario::from_json(&text).map_err(|e| {
-                        usage(format!("the scenario {} is invalid: {e}", path.display()))
-                    })?;
-                    Source::Scenario(text)
-                }
-                (None, Some(p)) => {
-                    // The config file's provider section still names the
-                    // key variable and capabilities of the same provider.
-                    let same = config.provider.as_ref().filter(|c| c.kind == p.kind());
-                    Source::Provider(ProviderSpec::Remote {
-                        provider: p.kind(),
-                        base_url: base_url.clone(),
-                        model: model.clone().unwrap_or_default(),
-                        api_key_env: same.and_then(|c| c.api_key_env.clone()),
-                        capabilities: same.map(|c| c.capabilities).unwrap_or_default(),
-                    })
-                }
-                (None, None) => match &config.provider {
-                    Some(p) => Source::Provider(ProviderSpec::Remote {
-                        provider: p.kind,
-                        base_url: p.base_url.clone(),
-                        model: p.model.clone(),
-                        api_key_env: p.api_key_env.clone(),
-                        capabilities: p.capabilities,
-                    }),
-                    None => {
-                        return Err(usage(
-                            "no model to talk to: give --scenario FILE, --provider openai-compatible|gemini|anthropic --model NAME [--base-url URL], or a [provider] section in --config",
-                        ));
-                    }
+            let (spec_source, mut run_config) = model_setup(
+                &config,
+                ModelFlags {
+                    scenario,
+                    provider,
+                    base_url,
+                    model,
+                    temperature: *temperature,
+                    budget,
+                    approval: *approval,
                 },
-            };
-            if let Source::Provider(ProviderSpec::Remote {
-                base_url: Some(base_url),
-                ..
-            }) = &spec_source
-                && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
-            {
-                return Err(usage(format!(
-                    "--base-url {base_url:?} must be an http:// or https:// URL"
-                )));
-            }
-            let mut run_config = RunConfig::default();
-            if let Some(b) = config.budget {
-                run_config.budget = b;
-            }
-            if let Some(spec) = budget.spec(config.budget_spec.as_ref()) {
-                run_config.budget = Budget::from_spec(&spec)
-                    .map_err(|e| usage(format!("the budget is refused: {e}")))?;
-            }
+            )?;
             if let Some(mode) = mode {
                 run_config.mode = run_mode(*mode);
             }
             run_config.model.system_prompt = system.clone();
             run_config.model.system_extension = system_extension.clone();
-            if let Some(a) = config.approval {
-                run_config.approval = a;
-            }
-            if let Some(a) = approval {
-                let name = match a {
-                    ApprovalArg::Permissive => "permissive",
-                    ApprovalArg::Strict => "strict",
-                };
-                run_config.approval = parse_approval(name).unwrap_or_default();
-            }
-            if let Source::Provider(spec) = &spec_source
-                && let Some(model) = spec.model()
-            {
-                run_config.model.model = model.to_owned();
-            }
-            run_config.model.temperature = *temperature;
             if let Some(path) = skill {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| usage(format!("cannot read the Skill {}: {e}", path.display())))?;
@@ -425,6 +368,64 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 false,
             )
             .await
+        }
+        Command::Research {
+            topic,
+            resume,
+            scenario,
+            provider,
+            base_url,
+            model,
+            temperature,
+            budget,
+            approval,
+            session,
+        } => {
+            if let Some(task) = resume {
+                let task = cli::research::parse_task(task)?;
+                return research_action(&cli, &task, ResearchAction::Resume).await;
+            }
+            let config = load_config(&cli)?;
+            let (source, run_config) = model_setup(
+                &config,
+                ModelFlags {
+                    scenario,
+                    provider,
+                    base_url,
+                    model,
+                    temperature: *temperature,
+                    budget,
+                    approval: *approval,
+                },
+            )?;
+            let session = match session {
+                Some(s) => Some(parse_session(s)?),
+                None => None,
+            };
+            let topic = topic.clone().unwrap_or_default();
+            start_research(&cli, config, source, &topic, run_config, session).await
+        }
+        Command::Plan { action } => {
+            let (task, action) = match action {
+                PlanAction::Show { task } => (task, ResearchAction::Show),
+                PlanAction::Approve { task } => (
+                    task,
+                    ResearchAction::Decide(cli::research::decision(None, false)?),
+                ),
+                PlanAction::Edit { task, file } => (
+                    task,
+                    ResearchAction::Decide(cli::research::decision(Some(file), false)?),
+                ),
+                PlanAction::Reject { task } => (
+                    task,
+                    ResearchAction::Decide(cli::research::decision(None, true)?),
+                ),
+            };
+            research_action(&cli, &cli::research::parse_task(task)?, action).await
+        }
+        Command::Report { task } => {
+            let app = open_viewer(&cli).await?;
+            cli::research::print_report(cli.json, &app, &cli::research::parse_task(task)?).await
         }
         Command::Resume { run, detach } => {
             let run = parse_run_id(run)?;
@@ -483,6 +484,101 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             continue_run(&cli, &run, Action::Stop).await
         }
     }
+}
+
+/// The model flags shared by `agentrt run` and `agentrt research`.
+struct ModelFlags<'a> {
+    scenario: &'a Option<PathBuf>,
+    provider: &'a Option<cli::args::ProviderArg>,
+    base_url: &'a Option<String>,
+    model: &'a Option<String>,
+    temperature: Option<f32>,
+    budget: &'a cli::args::BudgetArgs,
+    approval: Option<ApprovalArg>,
+}
+
+/// Where a run's model comes from and the run configuration the flags and
+/// the config file give (budget, approval, model name, temperature).
+fn model_setup(config: &Config, flags: ModelFlags<'_>) -> anyhow::Result<(Source, RunConfig)> {
+    let ModelFlags {
+        scenario,
+        provider,
+        base_url,
+        model,
+        temperature,
+        budget,
+        approval,
+    } = flags;
+    let spec_source = match (scenario, provider) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("cannot read the scenario {}: {e}", path.display())))?;
+            Scenario::from_json(&text)
+                .map_err(|e| usage(format!("the scenario {} is invalid: {e}", path.display())))?;
+            Source::Scenario(text)
+        }
+        (None, Some(p)) => {
+            // The config file's provider section still names the
+            // key variable and capabilities of the same provider.
+            let same = config.provider.as_ref().filter(|c| c.kind == p.kind());
+            Source::Provider(ProviderSpec::Remote {
+                provider: p.kind(),
+                base_url: base_url.clone(),
+                model: model.clone().unwrap_or_default(),
+                api_key_env: same.and_then(|c| c.api_key_env.clone()),
+                capabilities: same.map(|c| c.capabilities).unwrap_or_default(),
+            })
+        }
+        (None, None) => match &config.provider {
+            Some(p) => Source::Provider(ProviderSpec::Remote {
+                provider: p.kind,
+                base_url: p.base_url.clone(),
+                model: p.model.clone(),
+                api_key_env: p.api_key_env.clone(),
+                capabilities: p.capabilities,
+            }),
+            None => {
+                return Err(usage(
+                    "no model to talk to: give --scenario FILE, --provider openai-compatible|gemini|anthropic --model NAME [--base-url URL], or a [provider] section in --config",
+                ));
+            }
+        },
+    };
+    if let Source::Provider(ProviderSpec::Remote {
+        base_url: Some(base_url),
+        ..
+    }) = &spec_source
+        && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+    {
+        return Err(usage(format!(
+            "--base-url {base_url:?} must be an http:// or https:// URL"
+        )));
+    }
+    let mut run_config = RunConfig::default();
+    if let Some(b) = config.budget {
+        run_config.budget = b;
+    }
+    if let Some(spec) = budget.spec(config.budget_spec.as_ref()) {
+        run_config.budget =
+            Budget::from_spec(&spec).map_err(|e| usage(format!("the budget is refused: {e}")))?;
+    }
+    if let Some(a) = config.approval {
+        run_config.approval = a;
+    }
+    if let Some(a) = approval {
+        let name = match a {
+            ApprovalArg::Permissive => "permissive",
+            ApprovalArg::Strict => "strict",
+        };
+        run_config.approval = parse_approval(name).unwrap_or_default();
+    }
+    if let Source::Provider(spec) = &spec_source
+        && let Some(model) = spec.model()
+    {
+        run_config.model.model = model.to_owned();
+    }
+    run_config.model.temperature = temperature;
+    Ok((spec_source, run_config))
 }
 
 // ---------------------------------------------------------------------------
@@ -934,6 +1030,124 @@ async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<
         Action::Stop => app.stop(run).await?,
     }
     follow(cli, &app, run, events, is_demo).await
+}
+
+// ---------------------------------------------------------------------------
+// research
+// ---------------------------------------------------------------------------
+
+enum ResearchAction {
+    Show,
+    Decide(agent_research::PlanDecision),
+    Resume,
+}
+
+/// `agentrt research "topic"`: the start turn, then planning up to the
+/// plan request. The start run gets a launch record, so that the later
+/// commands reopen the task with the same model.
+async fn start_research(
+    cli: &Cli,
+    config: Config,
+    source: Source,
+    topic: &str,
+    run_config: RunConfig,
+    session: Option<SessionId>,
+) -> anyhow::Result<u8> {
+    let spec = match source {
+        Source::Provider(spec) => spec,
+        Source::Scenario(text) => {
+            let host = open_host(cli).await?;
+            let blob = agent_kernel::host::BlobRef::of(text.as_bytes());
+            host.host()
+                .storage
+                .put_blob(&blob.hash, text.into_bytes())
+                .await?;
+            ProviderSpec::Scripted { scenario: blob }
+        }
+    };
+    let app = open_app(cli, config, &spec).await?;
+    let session = match session {
+        Some(s) => s,
+        None => SessionId::new(agent_kernel::host::random_id(
+            app.native().host().entropy.as_ref(),
+            "session-",
+        ))?,
+    };
+    let _opened = app.open_session(&session).await.map_err(session_busy)?;
+    let a = app.assembly();
+    let started = a.start_research(&session, topic, run_config).await?;
+    app.record_launch(&Launch {
+        run: started.run.clone(),
+        provider: spec,
+        demo: false,
+    })
+    .await?;
+    if !cli.json {
+        eprintln!(
+            "research task {} started in session {session} (turn {})",
+            started.task, started.run
+        );
+    }
+    let view = a.advance_research(&session, &started.task).await?;
+    // Shown here: the plan request is presented once (S6.4).
+    let _ = a.present_plan(&session, &started.task).await?;
+    cli::research::print_view(cli.json, &view)?;
+    Ok(cli::research::exit_code(&view))
+}
+
+/// `agentrt plan show|approve|edit|reject TASK`, `agentrt research --resume TASK`.
+async fn research_action(
+    cli: &Cli,
+    task: &agent_research::TaskId,
+    action: ResearchAction,
+) -> anyhow::Result<u8> {
+    if let ResearchAction::Show = action {
+        let app = open_viewer(cli).await?;
+        let stored = cli::research::find(&app, task).await?;
+        let view = app
+            .assembly()
+            .research_view(&cli::research::session_of(&stored), task)
+            .await?;
+        cli::research::print_view(cli.json, &view)?;
+        return Ok(cli::research::exit_code(&view));
+    }
+    let config = load_config(cli)?;
+    let (stored, launch) = {
+        let viewer = open_viewer(cli).await?;
+        let stored = cli::research::find(&viewer, task).await?;
+        let start = RunId::new(stored.message.as_str())?;
+        let launch = Launch::load(viewer.native().host().storage.as_ref(), &start)
+            .await?
+            .ok_or_else(|| anyhow::Error::new(AppError::NoLaunch(start.clone())))?;
+        (stored, launch)
+    };
+    let app = open_app(cli, config, &launch.provider).await?;
+    let session = cli::research::session_of(&stored);
+    let _opened = app.open_session(&session).await.map_err(session_busy)?;
+    let a = app.assembly();
+    let view = match action {
+        ResearchAction::Show => a.research_view(&session, task).await?,
+        ResearchAction::Resume => a.resume_research(&session, task).await?,
+        ResearchAction::Decide(decision) => {
+            let current = a.research_view(&session, task).await?;
+            let request = current.plan_request.map(|r| r.id).ok_or_else(|| {
+                usage(format!(
+                    "research task {task} has no plan waiting for a decision (it is {})",
+                    current.phase
+                ))
+            })?;
+            a.decide_plan(&session, task, &request, decision)
+                .await
+                .map_err(|e| match e {
+                    agent_assembly::ResearchDeskError::Research(
+                        agent_research::ResearchError::Plan(p),
+                    ) => usage(format!("the edited plan is refused: {p}")),
+                    other => anyhow::Error::new(other),
+                })?
+        }
+    };
+    cli::research::print_view(cli.json, &view)?;
+    Ok(cli::research::exit_code(&view))
 }
 
 // ---------------------------------------------------------------------------

@@ -233,6 +233,18 @@ impl ResearchStore {
             .collect()
     }
 
+    /// The task `id` in whichever session holds it (a command line that is
+    /// given only the task's id); reads every stored task, so a host that
+    /// knows the session uses [`ResearchStore::load`].
+    pub async fn find(&self, id: &TaskId) -> Result<Option<ResearchTask>, ResearchError> {
+        for (key, bytes) in self.storage.scan_prefix(Table::Meta, KEY_PREFIX).await? {
+            if key.rsplit('/').next() == Some(id.as_str()) {
+                return decode_task(&key, &bytes).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
     /// Apply `event` to the stored task as one fenced, compare-and-set batch
     /// (with `batch`'s blobs); the stored task is unchanged on any error.
     async fn commit_event(

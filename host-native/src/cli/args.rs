@@ -149,6 +149,45 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "attach")]
         detach: bool,
     },
+    /// Start Deep Research on a topic (S9): a research turn starts the task,
+    /// planning proposes a plan, and the command waits for your decision
+    /// (`agentrt plan approve|edit|reject TASK`); exit 3 while it waits.
+    /// With --resume TASK, continue an interrupted task instead.
+    Research {
+        /// The topic, in your words (URLs in it are only text; give sources
+        /// to read in the plan).
+        #[arg(required_unless_present = "resume")]
+        topic: Option<String>,
+        /// Continue this interrupted task (the only way one continues).
+        #[arg(long, value_name = "TASK", conflicts_with = "topic")]
+        resume: Option<String>,
+        /// A scripted scenario (JSON) instead of a model.
+        #[arg(long, value_name = "FILE", conflicts_with = "provider")]
+        scenario: Option<PathBuf>,
+        #[arg(long, value_enum, requires = "model")]
+        provider: Option<ProviderArg>,
+        #[arg(long, value_name = "URL", requires = "provider")]
+        base_url: Option<String>,
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        #[arg(long, value_name = "T")]
+        temperature: Option<f32>,
+        #[command(flatten)]
+        budget: BudgetArgs,
+        #[arg(long, value_enum)]
+        approval: Option<ApprovalArg>,
+        /// The chat session (default: a new one).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+    /// Show, approve, edit or reject a research task's plan (S9.4).
+    Plan {
+        #[command(subcommand)]
+        action: PlanAction,
+    },
+    /// Print a research task's report: findings with their sources,
+    /// unverified material and model knowledge, each apart (S9.6).
+    Report { task: String },
     /// Bring a file into a session's workspace (an attachment: its content
     /// is external and untrusted to every tool that reads it).
     Attach {
@@ -332,6 +371,21 @@ pub(crate) enum SessionAction {
     /// Delete a session's workspace, trash and Artifact references (a
     /// copy's Artifacts stay readable); its runs stay, as history.
     Delete { session: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PlanAction {
+    /// The task: its phase, plan, sources and gaps.
+    Show { task: String },
+    /// Approve the proposed plan: its sources are frozen and read, then
+    /// the report is written.
+    Approve { task: String },
+    /// Approve a narrower plan: a JSON file with the plan's fields
+    /// (questions, queries, sources, domains, dates) keeping only what you
+    /// want; anything wider than proposed is refused.
+    Edit { task: String, file: PathBuf },
+    /// Reject the plan: nothing is read.
+    Reject { task: String },
 }
 
 #[derive(Debug, Subcommand)]

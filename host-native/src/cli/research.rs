@@ -1,0 +1,163 @@
+//! Deep Research on the command line (S9): `agentrt research "topic"`,
+//! `agentrt research --resume TASK`, `agentrt plan show|approve|edit|reject
+//! TASK` and `agentrt report TASK`. Every rule (the start turn, the phases,
+//! the plan's narrowing-only edit, the frozen snapshot, the report's
+//! evidence) is the assembly's and the research crate's; this module finds
+//! the task, opens its session with the model its start turn used, calls
+//! the assembly and prints what it answered.
+//!
+//! Exit codes as for runs: 0 when the task is final (`reported`,
+//! `partial`, `rejected`, `cancelled`), 3 while it waits for the person (a
+//! plan to decide), 5 when it is interrupted (it continues only with
+//! `--resume`).
+
+use std::io::Write;
+
+use agent_host_native::app::App;
+use agent_kernel::SessionId;
+use agent_research::report::Report;
+use agent_research::view::ResearchView;
+use agent_research::{PlanDecision, ResearchPlan, ResearchTask, TaskId};
+
+use super::exit::{code, usage};
+
+/// Parse a task id given on the command line.
+pub(crate) fn parse_task(text: &str) -> anyhow::Result<TaskId> {
+    TaskId::new(text).map_err(|e| usage(e.to_string()))
+}
+
+/// The task `id` in whichever session holds it, or a usage error.
+pub(crate) async fn find(app: &App, id: &TaskId) -> anyhow::Result<ResearchTask> {
+    app.assembly()
+        .research_store()
+        .find(id)
+        .await?
+        .ok_or_else(|| usage(format!("no research task {id} is stored here")))
+}
+
+/// The exit code of a task in `view`'s phase.
+pub(crate) fn exit_code(view: &ResearchView) -> u8 {
+    match view.phase {
+        "awaiting_plan_approval" => code::WAITING,
+        "interrupted" => code::INTERRUPTED,
+        "reported" | "partial" | "rejected" | "cancelled" => code::OK,
+        _ => code::WAITING,
+    }
+}
+
+/// Print the task: JSON with `--json`, else a few lines for a person.
+pub(crate) fn print_view(json: bool, view: &ResearchView) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string(view)?)?;
+        return Ok(());
+    }
+    writeln!(out, "research task {} ({})", view.task, view.phase)?;
+    writeln!(out, "  topic: {}", view.topic)?;
+    if let Some(plan) = &view.plan {
+        let state = if view.plan_approved {
+            "approved"
+        } else {
+            "proposed"
+        };
+        writeln!(out, "  plan ({state}):")?;
+        for q in &plan.questions {
+            writeln!(out, "    question: {q}")?;
+        }
+        for q in &plan.queries {
+            writeln!(out, "    query:    {q}")?;
+        }
+        let domains: Vec<&str> = plan.domains.iter().map(String::as_str).collect();
+        writeln!(out, "    domains:  {}", domains.join(", "))?;
+        if let Some(dates) = &plan.dates {
+            writeln!(out, "    dates:    {} to {}", dates.from, dates.to)?;
+        }
+        for note in &plan.notes {
+            writeln!(out, "    note:     {note}")?;
+        }
+    }
+    for source in &view.sources {
+        writeln!(out, "  source {}: {}", source.state, source.url)?;
+    }
+    if view.sources.is_empty()
+        && let Some(plan) = &view.plan
+    {
+        for source in &plan.sources {
+            writeln!(out, "  source (candidate): {source}")?;
+        }
+    }
+    for gap in &view.gaps {
+        writeln!(out, "  gap: {}", serde_json::to_string(gap)?)?;
+    }
+    if let Some(report) = &view.report {
+        writeln!(
+            out,
+            "  report: artifact {} ({} bytes); agentrt report {}",
+            report.artifact, report.size, view.task
+        )?;
+    }
+    match view.phase {
+        "awaiting_plan_approval" => writeln!(
+            out,
+            "  waiting for your decision: agentrt plan approve|edit FILE|reject {}",
+            view.task
+        )?,
+        "interrupted" => writeln!(
+            out,
+            "  interrupted: agentrt research --resume {}",
+            view.task
+        )?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// What the person decided about a plan, from the command line.
+pub(crate) fn decision(
+    edit: Option<&std::path::Path>,
+    reject: bool,
+) -> anyhow::Result<PlanDecision> {
+    if reject {
+        return Ok(PlanDecision::Reject);
+    }
+    let Some(path) = edit else {
+        return Ok(PlanDecision::Approve);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read the plan {}: {e}", path.display())))?;
+    let plan: ResearchPlan = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("the plan {} is not a plan: {e}", path.display())))?;
+    Ok(PlanDecision::Edit(plan))
+}
+
+/// `agentrt report TASK`: the report Artifact, its parts apart.
+pub(crate) async fn print_report(json: bool, app: &App, task: &TaskId) -> anyhow::Result<u8> {
+    let stored = find(app, task).await?;
+    let Some(reference) = &stored.report else {
+        return Err(usage(format!(
+            "research task {task} has no report yet (it is {})",
+            stored.phase.name()
+        )));
+    };
+    let bytes = app
+        .native()
+        .host()
+        .storage
+        .get_blob(&reference.artifact)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the report Artifact {} is missing", reference.artifact))?;
+    let report = Report::from_bytes(&bytes)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        out.write_all(&bytes)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", report.to_markdown())?;
+    }
+    Ok(code::OK)
+}
+
+/// The session of a task as the command line names it.
+pub(crate) fn session_of(task: &ResearchTask) -> SessionId {
+    task.session.clone()
+}
