@@ -9,8 +9,8 @@ import init, { AgentRuntime } from "../pkg/agent_host_browser.js";
 import type {
   Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
   CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
-  PendingRequest, Plan, RunOptions, RunView, RuntimeConfig, RuntimeEvent, SessionSummary, Source,
-  StopReason, Subscription,
+  PendingRequest, Plan, ResearchGap, ResearchPlan, ResearchStart, ResearchView, RunOptions, RunView,
+  RuntimeConfig, RuntimeEvent, SessionSummary, Source, StopReason, Subscription,
 } from "../pkg/agent_host_browser.js";
 
 /** Fails to compile when a switch misses a case. */
@@ -138,6 +138,9 @@ function onEvent(runtime: AgentRuntime, event: RuntimeEvent): void {
     case "session":
       console.log(`session ${event.session} is ${event.kind} (${event.owner})`);
       return;
+    case "research":
+      console.log(`research ${event.task} (turn ${event.runId}) is ${event.phase}`);
+      return;
     case "tool_progress": {
       const { progress, total, message } = event.progress;
       console.log(`${event.runId} ${event.tool} (${event.callId}): ${progress}${total === undefined ? "" : `/${total}`} ${message ?? ""}`);
@@ -161,6 +164,43 @@ async function showRun(runtime: AgentRuntime, id: string): Promise<void> {
   for (const failure of view.failures ?? []) console.log(`${failure.call_id} failed: ${failure.reason}`);
   console.log(`prompt: ${view.prompt}`);
   if (view.output !== undefined) console.log(`answer: ${view.output}`);
+}
+
+function describeGap(gap: ResearchGap): string {
+  switch (gap.kind) {
+    case "source_failed": return `${gap.url} could not be read: ${gap.reason}`;
+    case "budget_exhausted": return `out of ${gap.dimension}`;
+    case "stopped": return "stopped by you";
+    case "unanswered": return `not answered: ${gap.question}`;
+    default: return unreachable(gap);
+  }
+}
+
+/** Deep Research (S9): start, the plan once, a narrower edit, the report. */
+async function research(runtime: AgentRuntime, session: string): Promise<void> {
+  const started: ResearchStart = await runtime.startResearch(session, "Solid-state batteries in 2025", { budget: "light" });
+  const view: ResearchView = await runtime.readResearch(session, started.task);
+  const plan: ResearchPlan | null = await runtime.presentPlan(session, started.task);
+  if (plan && view.plan_request) {
+    const narrower: ResearchPlan = { ...plan, sources: plan.sources.slice(0, 1), questions: plan.questions.slice(0, 1) };
+    const done: ResearchView = await runtime.editPlan(session, started.task, view.plan_request.id, narrower);
+    done.gaps.forEach((g) => console.log(describeGap(g)));
+    if (done.report) console.log(`report ${done.report.artifact} (${done.report.size} bytes)`);
+    for (const source of done.sources) console.log(`${source.state} ${source.url} ${source.evidence ?? ""} ${source.content_hash ?? ""}`);
+  }
+  const other = await runtime.startResearch(session, "Sodium batteries", undefined);
+  const pending = await runtime.readResearch(session, other.task);
+  if (pending.plan_request) {
+    await runtime.approvePlan(session, other.task, pending.plan_request.id);
+  }
+  const third = await runtime.startResearch(session, "Hydrogen", undefined);
+  const waiting = await runtime.readResearch(session, third.task);
+  if (waiting.plan_request) await runtime.rejectPlan(session, third.task, waiting.plan_request.id);
+  const tasks: ResearchView[] = await runtime.listResearch(session);
+  for (const task of tasks) {
+    if (task.phase === "interrupted") console.log(`resumes ${task.resume_to}: ${(await runtime.resumeResearch(session, task.task)).phase}`);
+  }
+  await runtime.stopResearch(session, third.task);
 }
 
 export async function main(file: Blob): Promise<void> {
@@ -197,6 +237,7 @@ export async function main(file: Blob): Promise<void> {
     workerWasmUrl: "/pkg/agent_worker_module_bg.wasm",
     leaseTtlMs: 30_000,
     alwaysOnPlugins: ["tickets"],
+    searchUrl: "https://search.example/",
     mcpServers: [
       { id: "docs", url: "https://mcp.docs.example/mcp", headers: { Authorization: { secret: "docs-key", prefix: "Bearer " } },
         trusted_functions: [{ name: "search", effects: ["read_network"], idempotency: "idempotent" }] },
@@ -246,6 +287,7 @@ export async function main(file: Blob): Promise<void> {
   await runtime.startRun(session, "Plain.", undefined);
 
   await showRun(runtime, run);
+  await research(runtime, session);
   for (const p of await runtime.presentPending(chat)) await answer(runtime, p);
   await runtime.stop(chat);
   await runtime.resume(run);

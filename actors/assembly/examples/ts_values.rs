@@ -162,10 +162,17 @@ impl ModelProvider for ByPrompt {
                 _ => None,
             })
             .unwrap_or_default();
+        // A research phase's prompt is long and made at run time: its
+        // scenario is keyed by the prompt's fixed opening.
         let provider = self
             .scenarios
             .iter()
             .find(|(p, _)| *p == prompt)
+            .or_else(|| {
+                self.scenarios
+                    .iter()
+                    .find(|(p, _)| p.starts_with("You ") && prompt.starts_with(p))
+            })
             .map(|(_, s)| s)
             .ok_or_else(|| ProviderError::Config(format!("no scenario for prompt {prompt:?}")))?;
         provider.stream(request).await
@@ -179,8 +186,23 @@ const ASK_CHOICES: &str = "Which colour?";
 const LOOP: &str = "Keep planning.";
 const CHAT: &str = "Capital of France?";
 
+const RESEARCH: &str = "Solid-state batteries in 2025";
+const PLANNING: &str = "You plan a Deep Research task.";
+const SYNTHESIS: &str = "You write the report of a Deep Research task.";
+
 fn scenarios() -> Vec<(&'static str, &'static str)> {
     vec![
+        // Deep Research: a start turn that answers without the call (the
+        // runtime makes it), a plan, and a report draft.
+        (RESEARCH, r#"[{"text": "They are promising."}]"#),
+        (
+            PLANNING,
+            r#"[{"text": "{\"questions\": [\"How dense are the cells?\"], \"queries\": [\"solid-state density\"], \"sources\": [\"https://cells.example.org/a\"], \"domains\": [\"example.org\"], \"dates\": {\"from\": \"2024-01-01\", \"to\": \"2025-12-31\"}}"}]"#,
+        ),
+        (
+            SYNTHESIS,
+            r#"[{"text": "{\"title\": \"Cells\", \"findings\": [], \"unverified\": [{\"text\": \"A blog says 600 Wh/kg.\"}], \"model_knowledge\": [{\"text\": \"The electrolyte is solid.\"}], \"unanswered\": [\"How dense are the cells?\"]}"}]"#,
+        ),
         (
             CARD,
             r#"[{"tool_calls": [
@@ -467,6 +489,67 @@ fn generate() -> Result<String> {
     let chat = f.view(&chat)?;
     expect_status(&chat, RunStatus::Completed)?;
     values.add("chatTurn", "RunView", &chat)?;
+    // Deep Research: the start, the plan waiting, the partial report (this
+    // host has no fetch_url: the source is a gap).
+    let research_session = id(SessionId::new("research"))?;
+    let (started, waiting_plan, reported) = f.drive(async {
+        let _opened = f.open(&research_session).await?;
+        let a = &f.assembly;
+        let started = a
+            .start_research(&research_session, RESEARCH, RunConfig::default())
+            .await
+            .map_err(|e| format!("start research: {e}"))?;
+        let waiting = a
+            .advance_research(&research_session, &started.task)
+            .await
+            .map_err(|e| format!("plan: {e}"))?;
+        let request = waiting
+            .plan_request
+            .clone()
+            .ok_or("the plan request is missing")?
+            .id;
+        let reported = a
+            .decide_plan(
+                &research_session,
+                &started.task,
+                &request,
+                agent_research::PlanDecision::Approve,
+            )
+            .await
+            .map_err(|e| format!("approve: {e}"))?;
+        Ok((started, waiting, reported))
+    })?;
+    if waiting_plan.phase != "awaiting_plan_approval" || reported.phase != "partial" {
+        return Err(format!(
+            "research went {} then {}",
+            waiting_plan.phase, reported.phase
+        ));
+    }
+    values.add(
+        "researchStart",
+        "ResearchStart",
+        &json!({"runId": started.run.as_str(), "task": started.task.as_str()}),
+    )?;
+    values.add("researchWaiting", "ResearchView", &waiting_plan)?;
+    values.add("researchReported", "ResearchView", &reported)?;
+    values.add(
+        "researchGaps",
+        "ResearchGap[]",
+        &[
+            agent_research::Gap::SourceFailed {
+                url: "https://a.example/".into(),
+                reason: "refused".into(),
+            },
+            agent_research::Gap::BudgetExhausted {
+                dimension: "reads".into(),
+            },
+            agent_research::Gap::Stopped,
+            agent_research::Gap::Unanswered {
+                question: "Why?".into(),
+            },
+        ],
+    )?;
+
     let runs = f.drive(async {
         f.assembly
             .runtime()
@@ -977,6 +1060,12 @@ fn runtime_events(
                 "callId": call_id.as_str(),
                 "tool": tool,
                 "progress": progress,
+            })),
+            RunEvent::Research { run, task, phase } => out.push(json!({
+                "type": "research",
+                "runId": run.as_str(),
+                "task": task,
+                "phase": phase,
             })),
             RunEvent::Activity(activity) => out.push(json!({
                 "type": "activity",

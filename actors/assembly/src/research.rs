@@ -64,6 +64,10 @@ pub const RESEARCH_LABEL: &str = "research";
 /// bound is [`agent_research::plan::MAX_SOURCES`]).
 pub const MAX_EXECUTION_READS: usize = agent_research::plan::MAX_SOURCES;
 
+/// Why a source was not read on a host without `fetch_url`.
+pub const NO_READER: &str =
+    "this host offers no fetch_url (a page needs the gateway), so the source was not read";
+
 /// A Deep Research action could not be taken.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -78,9 +82,6 @@ pub enum ResearchDeskError {
     NotStarted { run: RunId, why: String },
     #[error(transparent)]
     Execution(#[from] ExecutionError),
-    /// This host offers no `fetch_url`: nothing can be read.
-    #[error("this host has no fetch_url tool, so research cannot read its sources")]
-    NoReader,
     #[error("the session {0} is not open here; open it first")]
     SessionClosed(SessionId),
 }
@@ -226,6 +227,7 @@ impl Assembly {
         let store = &self.research.store;
         loop {
             let current = store.load(session, task).await?;
+            self.announce(&current);
             let step = match current.phase {
                 Phase::Planning => self.plan_phase(&fence, task).await?,
                 Phase::Executing => self.execute_phase(&fence, task).await?,
@@ -235,6 +237,17 @@ impl Assembly {
             if !step {
                 return Ok(read_research(store, session, task).await?);
             }
+        }
+    }
+
+    /// Tell subscribers where `task` is now (`RunEvent::Research`).
+    fn announce(&self, task: &agent_research::ResearchTask) {
+        if let Ok(run) = RunId::new(task.message.as_str()) {
+            self.runtime.emit(agent_supervisor::RunEvent::Research {
+                run,
+                task: task.id.to_string(),
+                phase: task.phase.name().to_owned(),
+            });
         }
     }
 
@@ -368,12 +381,26 @@ impl Assembly {
     /// capabilities minted from the approved plan.
     async fn execute_phase(&self, fence: &Fence, task: &TaskId) -> Result<bool, ResearchDeskError> {
         let store = &self.research.store;
-        let reader = self
-            .research
-            .reader
-            .clone()
-            .ok_or(ResearchDeskError::NoReader)?;
         let stored = store.load(&fence.session, task).await?;
+        let Some(reader) = self.research.reader.clone() else {
+            // A host without `fetch_url` (a page without a gateway) reads
+            // nothing: every source is a gap, and the report says so.
+            let pending: Vec<String> = stored
+                .snapshot
+                .iter()
+                .flat_map(|s| &s.sources)
+                .filter(|s| s.read.is_none() && s.failed.is_none())
+                .map(|s| s.url.clone())
+                .collect();
+            for url in pending {
+                let reason = NO_READER.to_owned();
+                store
+                    .apply(fence, task, Event::RecordFailure { url, reason })
+                    .await?;
+            }
+            store.apply(fence, task, Event::FinishExecution).await?;
+            return Ok(true);
+        };
         let plan: ResearchPlan = store.approved_plan(&stored).await?.ok_or_else(|| {
             ResearchError::Transition(agent_research::TransitionError::Illegal {
                 phase: "executing",

@@ -229,6 +229,12 @@ impl Runtime {
     }
 
     /// Every activity and text delta of every run, from now on.
+    /// Announce `event` to every subscriber (a host's own live events
+    /// about the runs, such as a Deep Research task's phase).
+    pub fn emit(&self, event: RunEvent) {
+        self.inner.ctx.events.emit(event);
+    }
+
     pub fn subscribe(&self) -> async_channel::Receiver<RunEvent> {
         self.inner.ctx.events.subscribe()
     }

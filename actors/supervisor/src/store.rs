@@ -46,13 +46,23 @@ pub enum RunEvent {
         tool: String,
         progress: ToolProgress,
     },
+    /// A Deep Research task of the session moved to `phase` (S9): `run` is
+    /// its start turn (the chat message's generation). Live only; the task
+    /// record is what is stored.
+    Research {
+        run: RunId,
+        task: String,
+        phase: String,
+    },
 }
 
 impl RunEvent {
     pub fn run(&self) -> &RunId {
         match self {
             RunEvent::Activity(a) => &a.run,
-            RunEvent::TextDelta { run, .. } | RunEvent::ToolProgress { run, .. } => run,
+            RunEvent::TextDelta { run, .. }
+            | RunEvent::ToolProgress { run, .. }
+            | RunEvent::Research { run, .. } => run,
         }
     }
 }

@@ -54,6 +54,7 @@ use hold::Hold;
 mod config;
 mod errors;
 mod hold;
+mod research;
 mod sessions;
 mod views;
 
@@ -645,6 +646,12 @@ async fn forward_events(
                         "callId": call_id.as_str(),
                         "tool": tool,
                         "progress": progress,
+                    })],
+                    RunEvent::Research { run, task, phase } => vec![json!({
+                        "type": "research",
+                        "runId": run.as_str(),
+                        "task": task,
+                        "phase": phase,
                     })],
                     RunEvent::Activity(activity) => {
                         let mut out = vec![json!({

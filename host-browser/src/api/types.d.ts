@@ -134,6 +134,8 @@ export interface RuntimeConfig {
   leaseTtlMs?: number;
   /** Ids of `plugins` whose functions are in every model request, without `load_tools` (S5.2). An id no plugin has is refused with `invalid_config`. */
   alwaysOnPlugins?: string[];
+  /** A SearXNG instance (its JSON API, reachable from this page) where Deep Research planning searches the web; without it planning uses only the topic and the person's URLs. */
+  searchUrl?: string;
 }
 
 /** A Skill manifest (S5.6). */
@@ -384,8 +386,63 @@ export interface ToolProgress {
   message?: string;
 }
 
+/** Deep Research (S9). `startResearch` resolves with the start turn's run and the task: all a chat message keeps (S9.2). */
+export interface ResearchStart { runId: string; task: string; }
+export interface DateRange { from: string; to: string; }
+/** A research plan: what the report must answer, and the only sources and domains execution may read. */
+export interface ResearchPlan {
+  questions: string[];
+  queries: string[];
+  sources: string[];
+  domains: string[];
+  dates?: DateRange;
+  notes?: string[];
+}
+export type ResearchPhase =
+  | "planning" | "awaiting_plan_approval" | "executing" | "synthesizing"
+  | "reported" | "partial" | "rejected" | "cancelled" | "interrupted";
+export type ResearchActivePhase = "planning" | "executing" | "synthesizing";
+/** The plan waiting for the person: shown once (S6.4). */
+export interface PlanRequest { id: string; created_at_ms: number; presented: boolean; }
+export interface ResearchSource {
+  url: string;
+  state: "pending" | "read" | "failed";
+  evidence?: string;
+  final_url?: string;
+  /** SHA-256 of the stored text. */
+  content_hash?: string;
+  reason?: string;
+}
+export type ResearchGap =
+  | { kind: "source_failed"; url: string; reason: string }
+  | { kind: "budget_exhausted"; dimension: string }
+  | { kind: "stopped" }
+  | { kind: "unanswered"; question: string };
+/** The report Artifact: its id is the SHA-256 of its bytes (read it with `readArtifact`). */
+export interface ReportRef { artifact: string; size: number; }
+export interface ResearchView {
+  task: string;
+  session: string;
+  message: string;
+  phase: ResearchPhase;
+  resume_to?: ResearchActivePhase;
+  topic: string;
+  urls: string[];
+  plan?: ResearchPlan;
+  plan_approved: boolean;
+  plan_request?: PlanRequest;
+  sources: ResearchSource[];
+  lookups: { searches: number; reads: number };
+  gaps: ResearchGap[];
+  report?: ReportRef;
+  created_at_ms: number;
+  updated_at_ms: number;
+}
+
 export type RuntimeEvent =
   | { type: "run"; run: AgentRun }
+  /** A Deep Research task of the session moved to `phase`; `runId` is its start turn. */
+  | { type: "research"; runId: string; task: string; phase: ResearchPhase }
   | { type: "activity"; runId: string; activity: Activity }
   | { type: "text"; runId: string; text: string }
   /** A tool in flight reported progress (an MCP server's notification); live only, never stored. */

@@ -296,5 +296,9 @@ pub(crate) fn print_event(event: &RunEvent) {
             "{}",
             serde_json::json!({"event": "tool_progress", "run": run, "call_id": call_id, "tool": tool, "progress": progress})
         ),
+        RunEvent::Research { run, task, phase } => println!(
+            "{}",
+            serde_json::json!({"event": "research", "run": run, "task": task, "phase": phase})
+        ),
     }
 }
