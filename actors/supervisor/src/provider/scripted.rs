@@ -24,6 +24,12 @@ use crate::transcript::{AssistantToolCall, Message, Messages};
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub turns: Vec<Turn>,
+    /// Turns for runs whose prompt starts with a given text, instead of
+    /// `turns` (a flow of several runs, such as Deep Research's planning
+    /// and synthesis runs, whose prompts the runtime writes); the first
+    /// entry that matches is played.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<PromptTurns>,
     /// What the scripted model says it can do (S13.1), over
     /// [`ModelCapabilities::ASSUMED`]: a scenario can play a model
     /// without tool calling, or with a small context window.
@@ -33,6 +39,14 @@ pub struct Scenario {
 
 fn is_default(c: &CapabilityOverrides) -> bool {
     *c == CapabilityOverrides::default()
+}
+
+/// The turns of the runs whose prompt starts with `starts_with`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptTurns {
+    pub starts_with: String,
+    pub turns: Vec<Turn>,
 }
 
 /// One model answer.
@@ -98,10 +112,14 @@ impl Scenario {
     }
 
     fn check(&self) -> Result<(), ScenarioError> {
-        if self.turns.is_empty() {
+        if self.turns.is_empty() || self.prompts.iter().any(|p| p.turns.is_empty()) {
             return Err(ScenarioError::Empty);
         }
-        for (i, t) in self.turns.iter().enumerate() {
+        let every = self
+            .turns
+            .iter()
+            .chain(self.prompts.iter().flat_map(|p| &p.turns));
+        for (i, t) in every.enumerate() {
             if let Some(f) = &t.finish
                 && !matches!(
                     f.as_str(),
@@ -124,7 +142,7 @@ pub struct ScriptedProvider {
     clock: Arc<dyn Clock>,
     chunk: usize,
     /// Attempts per turn, for `disconnects`.
-    attempts: Mutex<HashMap<usize, u32>>,
+    attempts: Mutex<HashMap<(Option<usize>, usize), u32>>,
     /// The lineage of the last request's messages and, for each message, the
     /// assistant turns and serialized characters up to and including it: a
     /// request of the same lineage measures only its new messages.
@@ -196,13 +214,26 @@ impl ModelProvider for ScriptedProvider {
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let (index, input_chars) = self.measure(&request.messages)?;
-        let turn = self
-            .scenario
-            .turns
+        // The run's prompt: the newest message of the person.
+        let prompt = request.messages.iter().rev().find_map(|m| match m {
+            Message::User { content } => Some(content.as_str()),
+            _ => None,
+        });
+        let set = prompt.and_then(|prompt| {
+            self.scenario
+                .prompts
+                .iter()
+                .position(|p| prompt.starts_with(&p.starts_with))
+        });
+        let turns = match set {
+            Some(set) => &self.scenario.prompts[set].turns,
+            None => &self.scenario.turns,
+        };
+        let turn = turns
             .get(index)
             .ok_or(ProviderError::ScenarioExhausted {
                 turn: index,
-                turns: self.scenario.turns.len(),
+                turns: turns.len(),
             })?
             .clone();
         let attempt = {
@@ -210,7 +241,7 @@ impl ModelProvider for ScriptedProvider {
                 .attempts
                 .lock()
                 .map_err(|_| ProviderError::Config("scripted provider state is poisoned".into()))?;
-            let n = attempts.entry(index).or_insert(0);
+            let n = attempts.entry((set, index)).or_insert(0);
             *n += 1;
             *n
         };
@@ -281,5 +312,62 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.turns.len(), 2);
+        assert_eq!(
+            Scenario::from_json(
+                r#"{"turns": [{"text": "a"}], "prompts": [{"starts_with": "P", "turns": []}]}"#
+            ),
+            Err(ScenarioError::Empty)
+        );
+        assert!(matches!(
+            Scenario::from_json(
+                r#"{"turns": [{"text": "a"}], "prompts": [{"starts_with": "P", "turns": [{"finish": "x"}]}]}"#
+            ),
+            Err(ScenarioError::Finish { turn: 1, .. })
+        ));
+    }
+
+    async fn answer(provider: &ScriptedProvider, prompt: &str) -> String {
+        let request = ModelRequest {
+            model: "m".into(),
+            system: None,
+            messages: vec![Message::User {
+                content: prompt.into(),
+            }]
+            .into(),
+            tools: Vec::new().into(),
+            temperature: None,
+            max_output_tokens: None,
+        };
+        let stream = provider.stream(request).await.unwrap();
+        super::super::collect_response(stream, |_| {})
+            .await
+            .unwrap()
+            .text
+    }
+
+    #[test]
+    fn a_run_whose_prompt_starts_with_a_listed_text_plays_that_text_s_turns() {
+        let scenario = Scenario::from_json(
+            r#"{"turns": [{"text": "main"}],
+                "prompts": [{"starts_with": "You plan", "turns": [{"text": "a plan"}]},
+                            {"starts_with": "You", "turns": [{"text": "you"}]}]}"#,
+        )
+        .unwrap();
+        let mem = agent_kernel::memory::MemoryHost::fifo(1);
+        let provider = ScriptedProvider::new(scenario, mem.host().clock);
+        let answers = mem
+            .block_on_advancing(async {
+                (
+                    answer(&provider, "You plan a task.").await,
+                    answer(&provider, "You write.").await,
+                    answer(&provider, "Hello").await,
+                )
+            })
+            .unwrap();
+        assert_eq!(
+            answers,
+            ("a plan".into(), "you".into(), "main".into()),
+            "the first matching entry wins; others play `turns`"
+        );
     }
 }
