@@ -14,6 +14,8 @@ import init, { AgentRuntime } from './pkg/agent_host_browser.js';
 const $ = (id) => document.getElementById(id);
 const state = {
   runtime: null, session: 'demo', runId: null, subscription: null, shown: {}, answered: new Set(), openRequest: null,
+  // The Deep Research task shown (the newest of the session when none was started here).
+  researchTask: null,
   // Streamed text of running turns, by run id (dropped once the run has its output).
   streams: new Map(),
   // Read views of runs that will not change again (completed, failed, cancelled), by run id.
@@ -375,7 +377,8 @@ async function renderLists() {
     li.append(b);
     return li;
   }));
-  if (!state.runId && runs.length) state.runId = runs[runs.length - 1].id;
+  const turns = runs.filter((r) => r.mode !== 'research');
+  if (!state.runId && turns.length) state.runId = turns[turns.length - 1].id;
   await renderConversation(runs);
   const files = await rt.listWorkspace(state.session);
   $('workspace').replaceChildren(...files.map((f) => {
@@ -408,6 +411,80 @@ async function renderLists() {
   await renderSessions();
 }
 
+// ---- Deep Research -------------------------------------------------------------
+
+function setResearchError(message) {
+  const node = $('research-error');
+  node.textContent = message || '';
+  node.hidden = !message;
+}
+
+function gapText(gap) {
+  switch (gap.kind) {
+    case 'source_failed': return `${gap.url} could not be read: ${gap.reason}`;
+    case 'budget_exhausted': return `out of ${gap.dimension}`;
+    case 'stopped': return 'stopped by you';
+    case 'unanswered': return `not answered: ${gap.question}`;
+    default: return JSON.stringify(gap);
+  }
+}
+
+/** The newest task of the session (or the one started here) and its report, read back from the runtime. */
+async function renderResearch() {
+  const rt = state.runtime;
+  const panel = $('research-panel');
+  let view = null;
+  if (state.researchTask) {
+    try { view = await rt.readResearch(state.session, state.researchTask); } catch { view = null; }
+  }
+  if (!view) view = (await rt.listResearch(state.session))[0] || null;
+  if (!view) {
+    panel.dataset.phase = 'none';
+    $('research-task').textContent = '—';
+    $('research-phase').textContent = 'none';
+    $('research-plan').hidden = true;
+    $('research-report').hidden = true;
+    $('research-sources').replaceChildren();
+    return;
+  }
+  state.researchTask = view.task;
+  panel.dataset.phase = view.phase;
+  $('research-task').textContent = view.task;
+  $('research-phase').textContent = view.resume_to ? `${view.phase} (resumes ${view.resume_to})` : view.phase;
+  const plan = view.plan;
+  $('research-plan').hidden = !plan && view.phase !== 'interrupted';
+  $('research-plan-title').textContent = view.plan_approved ? 'Plan (approved)' : 'Plan (proposed)';
+  $('research-questions').replaceChildren(...(plan?.questions || []).map((q) => el('li', { textContent: q })));
+  $('research-candidates').replaceChildren(...(plan?.sources || []).map((u) => el('li', {}, el('code', { textContent: u }))));
+  $('research-domains').textContent = plan ? `Domains: ${plan.domains.join(', ') || '—'}${plan.dates ? `; dates ${plan.dates.from} to ${plan.dates.to}` : ''}` : '';
+  $('research-notes').replaceChildren(...(plan?.notes || []).map((n) => el('li', { textContent: n })));
+  const waiting = view.phase === 'awaiting_plan_approval' && view.plan_request;
+  $('plan-approve').hidden = !waiting;
+  $('plan-reject').hidden = !waiting;
+  $('research-resume').hidden = view.phase !== 'interrupted';
+  $('research-plan').dataset.request = waiting ? view.plan_request.id : '';
+  $('research-sources').replaceChildren(...view.sources.map((s) => el('li', { dataset: { state: s.state } },
+    `${s.state} `, el('code', { textContent: s.url }),
+    s.evidence ? ` — evidence ${s.evidence}, sha256 ${s.content_hash.slice(0, 12)}…` : '',
+    s.reason ? ` — ${s.reason}` : '')));
+  $('research-gaps').replaceChildren(...view.gaps.map((g) => el('li', { textContent: gapText(g) })));
+  $('research-report').hidden = !view.report;
+  if (view.report) {
+    const content = await rt.readArtifact(state.session, view.report.artifact);
+    const report = JSON.parse(content.text);
+    $('report-title').textContent = `Report: ${report.title}${view.phase === 'partial' ? ' (partial)' : ''}`;
+    $('report-findings').replaceChildren(...report.findings.map((f) => el('li', { textContent: `${f.claim} [${f.evidence.join(', ')}]` })));
+    $('report-unverified').replaceChildren(...report.unverified.map((u) => el('li', { textContent: u.text })));
+    $('report-knowledge').replaceChildren(...report.model_knowledge.map((k) => el('li', { textContent: k.text })));
+  }
+}
+
+async function researchAction(act) {
+  setResearchError('');
+  try { await act(); } catch (e) { setResearchError(describeError(e)); }
+  await refresh();
+}
+
 let refreshing = null;
 let again = false;
 async function refresh() {
@@ -415,7 +492,7 @@ async function refresh() {
   refreshing = (async () => {
     do {
       again = false;
-      try { await renderLists(); await renderRun(); } catch (e) { setError(describeError(e)); }
+      try { await renderLists(); await renderRun(); await renderResearch(); } catch (e) { setError(describeError(e)); }
     } while (again);
   })();
   await refreshing;
@@ -434,7 +511,9 @@ function subscribe() {
       $('session-notice').textContent = event.kind === 'busy' && event.owner !== state.runtime.owner
         ? 'Another tab is running this session.' : '';
     }
-    if (event.type === 'run' && event.run.id !== state.runId && event.run.session === state.session) state.runId = event.run.id;
+    if (event.type === 'research') state.researchTask = event.task;
+    // Research runs have their own panel, never the Agent run card (S9.1).
+    if (event.type === 'run' && event.run.id !== state.runId && event.run.session === state.session && event.run.mode !== 'research') state.runId = event.run.id;
     refresh();
   });
 }
@@ -444,6 +523,7 @@ async function switchSession(session) {
   if (!session || session === state.session) return;
   state.session = session;
   state.runId = null;
+  state.researchTask = null;
   $('session').value = session;
   $('conversation').replaceChildren();
   $('session-notice').textContent = '';
@@ -608,6 +688,20 @@ async function main() {
     }
     await refresh();
   });
+  $('research-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    researchAction(async () => {
+      await switchSession($('session').value.trim());
+      const started = await state.runtime.startResearch(state.session, $('research-topic').value, undefined);
+      state.researchTask = started.task;
+    });
+  });
+  $('plan-approve').addEventListener('click', () => researchAction(() =>
+    state.runtime.approvePlan(state.session, state.researchTask, $('research-plan').dataset.request)));
+  $('plan-reject').addEventListener('click', () => researchAction(() =>
+    state.runtime.rejectPlan(state.session, state.researchTask, $('research-plan').dataset.request)));
+  $('research-resume').addEventListener('click', () => researchAction(() =>
+    state.runtime.resumeResearch(state.session, state.researchTask)));
   $('resume').addEventListener('click', async () => {
     setError('');
     state.streams.delete(state.runId);

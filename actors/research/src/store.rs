@@ -245,6 +245,24 @@ impl ResearchStore {
         Ok(None)
     }
 
+    /// The sessions with a task left in Planning, Executing or
+    /// Synthesizing (a page load interrupts them, S9.6); reads every
+    /// stored task.
+    pub async fn sessions_mid_phase(&self) -> Result<Vec<SessionId>, ResearchError> {
+        let mut sessions: Vec<SessionId> = Vec::new();
+        for (key, bytes) in self.storage.scan_prefix(Table::Meta, KEY_PREFIX).await? {
+            let task = decode_task(&key, &bytes)?;
+            if matches!(
+                task.phase,
+                Phase::Planning | Phase::Executing | Phase::Synthesizing
+            ) && !sessions.contains(&task.session)
+            {
+                sessions.push(task.session);
+            }
+        }
+        Ok(sessions)
+    }
+
     /// Apply `event` to the stored task as one fenced, compare-and-set batch
     /// (with `batch`'s blobs); the stored task is unchanged on any error.
     async fn commit_event(

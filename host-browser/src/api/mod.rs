@@ -235,11 +235,31 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         subscriptions: SubscriptionRegistry::new(),
     });
     recover(&inner).await?;
+    interrupt_research(&inner).await;
     // A server that cannot be reached is in `mcpServers()` with its reason;
     // `connectMcp()` tries it again.
     inner.assembly.connect_mcp().await;
     keep_renewed(Rc::downgrade(&inner), ttl);
     Ok(AgentRuntime { inner })
+}
+
+/// S9.6: Deep Research tasks a closed or reloaded page left mid-phase
+/// become `interrupted` (holding the session opens it, which interrupts
+/// them); nothing is started. A session another live tab holds is that
+/// tab's, and left alone.
+async fn interrupt_research(inner: &Rc<Inner>) {
+    let sessions = match inner.assembly.research_store().sessions_mid_phase().await {
+        Ok(sessions) => sessions,
+        Err(e) => {
+            tracing::warn!(error = %e, "research tasks could not be read at load");
+            return;
+        }
+    };
+    for session in sessions {
+        if inner.ensure_hold(&session).await.is_ok() {
+            inner.done(&session);
+        }
+    }
 }
 
 /// S2.5: runs left `running` by a closed or reloaded page become
