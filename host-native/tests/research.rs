@@ -80,6 +80,8 @@ struct Model {
     /// Whether the start turn's model calls `start_deep_research`.
     calls_start: bool,
     port: u16,
+    /// The plan's second source keeps its first reader waiting.
+    slow_source: bool,
 }
 
 fn tool_names(body: &Value) -> Vec<String> {
@@ -94,14 +96,15 @@ fn tool_names(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn plan(port: u16) -> String {
+fn plan(port: u16, slow_source: bool) -> String {
+    let plant = if slow_source { "slow-plant" } else { "plant" };
     json!({
         "questions": ["How dense are solid-state cells?"],
         "queries": ["solid-state battery density"],
         "sources": [
             format!("http://docs.site.example:{port}/cells"),
             format!("http://intranet.site.example:{port}/secret"),
-            format!("http://news.site.example:{port}/plant"),
+            format!("http://news.site.example:{port}/{plant}"),
         ],
         "domains": ["site.example"],
     })
@@ -141,7 +144,10 @@ async fn completions(State(model): State<Arc<Model>>, body: String) -> Response 
                 json!({"query": "solid-state battery density"}),
             )]);
         }
-        return text(&format!("```json\n{}\n```", plan(model.port)));
+        return text(&format!(
+            "```json\n{}\n```",
+            plan(model.port, model.slow_source)
+        ));
     }
     // Synthesis: cite the first source read.
     text(
@@ -172,6 +178,10 @@ struct Servers {
 }
 
 async fn servers(calls_start: bool) -> Servers {
+    servers_with(calls_start, false).await
+}
+
+async fn servers_with(calls_start: bool, slow_source: bool) -> Servers {
     // The pages first: the model's plan names their port.
     let pages_seen: Seen = Arc::default();
     let seen = pages_seen.clone();
@@ -184,12 +194,29 @@ async fn servers(calls_start: bool) -> Servers {
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or_default()
                 .to_owned();
-            seen.lock()
+            if req.uri().path() != "/slow-plant" {
+                seen.lock()
+                    .unwrap()
+                    .push(json!({"host": host, "path": req.uri().path()}));
+            }
+            let path = req.uri().path().to_owned();
+            let plant_hits = seen
+                .lock()
                 .unwrap()
-                .push(json!({"host": host, "path": req.uri().path()}));
-            let body = match req.uri().path() {
+                .iter()
+                .filter(|p| p["path"] == "/plant")
+                .count();
+            // `/slow-plant` keeps its first reader waiting (a tab closed
+            // mid-read); later reads answer at once.
+            if path == "/slow-plant" && plant_hits == 0 {
+                seen.lock()
+                    .unwrap()
+                    .push(json!({"host": "", "path": "/plant"}));
+                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            }
+            let body = match path.as_str() {
                 "/cells" => "Lab cells reached 500 Wh/kg in 2025.",
-                "/plant" => "The first plant opens in 2027.",
+                "/plant" | "/slow-plant" => "The first plant opens in 2027.",
                 _ => "private",
             };
             (
@@ -204,6 +231,7 @@ async fn servers(calls_start: bool) -> Servers {
         seen: model_seen.clone(),
         calls_start,
         port: pages.port(),
+        slow_source,
     });
     let model = serve(
         Router::new()
@@ -505,4 +533,85 @@ async fn s9_4_a_widening_edit_is_refused_and_a_rejected_plan_reads_nothing() {
         .unwrap();
     assert_eq!(rejected.phase, "rejected");
     assert!(s.pages_seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_6_a_reload_during_execution_reads_only_unsettled_sources_after_resume() {
+    let s = servers_with(false, true).await;
+    let data = tempfile::tempdir().unwrap();
+    let session = SessionId::new("chat-5").unwrap();
+    let app1 = Arc::new(app(data.path(), &s, false).await);
+    let opened = app1.open_session(&session).await.unwrap();
+    let started = app1
+        .assembly()
+        .start_research(&session, "Batteries", config())
+        .await
+        .unwrap();
+    let view = app1
+        .assembly()
+        .advance_research(&session, &started.task)
+        .await
+        .unwrap();
+    let request = view.plan_request.unwrap().id;
+    let executing = {
+        let app = app1.clone();
+        let (session, task) = (session.clone(), started.task.clone());
+        tokio::spawn(async move {
+            app.assembly()
+                .decide_plan(&session, &task, &request, PlanDecision::Approve)
+                .await
+        })
+    };
+    // The tab goes away while the second source is being read.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !s
+        .pages_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p["path"] == "/plant")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow read never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    executing.abort();
+    let _ = executing.await;
+    drop(opened);
+    drop(app1);
+    let requests_before = s.model_seen.lock().unwrap().len();
+    let cells_reads = |s: &Servers| {
+        s.pages_seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p["path"] == "/cells")
+            .count()
+    };
+    assert_eq!(cells_reads(&s), 1);
+
+    let app2 = app(data.path(), &s, false).await;
+    let _opened = app2.open_session(&session).await.unwrap();
+    let a = app2.assembly();
+    let view = a.research_view(&session, &started.task).await.unwrap();
+    assert_eq!(view.phase, "interrupted");
+    assert_eq!(view.resume_to, Some(agent_research::ActivePhase::Executing));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        s.model_seen.lock().unwrap().len(),
+        requests_before,
+        "nothing started by itself"
+    );
+    let done = a.resume_research(&session, &started.task).await.unwrap();
+    assert_eq!(done.phase, "partial", "{done:?}");
+    assert_eq!(cells_reads(&s), 1, "a settled source is never read twice");
+    let read: Vec<&str> = done
+        .sources
+        .iter()
+        .filter(|s| s.state == "read")
+        .map(|s| s.url.as_str())
+        .collect();
+    assert_eq!(read.len(), 2, "{read:?}");
 }
