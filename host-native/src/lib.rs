@@ -42,6 +42,8 @@ pub mod private;
 pub mod process;
 pub mod queue;
 pub mod relay;
+#[cfg(feature = "sim")]
+pub mod research_sim;
 pub mod script_sandbox;
 pub mod sqlite;
 #[cfg(feature = "sim")]

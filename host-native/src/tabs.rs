@@ -97,6 +97,8 @@ pub enum SimError {
     Stalled,
     #[error("tab {0} is dead; open a new tab (reload)")]
     Dead(String),
+    #[error("deep research: {0}")]
+    Research(String),
 }
 
 impl From<AssemblyError> for SimError {
@@ -151,6 +153,9 @@ pub struct SimWiring {
     pub mcp: Vec<agent_mcp::McpServerConfig>,
     pub always_on_plugins: Vec<String>,
     pub secrets: Arc<dyn SecretResolver>,
+    /// What `fetch_url` (and Deep Research's execution) reads through, or
+    /// `None` (not offered).
+    pub fetch: Option<Arc<dyn agent_fetch::FetchBackend>>,
     /// What every run starts with: budget, approval mode, allowlist, Skill.
     pub run_config: RunConfig,
     pub runtime: RuntimeOptions,
@@ -184,10 +189,17 @@ impl SimWiring {
             mcp: Vec::new(),
             always_on_plugins: Vec::new(),
             secrets: Arc::new(NoSecrets),
+            fetch: None,
             run_config: RunConfig::default(),
             runtime: RuntimeOptions::default(),
             sabotage: Sabotage::default(),
         })
+    }
+
+    /// Read through `backend` (`fetch_url` and Deep Research's execution).
+    pub fn with_fetch(mut self, backend: Arc<dyn agent_fetch::FetchBackend>) -> SimWiring {
+        self.fetch = Some(backend);
+        self
     }
 
     /// Add the host's own tools.
@@ -485,7 +497,7 @@ impl TabSim {
                 provider,
                 javascript: None,
                 pdf_reader: None,
-                fetch: None,
+                fetch: self.wiring.fetch.clone(),
                 secrets: self.wiring.secrets.clone(),
                 plugins: Vec::new(),
                 always_on_plugins: Vec::new(),
@@ -945,6 +957,92 @@ impl Tab {
         let run = self.act(self.runtime().start(&id, prompt, config))?;
         self.person_acts(&run);
         Ok(run)
+    }
+
+    /// Deep Research through the tab's assembly (S9): the start turn.
+    pub fn start_research(
+        &self,
+        session: &str,
+        topic: &str,
+    ) -> Result<agent_assembly::ResearchStart, SimError> {
+        self.open_session(session)?;
+        let id = SessionId::new(session)?;
+        let started = self.research(self.assembly.start_research(
+            &id,
+            topic,
+            self.run_config.clone(),
+        ))?;
+        self.person_acts(&started.run);
+        Ok(started)
+    }
+
+    /// Take a task as far as it goes without the person.
+    pub fn advance_research(
+        &self,
+        session: &str,
+        task: &agent_research::TaskId,
+    ) -> Result<agent_research::view::ResearchView, SimError> {
+        let id = SessionId::new(session)?;
+        self.research(self.assembly.advance_research(&id, task))
+    }
+
+    /// The person decides the task's plan request; research goes on.
+    pub fn decide_plan(
+        &self,
+        session: &str,
+        task: &agent_research::TaskId,
+        request: &RequestId,
+        decision: agent_research::PlanDecision,
+    ) -> Result<agent_research::view::ResearchView, SimError> {
+        let id = SessionId::new(session)?;
+        self.person_acts_on_research(&id);
+        self.research(self.assembly.decide_plan(&id, task, request, decision))
+    }
+
+    /// The person's Resume of an interrupted task.
+    pub fn resume_research(
+        &self,
+        session: &str,
+        task: &agent_research::TaskId,
+    ) -> Result<agent_research::view::ResearchView, SimError> {
+        let id = SessionId::new(session)?;
+        self.person_acts_on_research(&id);
+        self.research(self.assembly.resume_research(&id, task))
+    }
+
+    /// The tasks of `session`, newest first (reads only).
+    pub fn research_tasks(
+        &self,
+        session: &str,
+    ) -> Result<Vec<agent_research::view::ResearchView>, SimError> {
+        let id = SessionId::new(session)?;
+        self.research(self.assembly.research_tasks(&id))
+    }
+
+    /// The person acts on a task: on every research run of the session.
+    fn person_acts_on_research(&self, session: &SessionId) {
+        let runs = self
+            .block_on(self.runtime().runs())
+            .ok()
+            .and_then(Result::ok);
+        let mut checker = lock(&self.checker);
+        for run in runs.unwrap_or_default() {
+            if &run.session == session && run.mode == agent_kernel::run::RunMode::Research {
+                checker.person_acted(&run.id);
+            }
+        }
+        self.log.set_step(checker.next_step());
+    }
+
+    fn research<T>(
+        &self,
+        fut: impl Future<Output = Result<T, agent_assembly::ResearchDeskError>>,
+    ) -> Result<T, SimError> {
+        match self.block_on(fut)? {
+            Ok(v) => Ok(v),
+            Err(_) if self.is_dead() => Err(SimError::Dead(self.name.clone())),
+            Err(e) => Err(SimError::Research(e.to_string())),
+        }
     }
 
     /// What a page load does: runs left `running` without a live lease

@@ -240,6 +240,28 @@ impl Assembly {
         }
     }
 
+    /// A start turn cut after its call made the task (a reload between the
+    /// call's result and the turn's end) is left `interrupted`; the
+    /// person's decision or Resume on the task ends it too: its call is
+    /// replayed from the journal, never made again (S2.3).
+    async fn finish_start_turn(
+        &self,
+        task: &agent_research::ResearchTask,
+    ) -> Result<(), ResearchDeskError> {
+        let Ok(start) = RunId::new(task.message.as_str()) else {
+            return Ok(());
+        };
+        match self.runtime.run(&start).await {
+            Ok(run) if run.status == RunStatus::Interrupted => {
+                self.runtime.resume(&start).await?;
+                self.runtime.wait_settled(&start).await?;
+                Ok(())
+            }
+            Ok(_) | Err(RunError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Tell subscribers where `task` is now (`RunEvent::Research`).
     fn announce(&self, task: &agent_research::ResearchTask) {
         if let Ok(run) = RunId::new(task.message.as_str()) {
@@ -535,10 +557,12 @@ impl Assembly {
         decision: PlanDecision,
     ) -> Result<ResearchView, ResearchDeskError> {
         let fence = self.fence_of(session)?;
-        self.research
+        let stored = self
+            .research
             .store
             .decide_plan(&fence, task, request, decision)
             .await?;
+        self.finish_start_turn(&stored).await?;
         self.advance_research(session, task).await
     }
 
@@ -551,6 +575,7 @@ impl Assembly {
     ) -> Result<ResearchView, ResearchDeskError> {
         let fence = self.fence_of(session)?;
         let stored = self.research.store.load(session, task).await?;
+        self.finish_start_turn(&stored).await?;
         if matches!(stored.phase, Phase::Interrupted { .. }) {
             self.research
                 .store

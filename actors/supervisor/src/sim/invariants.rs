@@ -60,6 +60,10 @@ pub enum Rule {
     RunHistory,
     /// The simulation ended with a run neither final nor waiting for the person.
     Settled,
+    /// A Deep Research task broke its rules: it did not end with a report
+    /// whose evidence resolves, read a source outside its approved
+    /// snapshot or a settled source again, or went on before Resume (S9).
+    Research,
     /// The simulation itself could not go on (setup, a missing run).
     Harness,
 }
@@ -78,6 +82,7 @@ impl Rule {
             Rule::UsageMonotonic => "usage_monotonic",
             Rule::RunHistory => "run_history",
             Rule::Settled => "settled",
+            Rule::Research => "research",
             Rule::Harness => "harness",
         }
     }
