@@ -7,8 +7,8 @@
 //! - [`precedence`]: the five layers (global default → Workspace → Agent
 //!   Profile → session override → turn reference) and [`resolve`], one pure
 //!   function whose capability-bearing fields only narrow (S10.2), the
-//!   caveats that carry the narrowing into capabilities, and the mapping
-//!   onto the supervisor's `RunConfig`;
+//!   caveats that carry the narrowing into capabilities, and the
+//!   [`RunSettings`] a run's `RunConfig` takes;
 //! - [`revision`]: the stored records, content hashes and the
 //!   field-by-field diff (S10.3);
 //! - [`store`]: [`ProfileStore`], revisions, rollback, fork, import and
@@ -16,7 +16,7 @@
 //!   compare-and-set batches (S10.3);
 //! - [`export`]: the shareable export without credentials (S10.3);
 //! - [`legacy`]: legacy assistants and their chat-only profiles (S10.3);
-//! - [`error`]: [`ProfileError`].
+//! - [`error`]: the error type, [`ProfileError`].
 //!
 //! # Design
 //!
@@ -30,9 +30,12 @@
 //!
 //! Like every actor crate it names no tokio, SQLite or web-sys: storage
 //! and time come from the host (`agent_kernel::host`). It depends on the
-//! kernel (storage, budgets), the capabilities crate (approval modes,
-//! caveats, canonical JSON for content hashes and exports) and the
-//! supervisor (only for `RunConfig`, which [`Effective::apply_to`] fills).
+//! kernel (storage, budgets, the run mode, the tools' per-run settings)
+//! and the capabilities crate (approval modes, caveats, canonical JSON for
+//! content hashes and exports) only: actor crates do not depend on each
+//! other (`cargo xtask layering`), so the supervisor's `RunConfig` is
+//! filled by the assembly from [`RunSettings`] (what
+//! [`Effective::run_settings`] returns; the tests show the mapping).
 //!
 //! ```
 //! use agent_capabilities::{ApprovalMode, Caveat};
@@ -74,8 +77,8 @@ pub use error::ProfileError;
 pub use export::{ShareableProfile, export_profile, parse_export};
 pub use legacy::LegacyAssistant;
 pub use precedence::{
-    Effective, Layer, LayerName, Layers, ProfileLayer, ProfileRef, Refused, narrow_profile,
-    resolve, strictness,
+    Effective, Layer, LayerName, Layers, ProfileLayer, ProfileRef, Refused, RunSettings,
+    narrow_profile, resolve, strictness,
 };
 pub use profile::{
     AgentProfileV2, Credentials, MemoryScope, MemoryScopes, ModelChoice, ProfileId, ProfileMode,

@@ -2,7 +2,8 @@
 //! session override → turn reference, resolved by one pure function,
 //! [`resolve`], into the [`Effective`] settings of a run, with every
 //! widening that was refused, the capability caveats that carry the
-//! narrowing, and the mapping onto the supervisor's `RunConfig`.
+//! narrowing, and the [`RunSettings`] that the supervisor's `RunConfig`
+//! takes.
 //!
 //! # The rule
 //!
@@ -40,8 +41,8 @@ use std::fmt;
 
 use agent_capabilities::{ApprovalMode, Caveat, Origin};
 use agent_kernel::budget::Budget;
+use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
 use agent_kernel::run::RunMode;
-use agent_supervisor::RunConfig;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -559,36 +560,86 @@ impl Effective {
         self.knowledge.as_ref().is_none_or(|s| s.contains(base))
     }
 
-    /// Set a run's configuration from the effective settings: the mode
-    /// (chat only narrows; a research run stays research), budget, approval
-    /// mode, tool allowlist (empty in chat mode), model, provider, output
-    /// limit and the system prompt addition (as the system extension).
-    /// Refused, changing nothing, when the run's applied Skill is outside
-    /// the Skill policy. Reasoning effort, web search, knowledge and Memory
-    /// scopes have no `RunConfig` field yet: the host reads them from the
-    /// [`Effective`] it keeps beside the run.
-    pub fn apply_to(&self, config: &mut RunConfig) -> Result<(), ProfileError> {
-        if let Some(skill) = &config.skill
+    /// What a run is started with (S10.2): the fields of the supervisor's
+    /// `RunConfig` that the effective settings decide, in kernel types (an
+    /// actor crate does not depend on the supervisor). Refused when the
+    /// run's applied Skill is outside the Skill policy. Reasoning effort, web
+    /// search, knowledge and Memory scopes have no `RunConfig` field yet:
+    /// the host reads them from the [`Effective`] it keeps beside the run.
+    pub fn run_settings(&self, skill: Option<&AppliedSkill>) -> Result<RunSettings, ProfileError> {
+        if let Some(skill) = skill
             && !self.allows_skill(&skill.name)
         {
             return Err(ProfileError::SkillNotAllowed {
                 skill: skill.name.clone(),
             });
         }
-        if self.mode == ProfileMode::Chat && config.mode == RunMode::Agent {
-            config.mode = RunMode::Chat;
+        Ok(RunSettings {
+            chat_only: self.mode == ProfileMode::Chat,
+            budget: self.budget,
+            approval: self.approval,
+            allowlist: match self.mode {
+                ProfileMode::Chat => Some(BTreeSet::new()),
+                ProfileMode::Agent => self.tools.clone(),
+            },
+            model: self.model.clone(),
+            provider: self.provider.clone(),
+            max_output_tokens: self.max_output_tokens,
+            system_extension: self.system_prompt_addition.clone(),
+            profile: self.profile.clone(),
+        })
+    }
+}
+
+/// The run configuration the effective settings decide, field for field
+/// the supervisor's `RunConfig` (and `ModelSettings`). The assembly copies
+/// it over:
+///
+/// ```text
+/// config.mode = settings.mode_for(config.mode);
+/// config.budget = settings.budget;
+/// config.approval = settings.approval;
+/// config.allowlist = settings.allowlist.clone();
+/// config.model.model = settings.model.clone();
+/// config.model.provider = settings.provider.clone();
+/// config.model.max_output_tokens = settings.max_output_tokens;
+/// config.model.system_extension = settings.system_extension.clone();
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The run may not use tools (chat mode).
+    pub chat_only: bool,
+    pub budget: Budget,
+    pub approval: ApprovalMode,
+    /// Tool names the run may use; empty in chat mode; `None`: every tool.
+    pub allowlist: Option<BTreeSet<String>>,
+    pub model: String,
+    pub provider: Option<String>,
+    pub max_output_tokens: Option<u32>,
+    /// Added after the run's system prompt.
+    pub system_extension: Option<String>,
+    /// The profile revision the run uses, to record with it.
+    pub profile: Option<ProfileRef>,
+}
+
+impl RunSettings {
+    /// The mode of a run that asked for `requested`: chat only narrows an
+    /// Agent run; a Research or Chat run keeps its mode.
+    pub fn mode_for(&self, requested: RunMode) -> RunMode {
+        if self.chat_only && requested == RunMode::Agent {
+            RunMode::Chat
+        } else {
+            requested
         }
-        config.budget = self.budget;
-        config.approval = self.approval;
-        config.allowlist = match self.mode {
-            ProfileMode::Chat => Some(BTreeSet::new()),
-            ProfileMode::Agent => self.tools.clone(),
-        };
-        config.model.model = self.model.clone();
-        config.model.provider = self.provider.clone();
-        config.model.max_output_tokens = self.max_output_tokens;
-        config.model.system_extension = self.system_prompt_addition.clone();
-        Ok(())
+    }
+
+    /// The tools actor's per-run settings (mode, approval, allowlist).
+    pub fn tool_config(&self, requested: RunMode) -> RunToolConfig {
+        RunToolConfig {
+            mode: self.mode_for(requested),
+            approval: self.approval,
+            allowlist: self.allowlist.clone(),
+        }
     }
 }
 

@@ -539,16 +539,33 @@ fn caveats_for_a_registry_fold_in_plugins_and_mcp() {
     assert!(!chat.allows_tool("fetch_url", &Origin::Builtin));
 }
 
-/// S10.2, S4.4: the effective settings fill a run's `RunConfig`; a Skill
-/// outside the Skill policy is refused.
+/// The assembly's mapping of [`agent_profiles::RunSettings`] onto the
+/// supervisor's `RunConfig` (the library may not depend on the supervisor).
+fn apply(settings: &agent_profiles::RunSettings, config: &mut RunConfig) {
+    config.mode = settings.mode_for(config.mode);
+    config.budget = settings.budget;
+    config.approval = settings.approval;
+    config.allowlist = settings.allowlist.clone();
+    config.model.model = settings.model.clone();
+    config.model.provider = settings.provider.clone();
+    config.model.max_output_tokens = settings.max_output_tokens;
+    config.model.system_extension = settings.system_extension.clone();
+}
+
+/// S10.2, S4.4: the effective settings fill a run's `RunConfig` (which
+/// then validates) and name the profile revision; a Skill outside the
+/// Skill policy is refused.
 #[test]
-fn apply_to_run_config() {
+fn run_settings_fill_a_run_config() {
     let mut layers = with_profile();
     layers.turn.tools = Some(set(&["read_file"]));
     layers.turn.approval = Some(ApprovalMode::Strict);
     let eff = resolve(&layers);
+    let settings = eff.run_settings(None).unwrap();
+    let used = settings.profile.clone().unwrap();
+    assert_eq!((used.id.as_str(), used.revision), ("analyst", 4));
     let mut config = RunConfig::default();
-    eff.apply_to(&mut config).unwrap();
+    apply(&settings, &mut config);
     assert_eq!(config.mode, RunMode::Agent);
     assert_eq!(config.budget, Budget::preset(BudgetPreset::Extended));
     assert_eq!(config.approval, ApprovalMode::Strict);
@@ -560,30 +577,36 @@ fn apply_to_run_config() {
         Some("From the profile.")
     );
     config.validate().unwrap();
+    let tools = settings.tool_config(RunMode::Agent);
+    assert_eq!(tools.allowlist, Some(set(&["read_file"])));
+    assert_eq!(tools.approval, ApprovalMode::Strict);
 
-    let mut with_skill = RunConfig {
-        skill: Some(AppliedSkill {
-            name: "jailbreak".into(),
-            instructions: "x".into(),
-            tools: BTreeSet::new(),
-        }),
-        ..RunConfig::default()
+    let allowed = AppliedSkill {
+        name: "summarise".into(),
+        instructions: "x".into(),
+        tools: BTreeSet::new(),
     };
-    let before = with_skill.clone();
+    assert!(eff.run_settings(Some(&allowed)).is_ok());
+    let other = AppliedSkill {
+        name: "jailbreak".into(),
+        ..allowed
+    };
     assert_eq!(
-        eff.apply_to(&mut with_skill),
+        eff.run_settings(Some(&other)),
         Err(ProfileError::SkillNotAllowed {
             skill: "jailbreak".into()
         })
     );
-    assert_eq!(with_skill, before);
 
     let mut chat = with_profile();
     chat.session.mode = Some(ProfileMode::Chat);
+    let settings = resolve(&chat).run_settings(None).unwrap();
     let mut config = RunConfig::default();
-    resolve(&chat).apply_to(&mut config).unwrap();
+    apply(&settings, &mut config);
     assert_eq!(config.mode, RunMode::Chat);
     assert_eq!(config.allowlist, Some(BTreeSet::new()));
+    // A research run keeps its mode.
+    assert_eq!(settings.mode_for(RunMode::Research), RunMode::Research);
 }
 
 /// S10.2: outside layers (a session override, a turn reference) are read
