@@ -67,6 +67,7 @@ on_indexeddb!(
     legacy_assistants_migrate_lazily,
     bad_stored_bytes_are_typed_errors,
     run_history_is_fenced,
+    concurrent_writers_never_both_win,
 );
 
 /// S10.3 on IndexedDB: revisions, a fork and a migrated legacy assistant
