@@ -99,6 +99,7 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-workspace",
     "agent-readable",
     "agent-research",
+    "agent-profiles",
     "agent-host-browser",
 ];
 
