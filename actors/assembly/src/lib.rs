@@ -65,6 +65,7 @@ use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
 pub mod mcp;
 pub mod no_model;
+pub mod profiles;
 pub mod research;
 pub mod sessions;
 pub mod view;
@@ -72,6 +73,7 @@ pub mod view;
 pub use agent_workspace::WorkspaceDirectory;
 pub use mcp::{McpServerSpec, McpServerStatus, RefusedFunction};
 pub use no_model::NoModel;
+pub use profiles::{ProfileChoice, ProfileStartError};
 pub use research::{RESEARCH_LABEL, ResearchDeskError, ResearchStart};
 pub use sessions::{Attachment, SessionActionError, SessionSummary};
 pub use view::{CallFailure, PendingView, RunView};

@@ -105,6 +105,21 @@ pub struct RunConfig {
     /// turn, S9.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ending_call: Option<EndingCall>,
+    /// Caveats on every capability the run mints (S10.2: a profile's and a
+    /// turn's narrowing), checked wherever the capability is verified.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<agent_capabilities::Caveat>,
+    /// The Agent Profile revision the run was configured from (S10.2),
+    /// kept with the run's stored configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<RunProfile>,
+}
+
+/// Which profile revision a run used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunProfile {
+    pub id: String,
+    pub revision: u64,
 }
 
 /// A run whose turn ends with one call of one tool (S9.3: a Deep Research

@@ -135,7 +135,7 @@ pub mod transcript;
 
 pub use config::{
     AGENT_SYSTEM_PROMPT, AGENT_SYSTEM_PROMPT_VERSION, EndingCall, MAX_SYSTEM_PROMPT_BYTES,
-    ModelSettings, RunConfig, RuntimeOptions,
+    ModelSettings, RunConfig, RunProfile, RuntimeOptions,
 };
 pub use error::RunError;
 pub use provider::anthropic::{AnthropicConfig, AnthropicProvider};

@@ -310,6 +310,10 @@ impl Supervisor {
             // itself, checked wherever it is verified, not only a flag here.
             capability = capability.attenuate(Caveat::Tools(skill.tools.clone()));
         }
+        for caveat in &self.config.caveats {
+            // S10.2: a profile's or a turn's narrowing, on the token too.
+            capability = capability.attenuate(caveat.clone());
+        }
         let progress = progress_events(&self.ctx.events, &draft);
         let invocation = ToolInvocation {
             draft,
