@@ -51,6 +51,7 @@ mod cli {
     pub(crate) mod args;
     pub(crate) mod exit;
     pub(crate) mod follow;
+    pub(crate) mod profiles;
     pub(crate) mod render;
     pub(crate) mod research;
     pub(crate) mod sessions;
@@ -323,6 +324,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             skill,
             attach,
             detach,
+            profile,
         } => {
             let config = load_config(&cli)?;
             let (spec_source, mut run_config) = model_setup(
@@ -364,6 +366,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                     session,
                     attachments: attach,
                     detach: *detach,
+                    profile: match profile {
+                        Some(id) => Some(
+                            agent_profiles::ProfileId::new(id.clone())
+                                .map_err(|e| usage(e.to_string()))?,
+                        ),
+                        None => None,
+                    },
                 },
                 false,
             )
@@ -404,6 +413,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             };
             let topic = topic.clone().unwrap_or_default();
             start_research(&cli, config, source, &topic, run_config, session).await
+        }
+        Command::Profile { action } => {
+            let config = load_config(&cli)?;
+            // What this host allows an imported profile at most: its
+            // defaults as the global layer (S10.3).
+            let mut defaults = RunConfig::default();
+            if let Some(b) = config.budget {
+                defaults.budget = b;
+            }
+            if let Some(a) = config.approval {
+                defaults.approval = a;
+            }
+            let ceiling = agent_assembly::profiles::global_layer(&defaults);
+            let app = open_viewer(&cli).await?;
+            cli::profiles::profile(cli.json, &app, action, &ceiling).await
         }
         Command::Plan { action } => {
             let (task, action) = match action {
@@ -895,6 +919,7 @@ async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
             session: None,
             attachments: &[],
             detach: false,
+            profile: None,
         },
         true,
     )
@@ -908,6 +933,8 @@ struct RunPlace<'a> {
     attachments: &'a [PathBuf],
     /// Queue it for the workers instead of running it here.
     detach: bool,
+    /// Run under this Agent Profile (S10.2).
+    profile: Option<agent_profiles::ProfileId>,
 }
 
 async fn start_run(
@@ -923,6 +950,7 @@ async fn start_run(
         session,
         attachments,
         detach,
+        profile,
     } = place;
     // Store the scenario first (through a host) so that the launch record can name it.
     let spec = match source {
@@ -955,7 +983,33 @@ async fn start_run(
     }
     app.runtime().recover().await?;
     let events = app.runtime().subscribe();
-    let run = app.runtime().start(&session, prompt, run_config).await?;
+    let run = match profile {
+        None => app.runtime().start(&session, prompt, run_config).await?,
+        Some(profile) => {
+            let choice = agent_assembly::ProfileChoice {
+                profile: Some(profile),
+                ..Default::default()
+            };
+            let (run, effective) = app
+                .assembly()
+                .start_with_profile(&session, prompt, run_config, &choice)
+                .await
+                .map_err(|e| match e {
+                    agent_assembly::ProfileStartError::Profile(p) => usage(p.to_string()),
+                    other => anyhow::Error::new(other),
+                })?;
+            for r in &effective.refused {
+                hint(
+                    cli,
+                    &format!(
+                        "the {} layer's {} was narrowed to {}",
+                        r.layer, r.field, r.kept
+                    ),
+                );
+            }
+            run
+        }
+    };
     app.record_launch(&Launch {
         run: run.clone(),
         provider: spec,

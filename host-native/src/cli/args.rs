@@ -148,6 +148,10 @@ pub(crate) enum Command {
         /// and print its id at once, instead of running it here.
         #[arg(long, conflicts_with = "attach")]
         detach: bool,
+        /// Run under this Agent Profile (S10): its model, tools, budget
+        /// and approval mode; the flags above may only narrow it.
+        #[arg(long, value_name = "ID", conflicts_with = "detach")]
+        profile: Option<String>,
     },
     /// Start Deep Research on a topic (S9): a research turn starts the task,
     /// planning proposes a plan, and the command waits for your decision
@@ -179,6 +183,13 @@ pub(crate) enum Command {
         /// The chat session (default: a new one).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+    /// Agent Profiles (S10): list, show, save, diff, roll back, fork,
+    /// export (no credentials, no run history) and import (narrowed to
+    /// what this host allows).
+    Profile {
+        #[command(subcommand)]
+        action: ProfileAction,
     },
     /// Show, approve, edit or reject a research task's plan (S9.4).
     Plan {
@@ -371,6 +382,41 @@ pub(crate) enum SessionAction {
     /// Delete a session's workspace, trash and Artifact references (a
     /// copy's Artifacts stay readable); its runs stay, as history.
     Delete { session: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProfileAction {
+    /// Every profile: id, name, mode, latest revision, fork origin.
+    List,
+    /// One profile (its latest revision, or --revision N).
+    Show {
+        id: String,
+        #[arg(long, value_name = "N")]
+        revision: Option<u64>,
+    },
+    /// Save a profile from a JSON file (AgentProfileV2): a new profile, or
+    /// a new revision of an existing one.
+    Save { file: PathBuf },
+    /// What changed between two revisions, field by field.
+    Diff { id: String, a: u64, b: u64 },
+    /// A new revision equal to revision TO.
+    Rollback { id: String, to: u64 },
+    /// A new profile NEW_ID from ID's latest revision, with fork metadata.
+    Fork {
+        id: String,
+        new_id: String,
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+    },
+    /// The shareable export (JSON on stdout): no credentials, no secret
+    /// values, no run history.
+    Export { id: String },
+    /// Import an export; it never grants more than this host allows.
+    Import {
+        file: PathBuf,
+        #[arg(long = "as", value_name = "ID")]
+        as_id: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
