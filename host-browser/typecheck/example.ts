@@ -9,7 +9,8 @@ import init, { AgentRuntime } from "../pkg/agent_host_browser.js";
 import type {
   Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
   CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
-  PendingRequest, Plan, ResearchGap, ResearchPlan, ResearchStart, ResearchView, RunOptions, RunView,
+  AgentProfileV2, FieldChange, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
+  ProfileRunUse, ResearchGap, ResearchPlan, ResearchStart, ResearchView, RevisionCause, RunOptions, RunView,
   RuntimeConfig, RuntimeEvent, SessionSummary, Source, StopReason, Subscription,
 } from "../pkg/agent_host_browser.js";
 
@@ -176,6 +177,43 @@ function describeGap(gap: ResearchGap): string {
   }
 }
 
+function describeCause(cause: RevisionCause): string {
+  switch (cause.kind) {
+    case "saved": return "saved";
+    case "rolled_back": return `rolled back to ${cause.to}`;
+    case "forked": return `forked from ${cause.from.id} r${cause.from.revision}`;
+    case "imported": return "imported";
+    case "migrated": return `migrated from a legacy assistant (${cause.legacy_hash.slice(0, 8)})`;
+    default: return unreachable(cause);
+  }
+}
+
+/** Agent Profiles (S10): save, revise, diff, roll back, fork, export, import, run under one. */
+async function profiles(runtime: AgentRuntime, session: string): Promise<void> {
+  const reader: AgentProfileV2 = {
+    id: "reader", name: "Reader", mode: "agent", approval: "strict",
+    model: { model: "small", max_output_tokens: 512 }, reasoning: { effort: "low" }, search: { web_search: false },
+    budget: { max_tool_rounds: 5, max_tool_calls: 10 }, tools: ["workspace_read"], plugins: [], mcp_servers: [],
+    knowledge: [], memory: { read: ["session"], write: [] }, skills: [], system_prompt_addition: "Only read.",
+    credentials: { handles: { openai: "openai-key" } },
+  };
+  const first: ProfileRevision = await runtime.saveProfile(reader, undefined);
+  const second = await runtime.saveProfile({ ...reader, budget: { max_tool_rounds: 5, max_tool_calls: 20 } }, first.revision);
+  const changes: FieldChange[] = await runtime.diffProfile("reader", first.revision, second.revision);
+  changes.forEach((c) => console.log(`${c.path}: ${JSON.stringify(c.before)} → ${JSON.stringify(c.after)}`));
+  console.log(describeCause((await runtime.rollbackProfile("reader", 1)).cause));
+  console.log(describeCause((await runtime.forkProfile("reader", "reader-2", "Reader 2")).cause));
+  const shared: string = await runtime.exportProfile("reader");
+  const imported: ProfileImport = await runtime.importProfile(shared, "shared");
+  imported.narrowed.forEach((r) => console.log(`${r.layer} ${r.field}: kept ${JSON.stringify(r.kept)}`));
+  const list: ProfileList = await runtime.listProfiles();
+  list.profiles.forEach((p) => console.log(`${p.id} r${p.latest} ${p.mode}${p.forked_from ? ` from ${p.forked_from.id}` : ""}`));
+  console.log((await runtime.readProfile("reader", 2)).profile.name);
+  const run = await runtime.startRun(session, "Read it.", { profile: "reader", turn: { tools: ["workspace_read"], approval: "strict" } });
+  const uses: ProfileRunUse[] = await runtime.profileRuns("reader");
+  console.log(`${run}: ${uses.map((u) => `${u.run}@r${u.revision}`).join(", ")}`);
+}
+
 /** Deep Research (S9): start, the plan once, a narrower edit, the report. */
 async function research(runtime: AgentRuntime, session: string): Promise<void> {
   const started: ResearchStart = await runtime.startResearch(session, "Solid-state batteries in 2025", { budget: "light" });
@@ -288,6 +326,7 @@ export async function main(file: Blob): Promise<void> {
 
   await showRun(runtime, run);
   await research(runtime, session);
+  await profiles(runtime, session);
   for (const p of await runtime.presentPending(chat)) await answer(runtime, p);
   await runtime.stop(chat);
   await runtime.resume(run);

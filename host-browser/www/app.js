@@ -411,6 +411,32 @@ async function renderLists() {
   await renderSessions();
 }
 
+// ---- Agent Profiles ------------------------------------------------------------
+
+/** The profile picker: every stored profile, the selection kept. */
+async function renderProfiles() {
+  const picker = $('profile-picker');
+  const chosen = picker.value;
+  const { profiles } = await state.runtime.listProfiles();
+  picker.replaceChildren(el('option', { value: '', textContent: 'No profile' }),
+    ...profiles.map((p) => el('option', { value: p.id, textContent: `${p.name} (${p.mode}, r${p.latest})` })));
+  picker.value = profiles.some((p) => p.id === chosen) ? chosen : '';
+}
+
+/** A sample profile that may only read: its runs cannot write or run code. */
+const READ_ONLY_PROFILE = {
+  id: 'read-only', name: 'Read only', mode: 'agent', approval: 'strict',
+  tools: ['workspace_read', 'workspace_list', 'extract_document'],
+  budget: { max_tool_rounds: 5, max_tool_calls: 10 },
+  system_prompt_addition: 'You may only read files; never write.',
+};
+
+async function addSampleProfile() {
+  try { await state.runtime.saveProfile(READ_ONLY_PROFILE, undefined); } catch (e) { if (e.code !== 'already_exists') { setError(describeError(e)); return; } }
+  await renderProfiles();
+  $('profile-picker').value = READ_ONLY_PROFILE.id;
+}
+
 // ---- Deep Research -------------------------------------------------------------
 
 function setResearchError(message) {
@@ -492,7 +518,7 @@ async function refresh() {
   refreshing = (async () => {
     do {
       again = false;
-      try { await renderLists(); await renderRun(); await renderResearch(); } catch (e) { setError(describeError(e)); }
+      try { await renderLists(); await renderRun(); await renderResearch(); await renderProfiles(); } catch (e) { setError(describeError(e)); }
     } while (again);
   })();
   await refreshing;
@@ -680,7 +706,8 @@ async function main() {
     const prompt = $('prompt').value;
     const mode = document.querySelector('input[name="mode"]:checked').value;
     try {
-      const run = await state.runtime.startRun(state.session, prompt, { mode });
+      const profile = $('profile-picker').value;
+      const run = await state.runtime.startRun(state.session, prompt, profile ? { mode, profile } : { mode });
       state.runId = run;
     } catch (err) {
       setError(describeError(err));
@@ -688,6 +715,7 @@ async function main() {
     }
     await refresh();
   });
+  $('profile-sample').addEventListener('click', addSampleProfile);
   $('research-form').addEventListener('submit', (e) => {
     e.preventDefault();
     researchAction(async () => {

@@ -550,6 +550,75 @@ fn generate() -> Result<String> {
         ],
     )?;
 
+    // Agent Profiles: saved, revised, diffed, rolled back, forked,
+    // exported, imported, and a run under one.
+    let profile_session = id(SessionId::new("profiled"))?;
+    let profiled = f.drive(async {
+        use agent_profiles::{AgentProfileV2, ProfileId, ReasoningEffort};
+        let err = |e: agent_profiles::ProfileError| format!("profiles: {e}");
+        let store = f.assembly.profiles();
+        let reader = ProfileId::new("reader").map_err(err)?;
+        let mut p = AgentProfileV2::new(reader.clone(), "Reader");
+        p.tools = Some(["workspace_read".to_string()].into());
+        p.reasoning.effort = Some(ReasoningEffort::Low);
+        p.system_prompt_addition = Some("Only read.".into());
+        p.credentials
+            .handles
+            .insert("openai".into(), "openai-key".into());
+        let first = store.create(&p).await.map_err(err)?;
+        p.budget.max_tool_calls = 20;
+        store.save(&p, first.revision).await.map_err(err)?;
+        let changes = store.diff(&reader, 1, 2).await.map_err(err)?;
+        let rolled = store.rollback(&reader, 1).await.map_err(err)?;
+        let forked = store
+            .fork(
+                &reader,
+                ProfileId::new("reader-2").map_err(err)?,
+                "Reader 2",
+            )
+            .await
+            .map_err(err)?;
+        let export = store.export(&reader).await.map_err(err)?;
+        let ceiling = agent_assembly::profiles::global_layer(&RunConfig::default());
+        let imported = store
+            .import(
+                &export,
+                &ceiling,
+                Some(ProfileId::new("shared").map_err(err)?),
+            )
+            .await
+            .map_err(err)?;
+        let _opened = f.open(&profile_session).await?;
+        let choice = agent_assembly::ProfileChoice {
+            profile: Some(reader.clone()),
+            ..Default::default()
+        };
+        let (run, _) = f
+            .assembly
+            .start_with_profile(&profile_session, CHAT, RunConfig::default(), &choice)
+            .await
+            .map_err(|e| format!("run under a profile: {e}"))?;
+        f.settled(&run).await?;
+        let uses = store.runs(&reader).await.map_err(err)?;
+        let list = store.list().await.map_err(err)?;
+        Ok(json!({
+            "revisions": [first, rolled, forked],
+            "changes": changes,
+            "imported": {"revision": imported.revision, "narrowed": imported.refused},
+            "uses": uses,
+            "list": {"profiles": list.profiles, "unreadable": Vec::<String>::new()},
+        }))
+    })?;
+    values.add(
+        "profileRevisions",
+        "ProfileRevision[]",
+        &profiled["revisions"],
+    )?;
+    values.add("profileChanges", "FieldChange[]", &profiled["changes"])?;
+    values.add("profileImport", "ProfileImport", &profiled["imported"])?;
+    values.add("profileRuns", "ProfileRunUse[]", &profiled["uses"])?;
+    values.add("profileList", "ProfileList", &profiled["list"])?;
+
     let runs = f.drive(async {
         f.assembly
             .runtime()

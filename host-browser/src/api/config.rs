@@ -174,6 +174,14 @@ pub(crate) struct RunOptions {
     pub(crate) history: Option<Value>,
     #[serde(default)]
     pub(crate) context_window_tokens: Option<u32>,
+    /// Run under this Agent Profile (S10.2); the options above are the
+    /// defaults beneath it.
+    #[serde(default)]
+    pub(crate) profile: Option<String>,
+    /// The turn's own layer (S10.2: it may only narrow), in the profile
+    /// layer's shape (`tools`, `budget`, `approval`, `model`, …).
+    #[serde(default)]
+    pub(crate) turn: Option<Value>,
 }
 
 /// A budget option (the runtime's or a run's) through the kernel's one

@@ -54,6 +54,7 @@ use hold::Hold;
 mod config;
 mod errors;
 mod hold;
+mod profiles;
 mod research;
 mod sessions;
 mod views;
@@ -385,18 +386,28 @@ impl AgentRuntime {
         let inner = self.inner.clone();
         promise(async move {
             let session = session_id(&session)?;
-            let options: RunOptions = if options.is_undefined() || options.is_null() {
+            let mut options: RunOptions = if options.is_undefined() || options.is_null() {
                 RunOptions::default()
             } else {
                 from_js(options, "run options")?
             };
+            let choice = profiles::choice_of(options.profile.take(), options.turn.take())?;
             let config = run_config_for(&inner.defaults, &inner.named_models, options)?;
             inner.ensure_hold(&session).await?;
-            let started = inner
-                .assembly
-                .runtime()
-                .start(&session, &prompt, config)
-                .await;
+            let started = match &choice {
+                None => inner
+                    .assembly
+                    .runtime()
+                    .start(&session, &prompt, config)
+                    .await
+                    .map_err(run_error),
+                Some(choice) => inner
+                    .assembly
+                    .start_with_profile(&session, &prompt, config, choice)
+                    .await
+                    .map(|(run, _)| run)
+                    .map_err(profiles::start_error),
+            };
             match started {
                 Ok(run) => {
                     inner
@@ -409,7 +420,7 @@ impl AgentRuntime {
                 }
                 Err(e) => {
                     inner.done(&session);
-                    Err(run_error(e))
+                    Err(e)
                 }
             }
         })

@@ -88,6 +88,13 @@ impl AgentRuntime {
             } else {
                 from_js(options, "run options")?
             };
+            if options.profile.is_some() || options.turn.is_some() {
+                // S9.1: Deep Research shares no profile's tools or Memory.
+                return Err(js_error(
+                    ErrorCode::InvalidArgument,
+                    "startResearch takes no profile or turn layer; Deep Research uses only the model settings",
+                ));
+            }
             let config = run_config_for(&inner.defaults, &inner.named_models, options)?;
             inner.ensure_hold(&session).await?;
             let started = inner

@@ -162,6 +162,10 @@ export interface RunOptions {
   history?: HistoryMessage[];
   /** The model's context window in tokens (at least 1024); earlier turns may take half of it. */
   contextWindowTokens?: number;
+  /** Run under this Agent Profile (S10.2): its model, tools, budget and approval over the options above; the run records the revision. Not for `startResearch`. */
+  profile?: string;
+  /** The turn's own layer: it may only narrow (a wider tool, budget or approval mode is narrowed). */
+  turn?: ProfileLayer;
 }
 
 // ---------------------------------------------------------------- runs (S1)
@@ -384,6 +388,52 @@ export interface ToolProgress {
   total?: number;
   /** At most 512 bytes. */
   message?: string;
+}
+
+/** Agent Profiles (S10). */
+export type ProfileMode = "chat" | "agent";
+export type MemoryScope = "global" | "workspace" | "profile" | "session";
+export type ReasoningEffort = "minimal" | "low" | "medium" | "high";
+export interface AgentProfileV2 {
+  id: string;
+  name: string;
+  mode?: ProfileMode;
+  model?: { provider?: string; model: string; max_output_tokens?: number };
+  reasoning?: { effort?: ReasoningEffort };
+  search?: { web_search: boolean };
+  approval?: ApprovalMode;
+  budget?: Budget;
+  /** Allowlists: absent means every one the layer above allows. */
+  plugins?: string[];
+  mcp_servers?: string[];
+  tools?: string[];
+  knowledge?: string[];
+  memory?: { read: MemoryScope[]; write: MemoryScope[] };
+  skills?: string[];
+  system_prompt_addition?: string;
+  /** Purpose → secret handle name; never exported. */
+  credentials?: { handles: Record<string, string> };
+}
+export interface ForkOrigin { id: string; revision: number; hash: string; }
+export type RevisionCause =
+  | { kind: "saved" } | { kind: "rolled_back"; to: number } | { kind: "forked"; from: ForkOrigin }
+  | { kind: "imported" } | { kind: "migrated"; legacy_hash: string };
+export interface ProfileRevision { v: number; revision: number; hash: string; saved_at_ms: number; cause: RevisionCause; profile: AgentProfileV2; }
+export interface ProfileSummary { id: string; name: string; mode: ProfileMode; latest: number; saved_at_ms: number; forked_from: ForkOrigin | null; }
+export interface ProfileList { profiles: ProfileSummary[]; unreadable: string[]; }
+/** One field that differs between two revisions (a dotted path). */
+export interface FieldChange { path: string; before: JsonValue; after: JsonValue; }
+export type LayerName = "global" | "workspace" | "profile" | "session" | "turn";
+/** A widening a layer asked for and did not get (S10.2). */
+export interface Refused { layer: LayerName; field: string; asked: JsonValue; kept: JsonValue; }
+export interface ProfileImport { revision: ProfileRevision; narrowed: Refused[]; }
+export interface ProfileRunUse { v: number; run: string; revision: number; at_ms: number; }
+/** A turn's own layer (S10.2): it may only narrow the profile. */
+export interface ProfileLayer {
+  mode?: ProfileMode; provider?: string; model?: string; max_output_tokens?: number;
+  reasoning_effort?: ReasoningEffort; web_search?: boolean; approval?: ApprovalMode; budget?: Budget;
+  plugins?: string[]; mcp_servers?: string[]; tools?: string[]; knowledge?: string[];
+  memory?: { read: MemoryScope[]; write: MemoryScope[] }; skills?: string[]; system_prompt_addition?: string;
 }
 
 /** Deep Research (S9). `startResearch` resolves with the start turn's run and the task: all a chat message keeps (S9.2). */

@@ -1,0 +1,64 @@
+// Agent Profiles on the demo page in headless Chromium (issue 20, SPEC S10),
+// IndexedDB as the store: the picker lists a saved profile and survives a
+// reload; a run under a read-only profile has its write refused before it
+// runs (S10.2) and records the profile revision; revisions diff and roll
+// back; an export holds no credential (S10.3) and imports under another id.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { config, openPage, send, setup, uniqueSession, waitStatus } from './helpers.mjs';
+
+let env;
+before(async () => { env = await setup(); });
+after(async () => { await env?.close(); });
+
+const MARKER = 'MARKER-91c2-handle';
+
+test('S10: a run under a read-only profile cannot write; revisions, export and import', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('profiles');
+  const cfg = config({
+    turns: [
+      { text: 'Writing.', tool_calls: [{ name: 'workspace_write', arguments: { path: 'x.txt', content: 'no' } }] },
+      { text: 'Done.' },
+    ],
+  });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  await page.click('#profile-sample');
+  await page.waitForFunction(() => document.getElementById('profile-picker').value === 'read-only');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]');
+  await page.waitForFunction(() => [...document.getElementById('profile-picker').options].some((o) => o.value === 'read-only'));
+  await page.selectOption('#profile-picker', 'read-only');
+  await send(page, 'Write x.txt.');
+  await waitStatus(page, 'completed');
+  const outcome = await page.evaluate(async (s) => {
+    const rt = window.agentrtDemo.runtime;
+    const files = await rt.listWorkspace(s);
+    const view = await rt.readRun(window.agentrtDemo.runId);
+    const uses = await rt.profileRuns('read-only');
+    return { files: files.map((f) => f.path), journal: view.journal.map((j) => [j.tool, j.state]), uses, run: view.run.id };
+  }, session);
+  assert.deepEqual(outcome.files, [], 'the write never ran');
+  assert.ok(!outcome.journal.some(([tool, state]) => tool === 'workspace_write' && state === 'committed'), JSON.stringify(outcome.journal));
+  assert.deepEqual(outcome.uses.map((u) => [u.run, u.revision]), [[outcome.run, 1]]);
+
+  const shared = await page.evaluate(async (marker) => {
+    const rt = window.agentrtDemo.runtime;
+    const first = await rt.readProfile('read-only', undefined);
+    const second = await rt.saveProfile({ ...first.profile, credentials: { handles: { openai: marker } }, budget: { max_tool_rounds: 5, max_tool_calls: 20 } }, first.revision);
+    const changes = await rt.diffProfile('read-only', 1, second.revision);
+    const rolled = await rt.rollbackProfile('read-only', 1);
+    const widened = await rt.startRun('nowhere', 'x', { profile: 'read-only', turn: { tools: ['workspace_write'] } }).then(() => null, (e) => e.code);
+    await rt.saveProfile({ ...rolled.profile, credentials: { handles: { openai: marker } } }, rolled.revision);
+    const text = await rt.exportProfile('read-only');
+    const imported = await rt.importProfile(text, 'shared');
+    return { changes: changes.map((c) => c.path), rolled: rolled.cause, text, imported: imported.revision.profile.id, widened };
+  }, MARKER);
+  assert.ok(shared.changes.includes('budget.max_tool_calls'), JSON.stringify(shared.changes));
+  assert.deepEqual(shared.rolled, { kind: 'rolled_back', to: 1 });
+  assert.ok(!shared.text.includes(MARKER), 'the export holds no credential');
+  assert.equal(shared.imported, 'shared');
+  assert.equal(shared.widened, null, 'a widening turn is narrowed, not refused');
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});
