@@ -423,12 +423,16 @@ impl Assembly {
             store.apply(fence, task, Event::FinishExecution).await?;
             return Ok(true);
         };
-        let plan: ResearchPlan = store.approved_plan(&stored).await?.ok_or_else(|| {
-            ResearchError::Transition(agent_research::TransitionError::Illegal {
-                phase: "executing",
-                event: "execute",
-            })
-        })?;
+        let plan: ResearchPlan =
+            store
+                .approved_plan(&stored)
+                .await?
+                .ok_or(ResearchError::Transition(
+                    agent_research::TransitionError::Illegal {
+                        phase: "executing",
+                        event: "execute",
+                    },
+                ))?;
         let (_, start_config) = self.start_config(&fence.session, task).await?;
         let run = phase_run(task, "execute", 1)?;
         let authority = Authority::new(run.to_string(), random_key(&*self.host.entropy));
