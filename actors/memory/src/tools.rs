@@ -9,7 +9,7 @@
 //! | `memory_forget` | write_local (kept, restorable) | idempotent (likewise) | none |
 //!
 //! The tools are for Agent runs only ([`TOOL_MODES`]): Deep Research never
-//! sees Memory (S9.1), and [`RunGrants::grant`] refuses a grant to a run of
+//! sees Memory (S9.1), and [`RunGrants::allow`] refuses a grant to a run of
 //! another mode, so a mistaken registration still reads and writes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,7 +81,7 @@ impl RunGrants {
 
     /// Let `run` of `session`, a run of `mode`, use memory as `grant` says.
     /// Only Agent runs may ([`TOOL_MODES`]).
-    pub fn grant(
+    pub fn allow(
         &self,
         session: SessionId,
         run: RunId,
