@@ -55,7 +55,7 @@ fn corpus() -> Vec<(String, String)> {
                 let r = rng.next();
                 let idx = ((r % 5000) * (r % 5000)) / 5000;
                 text.push_str(&vocab[idx as usize]);
-                text.push(if r % 17 == 0 { '.' } else { ' ' });
+                text.push(if r.is_multiple_of(17) { '.' } else { ' ' });
             }
             (format!("doc-{d:03}"), text)
         })
