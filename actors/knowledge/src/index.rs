@@ -7,7 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
-use bm25::{Document, Language, SearchEngine, SearchEngineBuilder};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bm25::{DefaultTokenizer, Document, Language, SearchEngine, SearchEngineBuilder, Tokenizer};
 use serde::Serialize;
 
 use crate::chunk::ChunkSpan;
@@ -68,12 +72,69 @@ struct IndexedChunk {
     span: ChunkSpan,
 }
 
+/// The crate's English tokenizer, tokenizing each chunk once: building an
+/// engine from a corpus tokenizes every chunk twice (once to fit the
+/// average length, once to index), so the fit pass remembers each chunk's
+/// tokens and the index pass takes them back. After the build the memory
+/// is empty and queries go straight to the tokenizer.
+struct OnceTokenizer {
+    inner: DefaultTokenizer,
+    fitting: Arc<AtomicBool>,
+    memo: Arc<Mutex<HashMap<String, Vec<Vec<String>>>>>,
+}
+
+impl Tokenizer for OnceTokenizer {
+    fn tokenize(&self, input_text: &str) -> Vec<String> {
+        let fitting = self.fitting.load(Ordering::Relaxed);
+        if !fitting
+            && let Ok(mut memo) = self.memo.lock()
+            && let Some(list) = memo.get_mut(input_text)
+            && let Some(tokens) = list.pop()
+        {
+            if list.is_empty() {
+                memo.remove(input_text);
+            }
+            return tokens;
+        }
+        let tokens = self.inner.tokenize(input_text);
+        if fitting && let Ok(mut memo) = self.memo.lock() {
+            memo.entry(input_text.to_owned())
+                .or_default()
+                .push(tokens.clone());
+        }
+        tokens
+    }
+}
+
+type Engine = SearchEngine<u32, u32, OnceTokenizer>;
+
+/// A BM25 engine over `corpus`, each chunk tokenized once.
+fn engine(corpus: Vec<Document<u32>>) -> Engine {
+    let fitting = Arc::new(AtomicBool::new(true));
+    let memo = Arc::new(Mutex::new(HashMap::new()));
+    let tokenizer = OnceTokenizer {
+        inner: DefaultTokenizer::new(Language::English),
+        fitting: fitting.clone(),
+        memo: memo.clone(),
+    };
+    let builder = SearchEngineBuilder::<u32, u32, OnceTokenizer>::with_tokenizer_and_documents(
+        tokenizer, corpus,
+    );
+    fitting.store(false, Ordering::Relaxed);
+    let engine = builder.build();
+    if let Ok(mut memo) = memo.lock() {
+        memo.clear();
+        memo.shrink_to_fit();
+    }
+    engine
+}
+
 /// One base's index: its documents, their chunks and the BM25 engine over them.
 struct BaseIndex {
     revision: u64,
     documents: Vec<LoadedDocument>,
     chunks: Vec<IndexedChunk>,
-    engine: SearchEngine<u32>,
+    engine: Engine,
 }
 
 impl BaseIndex {
@@ -92,7 +153,7 @@ impl BaseIndex {
                 });
             }
         }
-        let engine = SearchEngineBuilder::<u32>::with_documents(Language::English, corpus).build();
+        let engine = engine(corpus);
         BaseIndex {
             revision,
             documents,
