@@ -944,6 +944,33 @@ async fn the_tools_check_the_grant_save_search_and_forget_with_receipts() {
             .await;
         assert_eq!(code(&r), "invalid_arguments");
 
+        // Result bounds: at the cap accepted, above it refused by the schema.
+        let r = run
+            .call(
+                "c12",
+                "memory_search",
+                json!({"query": "tea", "limit": MAX_SEARCH_RESULTS}),
+            )
+            .await;
+        assert!(matches!(r, ToolResult::Success(_)));
+        let r = run
+            .call(
+                "c13",
+                "memory_search",
+                json!({"query": "tea", "limit": MAX_SEARCH_RESULTS + 1}),
+            )
+            .await;
+        assert_eq!(code(&r), "invalid_arguments");
+        // A revision without the id it belongs to is not guessed.
+        let r = run
+            .call(
+                "c14",
+                "memory_save",
+                json!({"text": "x", "scope": "session", "expectedRevision": 1}),
+            )
+            .await;
+        assert_eq!(code(&r), "invalid_arguments");
+
         // A revoked grant reads nothing more.
         assert!(grants.revoke(&run.run));
         let r = run
