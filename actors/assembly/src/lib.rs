@@ -64,6 +64,7 @@ use agent_tools::{
 use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
 pub mod mcp;
+pub mod memory;
 pub mod no_model;
 pub mod profiles;
 pub mod research;
@@ -216,6 +217,8 @@ pub struct Assembly {
     secrets: Arc<dyn SecretResolver>,
     mcp: Arc<mcp::McpServers>,
     research: research::ResearchWiring,
+    /// Each run's Memory scopes and knowledge allowlist (S10.1).
+    grants: memory::SharedGrants,
 }
 
 impl std::fmt::Debug for Assembly {
@@ -340,6 +343,44 @@ impl Assembly {
                 &parts.always_on_plugins,
             )?);
         }
+        // Memory and knowledge (S10.1): Agent runs only; what each run may
+        // do is its grant (`memory::RunGrants`).
+        #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+        let grants = Arc::new(memory::RunGrants::new(
+            agent_knowledge::KnowledgeBases::unloaded(agent_knowledge::KnowledgeStore::new(
+                host.storage.clone(),
+                host.clock.clone(),
+            )),
+            workspaces.clone(),
+        ));
+        let memory_tools = agent_memory::tool_registrations(
+            host.executor.clone(),
+            host.clock.clone(),
+            agent_memory::MemoryStore::new(host.storage.clone(), host.clock.clone()),
+            grants.clone(),
+        )
+        .map_err(|e| AssemblyError::Spawn {
+            tool: "memory",
+            detail: e.to_string(),
+        })?;
+        for (definition, addr) in memory_tools {
+            tools.push(
+                ToolRegistration::builtin(definition, addr).in_modes(&agent_memory::TOOL_MODES),
+            );
+        }
+        let (definition, addr) = agent_knowledge::tool_registration(
+            host.executor.clone(),
+            host.clock.clone(),
+            grants.bases_handle(),
+            grants.clone(),
+        )
+        .map_err(|e| AssemblyError::Spawn {
+            tool: "knowledge_search",
+            detail: e.to_string(),
+        })?;
+        tools.push(
+            ToolRegistration::builtin(definition, addr).in_modes(&agent_knowledge::TOOL_MODES),
+        );
         tools.extend(own_tools);
         let mut registry = Registry::new();
         registry.register_all(tools)?;
@@ -362,6 +403,7 @@ impl Assembly {
             parts.provider,
             parts.runtime,
         );
+        grants.set_runtime(runtime.clone());
         Ok(Assembly {
             host,
             runtime,
@@ -375,6 +417,7 @@ impl Assembly {
                 search_configured: parts.search.is_some(),
                 executing: Default::default(),
             },
+            grants,
         })
     }
 

@@ -128,7 +128,17 @@ impl Assembly {
         base: RunConfig,
         choice: &ProfileChoice,
     ) -> Result<(agent_kernel::RunId, Effective), ProfileStartError> {
-        let (config, effective) = self.profile_config(base, choice).await?;
+        let (mut config, effective) = self.profile_config(base, choice).await?;
+        // The run's Memory scopes and knowledge allowlist, kept with it.
+        let bases = self
+            .knowledge()
+            .await
+            .map_err(|e| ProfileError::InvalidLayer {
+                layer: LayerName::Global,
+                field: "knowledge",
+                why: format!("the knowledge bases could not be read: {e}"),
+            })?;
+        crate::memory::grant_into(&mut config, &effective, session, &bases);
         let run = self.runtime.start(session, prompt, config).await?;
         if let Some(profile) = &effective.profile {
             self.profiles().record_run(profile, run.as_str()).await?;

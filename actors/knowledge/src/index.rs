@@ -199,6 +199,8 @@ impl KnowledgeAllowlist {
 pub struct KnowledgeBases {
     store: KnowledgeStore,
     indexes: Arc<RwLock<BTreeMap<String, Arc<BaseIndex>>>>,
+    /// Whether every stored base was indexed ([`KnowledgeBases::load`]).
+    loaded: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for KnowledgeBases {
@@ -210,14 +212,32 @@ impl std::fmt::Debug for KnowledgeBases {
 impl KnowledgeBases {
     /// Load every stored base and build its index (after a restart too).
     pub async fn open(store: KnowledgeStore) -> Result<KnowledgeBases, KnowledgeError> {
-        let bases = KnowledgeBases {
+        let bases = KnowledgeBases::unloaded(store);
+        bases.load().await?;
+        Ok(bases)
+    }
+
+    /// The bases of `store` without reading them yet (a host that wires
+    /// its tools without awaiting); [`KnowledgeBases::load`] indexes them.
+    pub fn unloaded(store: KnowledgeStore) -> KnowledgeBases {
+        KnowledgeBases {
             store,
             indexes: Arc::default(),
-        };
-        for base in bases.store.bases().await? {
-            bases.reload(&base).await?;
+            loaded: Arc::default(),
         }
-        Ok(bases)
+    }
+
+    /// Index every stored base, once; later calls return at once.
+    pub async fn load(&self) -> Result<(), KnowledgeError> {
+        use std::sync::atomic::Ordering;
+        if self.loaded.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        for base in self.store.bases().await? {
+            self.reload(&base).await?;
+        }
+        self.loaded.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The store underneath.

@@ -28,8 +28,12 @@ pub const TOOL_MODES: [RunMode; 1] = [RunMode::Agent];
 
 /// Where the tool learns which bases a run may search. A run without an
 /// allowlist searches nothing.
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 pub trait KnowledgeAccess: MaybeSend + MaybeSync {
-    fn allowlist(&self, session: &SessionId, run: &RunId) -> Option<KnowledgeAllowlist>;
+    /// Async, so that a host can read a run's allowlist from where it
+    /// keeps it (a run resumed after a restart).
+    async fn allowlist(&self, session: &SessionId, run: &RunId) -> Option<KnowledgeAllowlist>;
 }
 
 /// Allowlists per run, as a host records them when it starts a run.
@@ -59,8 +63,10 @@ impl RunAllowlists {
     }
 }
 
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 impl KnowledgeAccess for RunAllowlists {
-    fn allowlist(&self, session: &SessionId, run: &RunId) -> Option<KnowledgeAllowlist> {
+    async fn allowlist(&self, session: &SessionId, run: &RunId) -> Option<KnowledgeAllowlist> {
         let runs = self.runs.lock().ok()?;
         let (owner, list) = runs.get(run)?;
         (owner == session).then(|| list.clone())
@@ -110,7 +116,7 @@ impl Tool for KnowledgeSearch {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Args) -> Result<ToolSuccess, ToolFailure> {
-        let Some(allowlist) = self.access.allowlist(&ctx.session, &ctx.run) else {
+        let Some(allowlist) = self.access.allowlist(&ctx.session, &ctx.run).await else {
             return Err(ctx.fail(
                 "knowledge_not_granted",
                 format!("run {} may search no knowledge base", ctx.run),

@@ -53,8 +53,12 @@ pub struct MemoryGrant {
 
 /// Where the memory tools learn what a run may do. A run without a grant
 /// is refused every memory call (`memory_not_granted`).
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 pub trait MemoryAccess: MaybeSend + MaybeSync {
-    fn grant(&self, session: &SessionId, run: &RunId) -> Option<MemoryGrant>;
+    /// Async, so that a host can read a run's grant from where it keeps
+    /// it (a run resumed after a restart).
+    async fn grant(&self, session: &SessionId, run: &RunId) -> Option<MemoryGrant>;
 }
 
 /// A grant was refused.
@@ -106,8 +110,10 @@ impl RunGrants {
     }
 }
 
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 impl MemoryAccess for RunGrants {
-    fn grant(&self, session: &SessionId, run: &RunId) -> Option<MemoryGrant> {
+    async fn grant(&self, session: &SessionId, run: &RunId) -> Option<MemoryGrant> {
         let runs = self.runs.lock().ok()?;
         let (owner, grant) = runs.get(run)?;
         (owner == session).then(|| grant.clone())
@@ -259,7 +265,7 @@ impl Tool for MemoryTool {
     /// grant before anything else.
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<ToolSuccess, ToolFailure> {
         let mutation = ctx.tool() != SEARCH;
-        let Some(grant) = self.access.grant(&ctx.session, &ctx.run) else {
+        let Some(grant) = self.access.grant(&ctx.session, &ctx.run).await else {
             return Err(ctx.fail(
                 "memory_not_granted",
                 format!(

@@ -993,10 +993,11 @@ async fn a_grant_is_bound_to_its_session() {
         )
         .unwrap();
     use agent_memory::MemoryAccess;
-    assert!(grants.grant(&session(), &run).is_some());
+    assert!(grants.grant(&session(), &run).await.is_some());
     assert!(
         grants
             .grant(&SessionId::new("other").unwrap(), &run)
+            .await
             .is_none()
     );
 }

@@ -113,6 +113,11 @@ pub struct RunConfig {
     /// kept with the run's stored configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<RunProfile>,
+    /// What the host's own tools may do in this run, by tool family, kept
+    /// with the run so that a run resumed after a restart keeps them (the
+    /// assembly's Memory scopes and knowledge allowlist, S10.1).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub grants: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// Which profile revision a run used.
