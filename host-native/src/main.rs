@@ -51,6 +51,7 @@ mod cli {
     pub(crate) mod args;
     pub(crate) mod exit;
     pub(crate) mod follow;
+    pub(crate) mod memory;
     pub(crate) mod profiles;
     pub(crate) mod render;
     pub(crate) mod research;
@@ -428,6 +429,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             let ceiling = agent_assembly::profiles::global_layer(&defaults);
             let app = open_viewer(&cli).await?;
             cli::profiles::profile(cli.json, &app, action, &ceiling).await
+        }
+        Command::Memory { action } => {
+            let app = open_viewer(&cli).await?;
+            cli::memory::memory(cli.json, &app, action).await
+        }
+        Command::Kb { action } => {
+            let app = open_viewer(&cli).await?;
+            cli::memory::kb(cli.json, &app, action).await
         }
         Command::Plan { action } => {
             let (task, action) = match action {

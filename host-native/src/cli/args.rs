@@ -191,6 +191,18 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: ProfileAction,
     },
+    /// The memories agents may keep (S10.1), by scope (global,
+    /// workspace:ID, profile:ID, session:ID): list, save, edit, delete and
+    /// restore them.
+    Memory {
+        #[command(subcommand)]
+        action: MemoryAction,
+    },
+    /// Knowledge bases: add text documents, search, list (S10.1).
+    Kb {
+        #[command(subcommand)]
+        action: KbAction,
+    },
     /// Show, approve, edit or reject a research task's plan (S9.4).
     Plan {
         #[command(subcommand)]
@@ -417,6 +429,52 @@ pub(crate) enum ProfileAction {
         #[arg(long = "as", value_name = "ID")]
         as_id: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryAction {
+    /// The memories of a scope (--forgotten: the deleted ones, restorable).
+    List {
+        scope: String,
+        #[arg(long)]
+        forgotten: bool,
+    },
+    /// Save a new memory.
+    Save {
+        scope: String,
+        id: String,
+        text: String,
+    },
+    /// Replace a memory's text; REVISION must be its current revision.
+    Edit {
+        scope: String,
+        id: String,
+        revision: u64,
+        text: String,
+    },
+    /// Delete a memory at its current REVISION (kept, restorable).
+    Delete {
+        scope: String,
+        id: String,
+        revision: u64,
+    },
+    /// Bring a deleted or forgotten memory back as a new revision.
+    Restore { scope: String, id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KbAction {
+    /// The knowledge bases.
+    List,
+    /// Add UTF-8 text files to BASE (created when new), each a document
+    /// named after the file.
+    Add {
+        base: String,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// The best passages of BASE for QUERY, with their provenance.
+    Search { base: String, query: String },
 }
 
 #[derive(Debug, Subcommand)]
