@@ -9,7 +9,7 @@ import init, { AgentRuntime } from "../pkg/agent_host_browser.js";
 import type {
   Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
   CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
-  AgentProfileV2, FieldChange, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
+  AgentProfileV2, FieldChange, KnowledgePassage, MemoryChange, MemoryRecord, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
   ProfileRunUse, ResearchGap, ResearchPlan, ResearchStart, ResearchView, RevisionCause, RunOptions, RunView,
   RuntimeConfig, RuntimeEvent, SessionSummary, Source, StopReason, Subscription,
 } from "../pkg/agent_host_browser.js";
@@ -214,6 +214,32 @@ async function profiles(runtime: AgentRuntime, session: string): Promise<void> {
   console.log(`${run}: ${uses.map((u) => `${u.run}@r${u.revision}`).join(", ")}`);
 }
 
+function describeChange(change: MemoryChange): string {
+  switch (change.by) {
+    case "person": return "you";
+    case "tool": return `${change.tool} in run ${change.run} (${change.call_id})`;
+    default: return unreachable(change);
+  }
+}
+
+/** Memory and knowledge (S10.1): the person's side. */
+async function memoryAndKnowledge(runtime: AgentRuntime, session: string): Promise<void> {
+  const scope = `session:${session}`;
+  const saved: MemoryRecord = await runtime.saveMemory(scope, "tea", "The person drinks green tea.");
+  const edited = await runtime.editMemory(scope, "tea", saved.revision, "Green tea, no sugar.");
+  await runtime.deleteMemory(scope, "tea", edited.revision);
+  const gone: MemoryRecord[] = await runtime.listMemories(scope, true);
+  gone.forEach((m) => console.log(`${m.id} deleted by ${m.forgotten ? describeChange(m.forgotten.by) : "?"}`));
+  const back = await runtime.restoreMemory(scope, "tea");
+  (await runtime.listMemories(scope, undefined)).forEach((m) => console.log(`${m.id} r${m.revision} by ${describeChange(m.saved_by)}: ${m.text}`));
+  console.log(back.text_hash);
+  const added: number = await runtime.addKnowledge("docs", [{ id: "cells.txt", title: "Cells", text: "Cells reach 500 Wh/kg." }]);
+  const bases: string[] = await runtime.listKnowledgeBases();
+  const passages: KnowledgePassage[] = await runtime.searchKnowledge("docs", "density");
+  passages.forEach((p) => console.log(`${p.base}/${p.document}@${p.offset}+${p.len} ${p.textHash} ${p.source.kind}: ${p.text}`));
+  console.log(`${added} added to ${bases.join(", ")}`);
+}
+
 /** Deep Research (S9): start, the plan once, a narrower edit, the report. */
 async function research(runtime: AgentRuntime, session: string): Promise<void> {
   const started: ResearchStart = await runtime.startResearch(session, "Solid-state batteries in 2025", { budget: "light" });
@@ -327,6 +353,7 @@ export async function main(file: Blob): Promise<void> {
   await showRun(runtime, run);
   await research(runtime, session);
   await profiles(runtime, session);
+  await memoryAndKnowledge(runtime, session);
   for (const p of await runtime.presentPending(chat)) await answer(runtime, p);
   await runtime.stop(chat);
   await runtime.resume(run);

@@ -619,6 +619,63 @@ fn generate() -> Result<String> {
     values.add("profileRuns", "ProfileRunUse[]", &profiled["uses"])?;
     values.add("profileList", "ProfileList", &profiled["list"])?;
 
+    // Memory and knowledge: the person's records, and passages.
+    let (memories, passages) = f.drive(async {
+        use agent_memory::{ChangedBy, Expect, MemoryId, MemoryScope};
+        let err = |e: agent_memory::MemoryError| format!("memory: {e}");
+        let store = f.assembly.memories();
+        let scope = MemoryScope::Session("profiled".into());
+        let id = MemoryId::new("tea").map_err(|e| e.to_string())?;
+        let (saved, _) = store
+            .save(
+                None,
+                &scope,
+                &id,
+                "Green tea.",
+                ChangedBy::Person,
+                Expect::New,
+            )
+            .await
+            .map_err(err)?;
+        store
+            .delete(&scope, &id, saved.revision)
+            .await
+            .map_err(err)?;
+        let mut records = store.list_forgotten(&scope).await.map_err(err)?;
+        store
+            .restore(None, &scope, &id, ChangedBy::Person)
+            .await
+            .map_err(err)?;
+        records.extend(store.list(&scope).await.map_err(err)?);
+        let kerr = |e: agent_knowledge::KnowledgeError| format!("knowledge: {e}");
+        let bases = f.assembly.knowledge().await.map_err(kerr)?;
+        bases.create_base("docs").await.map_err(kerr)?;
+        bases
+            .add_documents(
+                "docs",
+                vec![agent_knowledge::NewDocument {
+                    id: "cells.txt".into(),
+                    title: "Cells".into(),
+                    source: agent_knowledge::SourceRef::Attachment {
+                        name: "cells.txt".into(),
+                    },
+                    text: "Cells reach a density of 500 Wh/kg.".into(),
+                }],
+            )
+            .await
+            .map_err(kerr)?;
+        let passages = bases
+            .search(
+                &["docs".to_string()],
+                "density",
+                agent_knowledge::SearchLimits::default(),
+            )
+            .map_err(kerr)?;
+        Ok((records, passages))
+    })?;
+    values.add("memories", "MemoryRecord[]", &memories)?;
+    values.add("passages", "KnowledgePassage[]", &passages)?;
+
     let runs = f.drive(async {
         f.assembly
             .runtime()

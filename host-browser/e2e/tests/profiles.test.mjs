@@ -62,3 +62,58 @@ test('S10: a run under a read-only profile cannot write; revisions, export and i
   assert.deepEqual(page.errors, []);
   await context.close();
 });
+
+test('S10.1: memories and knowledge bases on IndexedDB; a run under a profile searches the session memory', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('memory');
+  const cfg = config({
+    turns: [
+      { text: 'Looking.', tool_calls: [{ name: 'memory_search', arguments: { query: 'tea' } }, { name: 'knowledge_search', arguments: { query: 'density', bases: ['docs'] } }] },
+      { text: 'Found.' },
+    ],
+  });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  await page.evaluate(async (s) => {
+    const rt = window.agentrtDemo.runtime;
+    const saved = await rt.saveMemory(`session:${s}`, 'tea', 'The person drinks green tea.');
+    await rt.deleteMemory(`session:${s}`, 'tea', saved.revision);
+    await rt.restoreMemory(`session:${s}`, 'tea');
+    await rt.addKnowledge('docs', [{ id: 'cells.txt', text: 'Solid-state cells reach a density of 500 Wh/kg.' }]);
+    await rt.saveProfile({ id: 'keeper', name: 'Keeper', memory: { read: ['session'], write: ['session'] }, knowledge: ['docs'] }, undefined);
+  }, session);
+  // Everything is in IndexedDB: a reload keeps it.
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]');
+  const stored = await page.evaluate(async (s) => {
+    const rt = window.agentrtDemo.runtime;
+    return {
+      memories: (await rt.listMemories(`session:${s}`, undefined)).map((m) => [m.id, m.revision, m.text]),
+      bases: await rt.listKnowledgeBases(),
+      passages: (await rt.searchKnowledge('docs', 'density')).map((p) => [p.document, p.offset, p.textHash.length]),
+    };
+  }, session);
+  assert.deepEqual(stored.memories, [['tea', 2, 'The person drinks green tea.']]);
+  assert.deepEqual(stored.bases, ['docs']);
+  assert.deepEqual(stored.passages, [['cells.txt', 0, 64]]);
+  await page.waitForFunction(() => [...document.getElementById('profile-picker').options].some((o) => o.value === 'keeper'));
+  await page.selectOption('#profile-picker', 'keeper');
+  await send(page, 'What do I drink?');
+  await waitStatus(page, 'completed');
+  const evidence = await page.evaluate(async () => {
+    const view = await window.agentrtDemo.runtime.readRun(window.agentrtDemo.runId);
+    return view.evidence.map((e) => [e.tool, e.trust]);
+  });
+  // The person's memory comes back as `user` text; a passage as untrusted data.
+  assert.deepEqual(evidence, [['memory_search', 'user'], ['knowledge_search', 'external_untrusted']]);
+  // Without a profile, no Memory.
+  await page.selectOption('#profile-picker', '');
+  await send(page, 'And now?');
+  await waitStatus(page, 'completed');
+  const refused = await page.evaluate(async () => {
+    const view = await window.agentrtDemo.runtime.readRun(window.agentrtDemo.runId);
+    return view.journal.map((j) => [j.tool, j.state]);
+  });
+  assert.deepEqual(refused.find(([tool]) => tool === 'memory_search'), ['memory_search', 'failed']);
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});

@@ -54,6 +54,7 @@ use hold::Hold;
 mod config;
 mod errors;
 mod hold;
+mod memory;
 mod profiles;
 mod research;
 mod sessions;

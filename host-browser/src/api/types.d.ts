@@ -436,6 +436,34 @@ export interface ProfileLayer {
   memory?: { read: MemoryScope[]; write: MemoryScope[] }; skills?: string[]; system_prompt_addition?: string;
 }
 
+/** Memory (S10.1): a scope is `global`, `workspace:ID`, `profile:ID` or `session:ID`. */
+export type MemoryChange = { by: "person" } | { by: "tool"; run: string; call_id: string; tool: string };
+export interface MemoryRecord {
+  v: number;
+  scope: string;
+  id: string;
+  revision: number;
+  text: string;
+  text_hash: string;
+  saved_by: MemoryChange;
+  saved_at_ms: number;
+  created_at_ms: number;
+  /** Set on a deleted or forgotten memory (restorable). */
+  forgotten?: { by: MemoryChange; at_ms: number };
+}
+/** A text document for `addKnowledge`. */
+export interface KnowledgeDocument { id: string; title?: string; text: string; }
+export type KnowledgeSource =
+  | { kind: "attachment"; name: string }
+  | { kind: "workspace_file"; session: string; path: string; revision: number }
+  | { kind: "artifact"; id: string }
+  | { kind: "other"; label: string };
+/** A search result: a chunk's text (bounded) and where it came from (base, document, byte offset, SHA-256). */
+export interface KnowledgePassage {
+  base: string; document: string; title: string; source: KnowledgeSource;
+  offset: number; len: number; textHash: string; text: string; truncated: boolean;
+}
+
 /** Deep Research (S9). `startResearch` resolves with the start turn's run and the task: all a chat message keeps (S9.2). */
 export interface ResearchStart { runId: string; task: string; }
 export interface DateRange { from: string; to: string; }
