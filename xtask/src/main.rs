@@ -100,6 +100,8 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-readable",
     "agent-research",
     "agent-profiles",
+    "agent-memory",
+    "agent-knowledge",
     "agent-host-browser",
 ];
 

@@ -462,6 +462,8 @@ export type KnowledgeSource =
 export interface KnowledgePassage {
   base: string; document: string; title: string; source: KnowledgeSource;
   offset: number; len: number; textHash: string; text: string; truncated: boolean;
+  /** The BM25 score: higher is more relevant. */
+  score: number;
 }
 
 /** Deep Research (S9). `startResearch` resolves with the start turn's run and the task: all a chat message keeps (S9.2). */
