@@ -474,7 +474,6 @@ async function renderResearch() {
     return;
   }
   state.researchTask = view.task;
-  panel.dataset.phase = view.phase;
   $('research-task').textContent = view.task;
   $('research-phase').textContent = view.resume_to ? `${view.phase} (resumes ${view.resume_to})` : view.phase;
   const plan = view.plan;
@@ -503,6 +502,8 @@ async function renderResearch() {
     $('report-unverified').replaceChildren(...report.unverified.map((u) => el('li', { textContent: u.text })));
     $('report-knowledge').replaceChildren(...report.model_knowledge.map((k) => el('li', { textContent: k.text })));
   }
+  // Last: the panel's phase says everything of it is shown.
+  panel.dataset.phase = view.phase;
 }
 
 async function researchAction(act) {

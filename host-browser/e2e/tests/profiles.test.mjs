@@ -105,14 +105,23 @@ test('S10.1: memories and knowledge bases on IndexedDB; a run under a profile se
   });
   // The person's memory comes back as `user` text; a passage as untrusted data.
   assert.deepEqual(evidence, [['memory_search', 'user'], ['knowledge_search', 'external_untrusted']]);
-  // Without a profile, no Memory.
+  // Without a profile, no Memory: the newest run of the session is refused.
   await page.selectOption('#profile-picker', '');
   await send(page, 'And now?');
-  await waitStatus(page, 'completed');
-  const refused = await page.evaluate(async () => {
-    const view = await window.agentrtDemo.runtime.readRun(window.agentrtDemo.runId);
-    return view.journal.map((j) => [j.tool, j.state]);
-  });
+  const newest = async () => page.evaluate(async (s) => {
+    const rt = window.agentrtDemo.runtime;
+    const runs = (await rt.listRuns(s)).sort((a, b) => a.created_at_ms - b.created_at_ms);
+    const last = runs[runs.length - 1];
+    const view = await rt.readRun(last.id);
+    return { count: runs.length, status: last.status, journal: view.journal.map((j) => [j.tool, j.state]), failures: view.failures ?? [] };
+  }, session);
+  let latest = await newest();
+  for (let i = 0; i < 200 && !(latest.count === 2 && latest.status === 'completed'); i += 1) {
+    await new Promise((r) => setTimeout(r, 100));
+    latest = await newest();
+  }
+  const refused = latest.journal;
+  assert.ok(latest.failures.some((f) => f.reason.startsWith('memory_not_granted')), JSON.stringify(latest));
   assert.deepEqual(refused.find(([tool]) => tool === 'memory_search'), ['memory_search', 'failed']);
   assert.deepEqual(page.errors, []);
   await context.close();
