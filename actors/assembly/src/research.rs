@@ -113,6 +113,9 @@ fn phase_run(task: &TaskId, phase: &str, attempt: u32) -> Result<RunId, RunError
     })
 }
 
+/// Why a phase did not finish: its run waits for the person.
+const WAITS_FOR_PERSON: &str = "the phase run waits for the person";
+
 /// How many phase runs a task may make of one phase (each Resume after a
 /// failed one is another attempt).
 const MAX_ATTEMPTS: u32 = 20;
@@ -339,6 +342,12 @@ impl Assembly {
         match settled.status {
             RunStatus::Completed => Ok(Ok(self.runtime.output(&run).await?.unwrap_or_default())),
             RunStatus::Interrupted => Ok(Err(String::new())),
+            // The phase run waits for the person (an approval of a planning
+            // read in strict mode): the task stays in its phase; once they
+            // answer, the next step (Resume) takes the answer up.
+            RunStatus::AwaitingApproval | RunStatus::AwaitingInput => {
+                Ok(Err(WAITS_FOR_PERSON.to_owned()))
+            }
             other => Ok(Err(format!(
                 "the {phase} run {run} ended {}",
                 serde_json::to_value(other)
@@ -387,8 +396,12 @@ impl Assembly {
     }
 
     /// A phase that cannot go on now (its run interrupted or failed): the
-    /// task is interrupted and waits for Resume; a failure is kept as a gap.
+    /// task is interrupted and waits for Resume. A phase run waiting for
+    /// the person leaves the task in its phase.
     async fn park(&self, fence: &Fence, task: &TaskId, why: &str) -> Result<(), ResearchDeskError> {
+        if why == WAITS_FOR_PERSON {
+            return Ok(());
+        }
         if !why.is_empty() {
             tracing::warn!(%task, why, "research phase did not finish");
         }
