@@ -172,8 +172,9 @@ impl Assembly {
     /// `start_deep_research`, which ends with that call. When the model
     /// answers without it the runtime makes it with `prompt` as the topic.
     /// The task's session and message are the host's (the run's session
-    /// and id, S9.5). Waits for the turn; then plans
-    /// ([`Assembly::advance_research`]) unless `plan_now` is false.
+    /// and id, S9.5). Waits for the turn and returns; the host then plans
+    /// with [`Assembly::advance_research`] (the page in the background, the
+    /// command line at once).
     pub async fn start_research(
         &self,
         session: &SessionId,
@@ -602,9 +603,9 @@ impl Assembly {
         self.advance_research(session, task).await
     }
 
-    /// The person stops the task: before a snapshot it is cancelled; after
-    /// one, what was read is synthesised with the gap `stopped` on the next
-    /// Resume or at once when `synthesise` is true.
+    /// The person stops the task: before a snapshot it is cancelled (its
+    /// phase runs stopped); during execution the reads stop between two
+    /// sources and what was read is synthesised with the gap `stopped`.
     pub async fn stop_research(
         &self,
         session: &SessionId,
