@@ -22,7 +22,6 @@ use agent_memory::{
 };
 use agent_profiles::{Effective, MemoryScope as ProfileScope};
 use agent_supervisor::{RunConfig, Runtime};
-use serde_json::Value;
 
 use crate::{Assembly, WorkspaceDirectory};
 
@@ -181,11 +180,6 @@ impl Assembly {
         self.grants.bases.load().await?;
         Ok(self.grants.bases.clone())
     }
-}
-
-/// A grant value as the person sees it in a run's configuration.
-pub fn grant_of(config: &RunConfig, key: &str) -> Option<Value> {
-    config.grants.get(key).cloned()
 }
 
 pub(crate) type SharedGrants = Arc<RunGrants>;

@@ -45,8 +45,7 @@ use agent_research::start::{START_DEEP_RESEARCH, fallback_arguments};
 use agent_research::task::{MAX_PLANNING_READS, MAX_PLANNING_SEARCHES};
 use agent_research::view::{ResearchView, read_research};
 use agent_research::{
-    ActivePhase, Event, Gap, Phase, PlanDecision, ResearchError, ResearchPlan, ResearchStore,
-    TaskId,
+    Event, Gap, Phase, PlanDecision, ResearchError, ResearchPlan, ResearchStore, TaskId,
 };
 use agent_supervisor::{EndingCall, ModelSettings, RunConfig, RunError};
 use agent_workspace::{Artifacts, Source};
@@ -676,12 +675,6 @@ impl Assembly {
             views.push(read_research(&self.research.store, session, &task.id).await?);
         }
         Ok(views)
-    }
-
-    /// Which phase an interrupted task resumes to, for a host's Resume
-    /// button.
-    pub fn resumes_to(view: &ResearchView) -> Option<ActivePhase> {
-        view.resume_to
     }
 }
 
