@@ -82,6 +82,8 @@ struct Model {
     port: u16,
     /// The plan's second source keeps its first reader waiting.
     slow_source: bool,
+    /// The first plan of a topic containing `malformed-first` is no JSON.
+    topic_marks_bad_plan: bool,
 }
 
 fn tool_names(body: &Value) -> Vec<String> {
@@ -143,6 +145,22 @@ async fn completions(State(model): State<Arc<Model>>, body: String) -> Response 
                 "web_search",
                 json!({"query": "solid-state battery density"}),
             )]);
+        }
+        if model.topic_marks_bad_plan && said.contains("malformed-first") {
+            let planned = model
+                .seen
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|r| {
+                    r["messages"]
+                        .to_string()
+                        .contains("You plan a Deep Research task")
+                })
+                .count();
+            if planned == 1 {
+                return text("I think the plan is: read some pages.");
+            }
         }
         return text(&format!(
             "```json\n{}\n```",
@@ -232,6 +250,7 @@ async fn servers_with(calls_start: bool, slow_source: bool) -> Servers {
         calls_start,
         port: pages.port(),
         slow_source,
+        topic_marks_bad_plan: true,
     });
     let model = serve(
         Router::new()
@@ -614,4 +633,29 @@ async fn s9_6_a_reload_during_execution_reads_only_unsettled_sources_after_resum
         .map(|s| s.url.as_str())
         .collect();
     assert_eq!(read.len(), 2, "{read:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_4_a_malformed_plan_interrupts_the_task_and_resume_asks_again() {
+    let s = servers(false).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, false).await;
+    let session = SessionId::new("chat-7").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let a = app.assembly();
+    let started = a
+        .start_research(&session, "malformed-first batteries", config())
+        .await
+        .unwrap();
+    let view = a.advance_research(&session, &started.task).await.unwrap();
+    assert_eq!(
+        view.phase, "interrupted",
+        "an unusable plan is no plan: {view:?}"
+    );
+    // Resume does not take the refused answer again: a second attempt.
+    let view = a.resume_research(&session, &started.task).await.unwrap();
+    assert_eq!(view.phase, "awaiting_plan_approval", "{view:?}");
+    let second = RunId::new(format!("{}-plan-2", started.task)).unwrap();
+    let run = app.runtime().run(&second).await.unwrap();
+    assert_eq!(run.parent.as_ref(), Some(&started.run));
 }

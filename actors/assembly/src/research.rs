@@ -112,6 +112,14 @@ fn phase_run(task: &TaskId, phase: &str, attempt: u32) -> Result<RunId, RunError
     })
 }
 
+/// A phase's child run: its name, prompt, tools and tool-call cap.
+struct PhaseRun<'a> {
+    phase: &'a str,
+    prompt: &'a str,
+    tools: &'a [&'a str],
+    max_tool_calls: u32,
+}
+
 /// Why a phase did not finish: its run waits for the person.
 const WAITS_FOR_PERSON: &str = "the phase run waits for the person";
 
@@ -292,19 +300,25 @@ impl Assembly {
         Ok((start, config))
     }
 
-    /// Run the phase's child run to its end: the settled run of the
-    /// newest attempt that exists, resumed when interrupted, or a new
-    /// attempt after a failed one. `None` when the run is interrupted
-    /// again (offline, a provider down): the task waits for Resume.
-    async fn phase_answer(
+    /// Run the phase's child run to its end and read its answer with
+    /// `accept`: the newest attempt that exists, resumed when interrupted,
+    /// or a new attempt after a failed one or one whose answer `accept`
+    /// refused. `Err(why)` when the phase cannot go on now (its run
+    /// interrupted, waiting for the person, or its answer refused): the
+    /// task then waits for Resume.
+    async fn phase_answer<T>(
         &self,
         session: &SessionId,
         task: &TaskId,
-        phase: &str,
-        prompt: &str,
-        tools: &[&str],
-        max_tool_calls: u32,
-    ) -> Result<Result<String, String>, ResearchDeskError> {
+        run: PhaseRun<'_>,
+        accept: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Result<T, String>, ResearchDeskError> {
+        let PhaseRun {
+            phase,
+            prompt,
+            tools,
+            max_tool_calls,
+        } = run;
         let (start, start_config) = self.start_config(session, task).await?;
         let mut attempt = 1;
         let run = loop {
@@ -322,6 +336,19 @@ impl Assembly {
                     }
                 }
                 Err(e) => return Err(e.into()),
+                // A finished attempt whose answer is usable is the answer;
+                // one whose answer was not (a malformed plan or draft) is
+                // followed by a new attempt.
+                Ok(run) if run.status == RunStatus::Completed => {
+                    let output = self.runtime.output(&id).await?.unwrap_or_default();
+                    if let Ok(value) = accept(&output) {
+                        return Ok(Ok(value));
+                    }
+                    if attempt >= MAX_ATTEMPTS {
+                        return Ok(Err(format!("{phase} failed {MAX_ATTEMPTS} times")));
+                    }
+                    attempt += 1;
+                }
                 Ok(run)
                     if run.status == RunStatus::Failed || run.status == RunStatus::Cancelled =>
                 {
@@ -340,7 +367,9 @@ impl Assembly {
         };
         let settled = self.runtime.wait_settled(&run).await?;
         match settled.status {
-            RunStatus::Completed => Ok(Ok(self.runtime.output(&run).await?.unwrap_or_default())),
+            RunStatus::Completed => Ok(accept(
+                &self.runtime.output(&run).await?.unwrap_or_default(),
+            )),
             RunStatus::Interrupted => Ok(Err(String::new())),
             // The phase run waits for the person (an approval of a planning
             // read in strict mode): the task stays in its phase; once they
@@ -373,13 +402,19 @@ impl Assembly {
             &[]
         };
         let max = MAX_PLANNING_SEARCHES + MAX_PLANNING_READS;
-        let answer = self
-            .phase_answer(&fence.session, task, "plan", &prompt, tools, max)
+        let plan = self
+            .phase_answer(
+                &fence.session,
+                task,
+                PhaseRun {
+                    phase: "plan",
+                    prompt: &prompt,
+                    tools,
+                    max_tool_calls: max,
+                },
+                |text| parse_plan_answer(text, search).map_err(|e| e.to_string()),
+            )
             .await?;
-        let plan = match answer {
-            Ok(text) => parse_plan_answer(&text, search).map_err(|e| e.to_string()),
-            Err(why) => Err(why),
-        };
         match plan {
             Ok(plan) => {
                 // Invariant: `plan-` and a task id is a valid request id.
@@ -522,13 +557,19 @@ impl Assembly {
         };
         let sources = synthesis_sources(store, &stored).await?;
         let prompt = synthesis_prompt(&plan, &sources);
-        let answer = self
-            .phase_answer(&fence.session, task, "synthesis", &prompt, &[], 0)
+        let draft = self
+            .phase_answer(
+                &fence.session,
+                task,
+                PhaseRun {
+                    phase: "synthesis",
+                    prompt: &prompt,
+                    tools: &[],
+                    max_tool_calls: 0,
+                },
+                |text| parse_draft_answer(text).map_err(|e: AnswerError| e.to_string()),
+            )
             .await?;
-        let draft = match answer {
-            Ok(text) => parse_draft_answer(&text).map_err(|e: AnswerError| e.to_string()),
-            Err(why) => Err(why),
-        };
         let draft = match draft {
             Ok(draft) => draft,
             Err(why) => {
