@@ -103,10 +103,14 @@ fn agentrt_sim_summary_report_and_server_count_agree() {
     let orders = report["dispatches"]["place_order"]
         .as_u64()
         .expect("orders");
-    assert_eq!(
-        orders,
-        count.load(Ordering::SeqCst),
-        "report and server agree"
+    // Every order the server received was a dispatch the simulation saw;
+    // a dispatch may not reach the server when its tab dies with the
+    // request still in the plugin's hands (its call is then
+    // `effect_unknown`), at most one per crash point. Seen under load.
+    let received = count.load(Ordering::SeqCst);
+    assert!(
+        received <= orders && orders - received <= points,
+        "report ({orders}) and server ({received}) agree within {points} crash points"
     );
     assert!(orders >= 80, "two runs a seed each ordered: {orders}");
 }
