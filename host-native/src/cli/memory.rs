@@ -5,8 +5,6 @@
 //! `agent-knowledge`'s; this module reads the person's files and prints
 //! what the stores answered (`--json`: one object).
 
-use std::io::Write;
-
 use agent_host_native::app::App;
 use agent_knowledge::{NewDocument, SearchLimits, SourceRef};
 use agent_memory::{ChangedBy, Expect, MemoryId, MemoryScope};
@@ -14,6 +12,7 @@ use serde_json::json;
 
 use super::args::{KbAction, MemoryAction};
 use super::exit::{code, usage};
+use super::render::print_json_or_text;
 
 fn scope(text: &str) -> anyhow::Result<MemoryScope> {
     MemoryScope::parse(text).map_err(|e| usage(e.to_string()))
@@ -21,16 +20,6 @@ fn scope(text: &str) -> anyhow::Result<MemoryScope> {
 
 fn memory_id(text: &str) -> anyhow::Result<MemoryId> {
     MemoryId::new(text).map_err(|e| usage(e.to_string()))
-}
-
-fn print(json: bool, value: serde_json::Value, text: String) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{value}")?;
-    } else {
-        writeln!(out, "{text}")?;
-    }
-    Ok(())
 }
 
 /// `agentrt memory …`.
@@ -54,7 +43,7 @@ pub(crate) async fn memory(json: bool, app: &App, action: &MemoryAction) -> anyh
                 .map(|r| format!("{} r{}  {}", r.id, r.revision, r.text))
                 .collect::<Vec<_>>()
                 .join("\n");
-            print(
+            print_json_or_text(
                 json,
                 json!({"scope": s.to_string(), "memories": records}),
                 if text.is_empty() {
@@ -71,7 +60,7 @@ pub(crate) async fn memory(json: bool, app: &App, action: &MemoryAction) -> anyh
                 .save(None, &s, &id, text, ChangedBy::Person, Expect::New)
                 .await
                 .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"scope": s.to_string(), "id": record.id, "revision": record.revision}),
                 format!("saved {}/{} r{}", s, record.id, record.revision),
@@ -88,7 +77,7 @@ pub(crate) async fn memory(json: bool, app: &App, action: &MemoryAction) -> anyh
                 .edit(&s, &memory_id(id)?, text, *revision)
                 .await
                 .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"scope": s.to_string(), "id": record.id, "revision": record.revision}),
                 format!("edited {}/{} r{}", s, record.id, record.revision),
@@ -104,7 +93,7 @@ pub(crate) async fn memory(json: bool, app: &App, action: &MemoryAction) -> anyh
                 .delete(&s, &memory_id(id)?, *revision)
                 .await
                 .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"scope": s.to_string(), "id": record.id, "deleted": true}),
                 format!("deleted {}/{} (restore brings it back)", s, record.id),
@@ -116,7 +105,7 @@ pub(crate) async fn memory(json: bool, app: &App, action: &MemoryAction) -> anyh
                 .restore(None, &s, &memory_id(id)?, ChangedBy::Person)
                 .await
                 .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"scope": s.to_string(), "id": record.id, "revision": record.revision}),
                 format!("restored {}/{} as r{}", s, record.id, record.revision),
@@ -133,7 +122,7 @@ pub(crate) async fn kb(json: bool, app: &App, action: &KbAction) -> anyhow::Resu
     match action {
         KbAction::List => {
             let names = bases.names();
-            print(
+            print_json_or_text(
                 json,
                 json!({"bases": names}),
                 if names.is_empty() {
@@ -154,6 +143,17 @@ pub(crate) async fn kb(json: bool, app: &App, action: &KbAction) -> anyhow::Resu
                     .and_then(|n| n.to_str())
                     .ok_or_else(|| usage(format!("{}: the name must be UTF-8", file.display())))?
                     .to_owned();
+                // Refused before it is read: a document's limit is the crate's.
+                let size = std::fs::metadata(file)
+                    .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?
+                    .len();
+                if size > agent_knowledge::store::MAX_DOCUMENT_BYTES as u64 {
+                    return Err(usage(format!(
+                        "{} is {size} bytes, over the {}-byte document limit",
+                        file.display(),
+                        agent_knowledge::store::MAX_DOCUMENT_BYTES
+                    )));
+                }
                 let text = std::fs::read_to_string(file).map_err(|e| {
                     usage(format!("cannot read {} as UTF-8 text: {e}", file.display()))
                 })?;
@@ -169,7 +169,7 @@ pub(crate) async fn kb(json: bool, app: &App, action: &KbAction) -> anyhow::Resu
                 .add_documents(base, documents)
                 .await
                 .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"base": base, "added": count}),
                 format!("added {count} document(s) to {base}"),
@@ -184,7 +184,7 @@ pub(crate) async fn kb(json: bool, app: &App, action: &KbAction) -> anyhow::Resu
                 .map(|p| serde_json::to_string(p).unwrap_or_default())
                 .collect::<Vec<_>>()
                 .join("\n");
-            print(
+            print_json_or_text(
                 json,
                 json!({"base": base, "passages": passages}),
                 if text.is_empty() {

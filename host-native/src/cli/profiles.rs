@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::args::ProfileAction;
 use super::exit::{code, usage};
+use super::render::print_json_or_text;
 
 fn profile_id(text: &str) -> anyhow::Result<ProfileId> {
     ProfileId::new(text).map_err(|e| usage(e.to_string()))
@@ -29,16 +30,6 @@ fn refused(e: ProfileError) -> anyhow::Error {
 
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| usage(format!("cannot read {}: {e}", path.display())))
-}
-
-fn print(json: bool, value: serde_json::Value, text: String) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{value}")?;
-    } else {
-        writeln!(out, "{text}")?;
-    }
-    Ok(())
 }
 
 /// Run one `agentrt profile` action; `ceiling` is what this host allows an
@@ -67,7 +58,7 @@ pub(crate) async fn profile(
                 })
                 .chain(unreadable.iter().map(|e| format!("unreadable: {e}")))
                 .collect();
-            print(
+            print_json_or_text(
                 json,
                 json!({"profiles": list.profiles, "unreadable": unreadable}),
                 if lines.is_empty() {
@@ -85,7 +76,7 @@ pub(crate) async fn profile(
             }
             .map_err(refused)?;
             let text = serde_json::to_string_pretty(&r.profile)?;
-            print(
+            print_json_or_text(
                 json,
                 serde_json::to_value(&r)?,
                 format!(
@@ -103,7 +94,7 @@ pub(crate) async fn profile(
                 Err(e) => Err(e),
             }
             .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"profile": profile.id, "revision": saved.revision, "hash": saved.hash}),
                 format!(
@@ -120,7 +111,7 @@ pub(crate) async fn profile(
                 .map(|c| format!("{}: {} -> {}", c.path, c.before, c.after))
                 .collect::<Vec<_>>()
                 .join("\n");
-            print(
+            print_json_or_text(
                 json,
                 json!({"profile": id, "from": a, "to": b, "changes": changes}),
                 if text.is_empty() {
@@ -133,7 +124,7 @@ pub(crate) async fn profile(
         ProfileAction::Rollback { id, to } => {
             let id = profile_id(id)?;
             let r = store.rollback(&id, *to).await.map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"profile": id, "revision": r.revision, "rolled_back_to": to}),
                 format!("profile {id} revision {} equals revision {to}", r.revision),
@@ -147,7 +138,7 @@ pub(crate) async fn profile(
                 .fork(&id, new_id.clone(), &name)
                 .await
                 .map_err(refused)?;
-            print(
+            print_json_or_text(
                 json,
                 json!({"profile": new_id, "revision": r.revision, "forked_from": id}),
                 format!("profile {new_id} forked from {id}"),
@@ -173,7 +164,7 @@ pub(crate) async fn profile(
                 .iter()
                 .map(|r| format!("{}: kept {}", r.field, r.kept))
                 .collect();
-            print(
+            print_json_or_text(
                 json,
                 json!({
                     "profile": imported.revision.profile.id,

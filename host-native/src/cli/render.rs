@@ -302,3 +302,19 @@ pub(crate) fn print_event(event: &RunEvent) {
         ),
     }
 }
+
+/// Print `value` as one JSON line with `--json`, else `text` for a person.
+pub(crate) fn print_json_or_text(
+    json: bool,
+    value: serde_json::Value,
+    text: String,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{value}")?;
+    } else {
+        writeln!(out, "{text}")?;
+    }
+    Ok(())
+}
