@@ -7,6 +7,7 @@
 //! the workspace implements for the tools).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -72,14 +73,30 @@ impl ToolDefinition {
 }
 
 /// A tool schema as shown to the model in one request.
+///
+/// The description and the parameter schema are shared (`Arc`): the tools
+/// actor builds each tool's schema once, and every request of every run
+/// holds a reference to it instead of a deep copy (issue 18 item 6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelToolSchema {
     /// The deterministic model-facing name.
     pub name: String,
-    pub description: String,
-    pub parameters: Value,
+    pub description: Arc<str>,
+    pub parameters: Arc<Value>,
     /// The fingerprint of the definition the model was shown.
     pub fingerprint: Fingerprint,
+}
+
+impl ModelToolSchema {
+    /// What the model is shown of `def`, whose fingerprint is `fingerprint`.
+    pub fn of(def: &ToolDefinition, fingerprint: Fingerprint) -> ModelToolSchema {
+        ModelToolSchema {
+            name: def.name.clone(),
+            description: def.description.as_str().into(),
+            parameters: Arc::new(def.parameters.clone()),
+            fingerprint,
+        }
+    }
 }
 
 /// A tool call as the model produced it.

@@ -69,12 +69,8 @@ pub fn start_deep_research_definition() -> ToolDefinition {
 /// The only schema a start turn shows the model (S9.3).
 pub fn start_turn_schemas() -> Result<Vec<ModelToolSchema>, agent_capabilities::CanonicalError> {
     let def = start_deep_research_definition();
-    Ok(vec![ModelToolSchema {
-        name: def.name.clone(),
-        description: def.description.clone(),
-        parameters: def.parameters.clone(),
-        fingerprint: def.fingerprint()?,
-    }])
+    let fingerprint = def.fingerprint()?;
+    Ok(vec![ModelToolSchema::of(&def, fingerprint)])
 }
 
 /// The arguments of the runtime's own `start_deep_research` call when the

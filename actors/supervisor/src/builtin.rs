@@ -8,6 +8,8 @@
 pub mod ask_user;
 pub mod plan;
 
+use std::sync::OnceLock;
+
 use serde_json::{Value, json};
 
 use agent_capabilities::{Fingerprint, Trust};
@@ -27,27 +29,31 @@ pub fn definitions() -> Vec<ToolDefinition> {
     vec![ask_user::definition(), plan::definition()]
 }
 
+/// What the model is shown of the supervisor's own tools, fingerprinted once
+/// per process rather than at every model request.
+fn own_schemas() -> &'static [ModelToolSchema] {
+    static SCHEMAS: OnceLock<Vec<ModelToolSchema>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        definitions()
+            .iter()
+            .filter_map(|d| Some(ModelToolSchema::of(d, d.fingerprint().ok()?)))
+            .collect()
+    })
+}
+
 /// The fingerprint of one of the supervisor's own tools.
 pub fn fingerprint(name: &str) -> Option<Fingerprint> {
-    definitions()
-        .into_iter()
-        .find(|d| d.name == name)
-        .and_then(|d| d.fingerprint().ok())
+    own_schemas()
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| s.fingerprint.clone())
 }
 
 /// Schemas of the supervisor's own tools that `schemas` does not already name.
 pub fn add_schemas(schemas: &mut Vec<ModelToolSchema>) {
-    for d in definitions() {
-        if schemas.iter().any(|s| s.name == d.name) {
-            continue;
-        }
-        if let Ok(fingerprint) = d.fingerprint() {
-            schemas.push(ModelToolSchema {
-                name: d.name,
-                description: d.description,
-                parameters: d.parameters,
-                fingerprint,
-            });
+    for own in own_schemas() {
+        if !schemas.iter().any(|s| s.name == own.name) {
+            schemas.push(own.clone());
         }
     }
 }

@@ -44,6 +44,18 @@ struct Inner {
     /// Serialises spawning, so that one run never gets two supervisors, and
     /// starts, so that a session's conversation has one writer at a time.
     spawning: futures::lock::Mutex<()>,
+    /// Where every supervisor reports its end: one watcher per runtime
+    /// ([`Runtime::watch_supervisors`]), not one task per run.
+    reports: agent_kernel::actor::ParentLink,
+}
+
+/// The actor name of `run`'s supervisor; [`run_of_supervisor`] reads it back.
+fn supervisor_name(run: &RunId) -> String {
+    format!("supervisor:{run}")
+}
+
+fn run_of_supervisor(actor: &str) -> Option<RunId> {
+    RunId::new(actor.strip_prefix("supervisor:")?).ok()
 }
 
 /// The runtime of one tab or process: every run it executes, over one host.
@@ -157,22 +169,37 @@ impl Runtime {
         provider: Arc<dyn ModelProvider>,
         options: RuntimeOptions,
     ) -> Runtime {
-        Runtime {
+        Self::from_parts(
+            Ctx {
+                host,
+                tools,
+                provider,
+                options,
+                events: EventBus::default(),
+                #[cfg(feature = "sim")]
+                sabotage: Sabotage::default(),
+            },
+            leases,
+        )
+    }
+
+    /// A runtime over `ctx`, with its supervisors' watcher spawned.
+    fn from_parts(ctx: Ctx, leases: LeaseManager) -> Runtime {
+        let (reports, ends) = async_channel::unbounded();
+        let runtime = Runtime {
             inner: Arc::new(Inner {
-                ctx: Arc::new(Ctx {
-                    host,
-                    tools,
-                    provider,
-                    options,
-                    events: EventBus::default(),
-                    #[cfg(feature = "sim")]
-                    sabotage: Sabotage::default(),
-                }),
+                ctx: Arc::new(ctx),
                 leases,
                 live: Mutex::new(HashMap::new()),
                 spawning: futures::lock::Mutex::new(()),
+                reports,
             }),
-        }
+        };
+        runtime
+            .host()
+            .executor
+            .spawn(runtime.watch_supervisors(ends));
+        runtime
     }
 
     /// The same runtime with deliberate faults (crash simulator test only).
@@ -180,21 +207,17 @@ impl Runtime {
     pub fn with_sabotage(self, sabotage: Sabotage) -> Runtime {
         let inner = &self.inner;
         let ctx = &inner.ctx;
-        Runtime {
-            inner: Arc::new(Inner {
-                ctx: Arc::new(Ctx {
-                    host: ctx.host.clone(),
-                    tools: ctx.tools.clone(),
-                    provider: ctx.provider.clone(),
-                    options: ctx.options.clone(),
-                    events: ctx.events.clone(),
-                    sabotage,
-                }),
-                leases: inner.leases.clone(),
-                live: Mutex::new(HashMap::new()),
-                spawning: futures::lock::Mutex::new(()),
-            }),
-        }
+        Self::from_parts(
+            Ctx {
+                host: ctx.host.clone(),
+                tools: ctx.tools.clone(),
+                provider: ctx.provider.clone(),
+                options: ctx.options.clone(),
+                events: ctx.events.clone(),
+                sabotage,
+            },
+            inner.leases.clone(),
+        )
     }
 
     /// Renew this owner's leases every third of their time to live, for as
@@ -530,17 +553,13 @@ impl Runtime {
     ) -> Result<Addr<Msg>, RunError> {
         let id = writer.run.id.clone();
         let sup = Supervisor::load(self.inner.ctx.clone(), writer, guard).await?;
-        let (report, reports) = async_channel::bounded(1);
         let addr = spawn_actor(
             &*self.host().executor,
-            &format!("supervisor:{id}"),
+            &supervisor_name(&id),
             self.inner.ctx.options.mailbox,
-            Some(report),
+            Some(self.inner.reports.clone()),
             move |inbox| sup.run(inbox),
         );
-        self.host()
-            .executor
-            .spawn(self.interrupt_if_lost(id.clone(), reports));
         if let Ok(mut live) = self.inner.live.lock() {
             live.insert(id, addr.clone());
         }
@@ -552,16 +571,39 @@ impl Runtime {
     /// replay rule settles its call in flight) with an `executor_lost`
     /// activity, and waits for Resume. (In wasm32 a panic aborts the page;
     /// the next page load recovers the run.)
-    fn interrupt_if_lost(
+    ///
+    /// One watcher reads every supervisor's end report for the runtime's
+    /// life (it holds the runtime weakly and ends with the last sender); a
+    /// run costs it nothing while it runs (issue 18 item 6). Each lost run
+    /// is interrupted in a task of its own, so that one waiting for its
+    /// store does not hold up the others.
+    fn watch_supervisors(
         &self,
-        run: RunId,
-        reports: async_channel::Receiver<agent_kernel::actor::ActorReport>,
+        ends: async_channel::Receiver<agent_kernel::actor::ActorReport>,
     ) -> agent_kernel::maybe_send::BoxFuture<'static, ()> {
         let weak = Arc::downgrade(&self.inner);
+        let executor = self.host().executor.clone();
         Box::pin(async move {
-            let Ok(report) = reports.recv().await else {
-                return;
-            };
+            while let Ok(report) = ends.recv().await {
+                let Some(run) = run_of_supervisor(&report.actor) else {
+                    continue;
+                };
+                if matches!(report.exit, agent_kernel::actor::ActorExit::Stopped) {
+                    continue;
+                }
+                executor.spawn(Box::pin(Self::interrupt_lost(weak.clone(), run, report)));
+            }
+        })
+    }
+
+    /// The run of a supervisor that ended as `report` says, interrupted if
+    /// it panicked or lost its storage.
+    async fn interrupt_lost(
+        weak: std::sync::Weak<Inner>,
+        run: RunId,
+        report: agent_kernel::actor::ActorReport,
+    ) {
+        {
             let lost = match report.exit {
                 agent_kernel::actor::ActorExit::Panicked(message) => {
                     tracing::error!(run = %run, %message, "the supervisor panicked; its run is interrupted");
@@ -600,7 +642,7 @@ impl Runtime {
                     }
                 }
             }
-        })
+        }
     }
 
     fn live_addr(&self, run: &RunId) -> Option<Addr<Msg>> {

@@ -154,6 +154,7 @@ struct Internal {
     def: ToolDefinition,
     fingerprint: Fingerprint,
     schema: CompiledSchema,
+    shown: ModelToolSchema,
 }
 
 /// What a Prepare or Dispatch resolved a name to.
@@ -173,6 +174,12 @@ impl Resolved<'_> {
         match self {
             Resolved::Discovery(i) => &i.fingerprint,
             Resolved::Registered(t) => &t.fingerprint,
+        }
+    }
+    fn shown(&self) -> &ModelToolSchema {
+        match self {
+            Resolved::Discovery(i) => &i.shown,
+            Resolved::Registered(t) => &t.shown,
         }
     }
     fn schema(&self) -> &CompiledSchema {
@@ -276,6 +283,7 @@ pub fn spawn_tools(
             discovery.insert(
                 def.name.clone(),
                 Internal {
+                    shown: ModelToolSchema::of(&def, fingerprint.clone()),
                     def,
                     fingerprint,
                     schema,
@@ -307,18 +315,6 @@ pub fn spawn_tools(
         move |inbox: agent_kernel::Inbox<ToolsMsg>| actor.run(inbox, control_inbox, ended_rx),
     );
     ToolsHandle { addr, control }
-}
-
-/// Name, description, parameters and fingerprint of one model-facing schema.
-type SchemaParts = (String, String, Value, Fingerprint);
-
-fn to_schema((name, description, parameters, fingerprint): SchemaParts) -> ModelToolSchema {
-    ModelToolSchema {
-        name,
-        description,
-        parameters,
-        fingerprint,
-    }
 }
 
 fn allowed(config: &RunToolConfig, name: &str) -> bool {
@@ -462,13 +458,7 @@ impl ToolsActor {
                         // tools, and the next Prepare or load_tools of the run
                         // reports the error as a tool result.
                         tracing::warn!(error = %e, "loaded tools unreadable; showing the always-on tools only");
-                        reply.send(
-                            self.schema_list(&config, &BTreeSet::new())
-                                .0
-                                .into_iter()
-                                .map(to_schema)
-                                .collect(),
-                        );
+                        reply.send(self.schema_list(&config, &BTreeSet::new()).0);
                     }
                 }
             }
@@ -553,17 +543,12 @@ impl ToolsActor {
         &self,
         config: &RunToolConfig,
         loaded: &BTreeSet<String>,
-    ) -> (Vec<SchemaParts>, BTreeSet<String>) {
-        let mut list: Vec<SchemaParts> = Vec::new();
-        for r in self.always_on(config) {
-            let d = r.def();
-            list.push((
-                d.name.clone(),
-                d.description.clone(),
-                d.parameters.clone(),
-                r.fingerprint().clone(),
-            ));
-        }
+    ) -> (Vec<ModelToolSchema>, BTreeSet<String>) {
+        let mut list: Vec<ModelToolSchema> = self
+            .always_on(config)
+            .iter()
+            .map(|r| r.shown().clone())
+            .collect();
         let mut still_loaded = BTreeSet::new();
         for name in loaded {
             let Some(t) = self.registry.get(name) else {
@@ -577,12 +562,7 @@ impl ToolsActor {
                 continue;
             }
             still_loaded.insert(name.clone());
-            list.push((
-                name.clone(),
-                t.definition.description.clone(),
-                t.definition.parameters.clone(),
-                t.fingerprint.clone(),
-            ));
+            list.push(t.shown.clone());
         }
         (list, still_loaded)
     }
@@ -599,9 +579,9 @@ impl ToolsActor {
         state.loaded = still_loaded;
         state.shown = list
             .iter()
-            .map(|(n, _, _, f)| (n.clone(), f.clone()))
+            .map(|s| (s.name.clone(), s.fingerprint.clone()))
             .collect();
-        list.into_iter().map(to_schema).collect()
+        list
     }
 
     fn resolve(

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use agent_capabilities::{Fingerprint, Origin};
-use agent_kernel::protocol::{ToolAddr, ToolDefinition};
+use agent_kernel::protocol::{ModelToolSchema, ToolAddr, ToolDefinition};
 use agent_kernel::run::RunMode;
 
 use crate::validate::CompiledSchema;
@@ -87,6 +87,8 @@ pub struct RegisteredTool {
     pub unknown_function: bool,
     pub addr: ToolAddr,
     pub(crate) schema: CompiledSchema,
+    /// What the model is shown, built once and shared by every request.
+    pub(crate) shown: ModelToolSchema,
 }
 
 impl RegisteredTool {
@@ -307,6 +309,7 @@ fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
         detail: e.to_string(),
     })?;
     Ok(RegisteredTool {
+        shown: ModelToolSchema::of(&reg.definition, fingerprint.clone()),
         fingerprint,
         schema,
         definition: reg.definition,

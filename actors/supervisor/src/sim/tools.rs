@@ -283,6 +283,7 @@ pub fn spawn_sim_tools(
         .filter_map(|(def, addr)| {
             let fingerprint = def.fingerprint().ok()?;
             Some(SimDef {
+                shown: ModelToolSchema::of(&def, fingerprint.clone()),
                 def,
                 fingerprint,
                 addr,
@@ -346,6 +347,7 @@ pub fn spawn_sim_tools(
 struct SimDef {
     def: ToolDefinition,
     fingerprint: Fingerprint,
+    shown: ModelToolSchema,
     addr: ToolAddr,
 }
 
@@ -363,18 +365,7 @@ fn schemas(defs: &[SimDef], config: &RunToolConfig) -> Vec<ModelToolSchema> {
                 .as_ref()
                 .is_none_or(|a| a.contains(&d.name))
         })
-        .map(
-            |SimDef {
-                 def: d,
-                 fingerprint,
-                 ..
-             }| ModelToolSchema {
-                name: d.name.clone(),
-                description: d.description.clone(),
-                parameters: d.parameters.clone(),
-                fingerprint: fingerprint.clone(),
-            },
-        )
+        .map(|d| d.shown.clone())
         .collect()
 }
 

@@ -378,12 +378,13 @@ impl Supervisor {
                     s if s.is_final() => return Ok(()),
                     RunStatus::Running => {
                         // A stop already queued wins over the next step.
+                        // Boxed, as the branches below: the loop itself stays small.
                         let stepped = match self.queued_stop(&inbox).await {
-                            Some(reply) => self.cancel(reply, None).await,
-                            None => self.step(&inbox).await,
+                            Some(reply) => Box::pin(self.cancel(reply, None)).await,
+                            None => Box::pin(self.step(&inbox)).await,
                         };
                         if let Err(e) = stepped {
-                            return self.fail_on_error(e).await;
+                            return Box::pin(self.fail_on_error(e)).await;
                         }
                     }
                     RunStatus::Interrupted if interrupted_commands > 0 => return Ok(()),
@@ -394,8 +395,8 @@ impl Supervisor {
                         let Ok(msg) = inbox.recv().await else {
                             return Ok(());
                         };
-                        if let Err(e) = self.handle(msg).await {
-                            return self.fail_on_error(e).await;
+                        if let Err(e) = Box::pin(self.handle(msg)).await {
+                            return Box::pin(self.fail_on_error(e)).await;
                         }
                     }
                 }
@@ -481,10 +482,13 @@ impl Supervisor {
     }
 
     /// One step of a `running` run.
+    /// Each branch is boxed: a run waiting (on the model, a tool, the
+    /// person) holds only the state of the branch it is in, not the largest
+    /// of them all (issue 18 item 6: memory per idle run).
     async fn step(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {
         match self.next().await? {
-            Next::Finish { text } => self.complete(text).await,
-            Next::ModelRound => self.model_round(inbox).await,
+            Next::Finish { text } => Box::pin(self.complete(text)).await,
+            Next::ModelRound => Box::pin(self.model_round(inbox)).await,
             Next::Call {
                 call_id,
                 call,
@@ -493,14 +497,10 @@ impl Supervisor {
                 let span = tracing::info_span!("call", run = %self.writer.run.id, call = %call_id);
                 match journal {
                     CallMode::Processing => {
-                        self.process_call(inbox, call_id, call)
-                            .instrument(span)
-                            .await
+                        Box::pin(self.process_call(inbox, call_id, call).instrument(span)).await
                     }
                     CallMode::Replaying(record) => {
-                        self.replay_call(inbox, *record, call)
-                            .instrument(span)
-                            .await
+                        Box::pin(self.replay_call(inbox, *record, call).instrument(span)).await
                     }
                 }
             }
