@@ -376,10 +376,17 @@ fn sqlite_template(rt: &tokio::runtime::Runtime, mems: &[MemoryHost], path: &Pat
     }
 }
 
-/// A fresh copy of the template at `to` (the template stays untouched).
+/// A fresh copy of the template at `to` (the template stays untouched),
+/// flushed to the disk before it is used: a database a runtime opens has
+/// long been written back, while the pages of a file just copied are still
+/// dirty in the page cache, and the first `fsync` of its WAL would pay for
+/// writing back all of them (the larger the database, the longer).
 fn copy_database(template: &Path, to: &Path) {
     remove_database(to);
     std::fs::copy(template, to).expect("copy the template");
+    std::fs::File::open(to)
+        .and_then(|f| f.sync_all())
+        .expect("flush the copy");
 }
 
 fn remove_database(path: &Path) {

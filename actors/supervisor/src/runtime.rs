@@ -945,8 +945,20 @@ impl Runtime {
             if record.status != RunStatus::Running || !live {
                 return Ok(record);
             }
-            if events.recv().await.is_err() {
-                return self.run(run).await;
+            // Read the record again only when its status moved: every other
+            // event (each activity of every run) would cost a storage read,
+            // four per tool round, queued before the run's own commits.
+            loop {
+                match events.recv().await {
+                    Err(_) => return self.run(run).await,
+                    Ok(RunEvent::Activity(a))
+                        if &a.run == run
+                            && matches!(a.kind, ActivityKind::StatusChanged { .. }) =>
+                    {
+                        break;
+                    }
+                    Ok(_) => continue,
+                }
             }
         }
     }
