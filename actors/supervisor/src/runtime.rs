@@ -818,7 +818,7 @@ impl Runtime {
                     writer.mark_effect_unknown(&mut tx, &mut rec).await?;
                 }
             }
-            if let Some(cp) = latest_checkpoint(&*storage, &run.id).await? {
+            if let Some(cp) = writer.take_opened_checkpoint() {
                 tx.checkpoint(CheckpointStage::Interrupted, cp.transcript);
             }
             if let Some(executor) = lost {

@@ -244,6 +244,9 @@ pub struct RunWriter {
     running_since: Option<Duration>,
     /// A change not committed yet: the next commit carries it.
     deferred: Option<Deferred>,
+    /// The checkpoint [`RunWriter::open`] read, until its supervisor takes
+    /// it ([`RunWriter::take_opened_checkpoint`]) instead of reading it again.
+    opened_with: Option<Checkpoint>,
 }
 
 /// What a deferred change adds to the next one.
@@ -273,9 +276,8 @@ impl RunWriter {
         run: AgentRun,
         run_bytes: Vec<u8>,
     ) -> Result<RunWriter, StorageError> {
-        let next_checkpoint = latest_checkpoint(&*storage, &run.id)
-            .await?
-            .map_or(0, |c| c.seq + 1);
+        let opened_with = latest_checkpoint(&*storage, &run.id).await?;
+        let next_checkpoint = opened_with.as_ref().map_or(0, |c| c.seq + 1);
         let running_since = (run.status == RunStatus::Running).then(|| clock.monotonic());
         Ok(RunWriter {
             storage,
@@ -287,7 +289,14 @@ impl RunWriter {
             next_checkpoint,
             running_since,
             deferred: None,
+            opened_with,
         })
+    }
+
+    /// The run's latest checkpoint as [`RunWriter::open`] read it, once;
+    /// `None` for a writer that did not read one (or after the first take).
+    pub fn take_opened_checkpoint(&mut self) -> Option<Checkpoint> {
+        self.opened_with.take()
     }
 
     /// A writer for a run not stored yet; the first commit must create it.
@@ -309,6 +318,7 @@ impl RunWriter {
             next_checkpoint: 0,
             running_since,
             deferred: None,
+            opened_with: None,
         }
     }
 

@@ -313,7 +313,7 @@ impl Supervisor {
     /// A supervisor for a stored run; `writer` is fenced with `lease`.
     pub(crate) async fn load(
         ctx: Arc<Ctx>,
-        writer: RunWriter,
+        mut writer: RunWriter,
         lease: LeaseGuard,
     ) -> Result<Supervisor, RunError> {
         let run_id = writer.run.id.clone();
@@ -326,12 +326,15 @@ impl Supervisor {
                 detail: "its configuration record is missing".into(),
             })?;
         let config: RunConfig = json_blob(&*storage, &run_id, &meta.config).await?;
-        let checkpoint = crate::store::latest_checkpoint(&*storage, &run_id)
-            .await?
-            .ok_or_else(|| RunError::Inconsistent {
-                run: run_id.clone(),
-                detail: "it has no checkpoint".into(),
-            })?;
+        let opened = writer.take_opened_checkpoint();
+        let checkpoint = match opened {
+            Some(checkpoint) => Some(checkpoint),
+            None => crate::store::latest_checkpoint(&*storage, &run_id).await?,
+        }
+        .ok_or_else(|| RunError::Inconsistent {
+            run: run_id.clone(),
+            detail: "it has no checkpoint".into(),
+        })?;
         // Only the current turn: what continuing needs, whatever the run's
         // length; the model round reads the rest (issue 18).
         let transcript =
