@@ -6,6 +6,7 @@
 //! builds `cargo xtask test` makes (`build.mjs --demo`), so a demo after the
 //! tests builds little more. The demo's work (a scripted model, a few tool
 //! calls) does not feel the difference; the bundle is several times larger.
+//! `agentrt` compiles while wasm-bindgen-cli installs, when it must.
 
 use crate::E2E_DIR;
 use crate::prerequisites::{Prereq, ensure_prerequisites};
@@ -14,16 +15,29 @@ use crate::workspace::warn_about_rustflags;
 
 pub(crate) fn demo(runner: &mut Runner, args: &[String]) -> Result<()> {
     warn_about_rustflags();
-    ensure_prerequisites(runner, DEMO_PREREQUISITES)?;
+    ensure_prerequisites(runner, &[Prereq::WasmTarget])?;
+    // On a fresh machine `cargo install wasm-bindgen-cli` takes about two
+    // minutes: `agentrt` compiles meanwhile (the install has a target
+    // directory of its own, so neither waits for the other's lock).
+    let agentrt = runner.start_step(&build_agentrt())?;
+    let bindgen = ensure_prerequisites(runner, &[Prereq::WasmBindgen]);
+    let built = runner.finish_step(agentrt);
+    bindgen?;
+    built?;
     for step in demo_steps(args) {
         runner.run_step(&step)?;
     }
     Ok(())
 }
 
-/// What `cargo xtask demo` needs installed: the wasm target and wasm-bindgen
-/// (Node.js runs the build script; it has no packages to install).
-const DEMO_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::WasmBindgen];
+/// The build of what [`demo_steps`] runs (`agentrt`, dev profile): the same
+/// package, binary and profile, so that `cargo run` finds it fresh.
+fn build_agentrt() -> Step {
+    Step::cargo(
+        "demo: build agentrt",
+        &["build", "-p", "agent-host-native", "--bin", "agentrt"],
+    )
+}
 
 /// The steps of `cargo xtask demo`, in order: build the bundle (the script
 /// runs cargo and wasm-bindgen and prints the raw and gzipped wasm size),
@@ -68,6 +82,16 @@ fn demo_steps(args: &[String]) -> Vec<Step> {
 #[cfg(test)]
 mod demo_tests {
     use super::*;
+
+    #[test]
+    fn the_agentrt_built_beside_the_install_is_the_one_served() {
+        let build = build_agentrt().args;
+        let serve = &demo_steps(&[])[1].args;
+        let (served, _) = serve.split_at(serve.iter().position(|a| a == "--").unwrap());
+        assert_eq!(build[0], "build");
+        assert_eq!(served[0], "run");
+        assert_eq!(build[1..], served[1..], "same package, binary and profile");
+    }
 
     #[test]
     fn demo_builds_the_bundle_then_runs_agentrt_serve() {

@@ -7,7 +7,7 @@ use std::env;
 use std::fmt;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Instant;
 
 use crate::workspace::{is_root, repo_root};
@@ -110,6 +110,13 @@ struct Record {
     ok: bool,
 }
 
+/// A step running in the background ([`Runner::start_step`]).
+pub(crate) struct Started {
+    name: String,
+    child: Option<Child>,
+    started: Instant,
+}
+
 /// Runs steps from the repository root and remembers how each went.
 pub(crate) struct Runner {
     pub(crate) root: PathBuf,
@@ -172,6 +179,49 @@ impl Runner {
             }),
         };
         self.record(&step.name, seconds, outcome.is_ok());
+        outcome
+    }
+
+    /// Starts `step` and returns at once: it runs beside the steps that
+    /// follow until [`Runner::finish_step`] waits for it (nothing is started
+    /// in a dry run).
+    pub(crate) fn start_step(&mut self, step: &Step) -> Result<Started> {
+        println!("\n==> {step} (in the background)");
+        let child = if self.dry_run {
+            None
+        } else {
+            Some(self.command(step).spawn().map_err(|error| Failure::Step {
+                name: step.name.clone(),
+                status: format!("could not start `{}`: {error}", step.program),
+            })?)
+        };
+        Ok(Started {
+            name: step.name.clone(),
+            child,
+            started: Instant::now(),
+        })
+    }
+
+    /// Waits for a step [`Runner::start_step`] started, records it, and
+    /// fails as [`Runner::run_step`] does.
+    pub(crate) fn finish_step(&mut self, started: Started) -> Result<()> {
+        let Some(mut child) = started.child else {
+            return Ok(());
+        };
+        let status = child.wait();
+        let seconds = started.started.elapsed().as_secs_f64();
+        let outcome = match status {
+            Ok(status) if status.success() => Ok(()),
+            Ok(status) => Err(Failure::Step {
+                name: started.name.clone(),
+                status: status.to_string(),
+            }),
+            Err(error) => Err(Failure::Step {
+                name: started.name.clone(),
+                status: format!("could not wait for it: {error}"),
+            }),
+        };
+        self.record(&started.name, seconds, outcome.is_ok());
         outcome
     }
 
