@@ -21,6 +21,42 @@ use crate::task::{
     Event, KEY_PREFIX, MessageId, Phase, ResearchTask, TASK_FORMAT, TaskId, TransitionError,
 };
 
+/// The index of tasks left mid-phase: a `Meta` row
+/// `research-mid-phase/<session>/<task>` (the session id as JSON) for each
+/// task in Planning, Executing or Synthesizing, written in the batch of the
+/// transition into or out of those phases, so that a page load reads the
+/// tasks it must interrupt, not every task ever stored.
+const MID_PHASE: &str = "research-mid-phase/";
+/// Present once every task stored before the index has its row.
+const MID_PHASE_INDEXED: &str = "research-mid-phase-index";
+
+fn is_mid_phase(phase: Phase) -> bool {
+    matches!(
+        phase,
+        Phase::Planning | Phase::Executing | Phase::Synthesizing
+    )
+}
+
+fn mid_phase_key(task: &ResearchTask) -> String {
+    format!("{MID_PHASE}{}/{}", task.session, task.id)
+}
+
+/// `batch` with `next`'s index row put or deleted as its phase moves
+/// into or out of the middle (from `before`; `None` for a new task).
+fn index_mid_phase(batch: Batch, before: Option<Phase>, next: &ResearchTask) -> Batch {
+    match (before.is_some_and(is_mid_phase), is_mid_phase(next.phase)) {
+        (false, true) => batch.put(
+            Table::Meta,
+            mid_phase_key(next),
+            serde_json::Value::String(next.session.as_str().to_owned())
+                .to_string()
+                .into_bytes(),
+        ),
+        (true, false) => batch.delete(Table::Meta, mid_phase_key(next)),
+        _ => batch,
+    }
+}
+
 /// The longest topic the person can give, in bytes.
 pub const MAX_TOPIC_BYTES: usize = 8 * 1024;
 /// The longest failure reason kept for a gap, in characters.
@@ -186,6 +222,7 @@ impl ResearchStore {
             task.key(),
             encode(&task)?,
         );
+        let batch = index_mid_phase(batch, None, &task);
         match self.storage.commit(batch).await {
             Err(StorageError::ConditionFailed { .. }) => Err(ResearchError::Exists {
                 session: task.session,
@@ -246,21 +283,43 @@ impl ResearchStore {
     }
 
     /// The sessions with a task left in Planning, Executing or
-    /// Synthesizing (a page load interrupts them, S9.6); reads every
-    /// stored task.
+    /// Synthesizing (a page load interrupts them, S9.6), read through the
+    /// mid-phase index: the cost does not grow with the tasks that ended.
     pub async fn sessions_mid_phase(&self) -> Result<Vec<SessionId>, ResearchError> {
+        self.ensure_mid_phase_indexed().await?;
         let mut sessions: Vec<SessionId> = Vec::new();
-        for (key, bytes) in self.storage.scan_prefix(Table::Meta, KEY_PREFIX).await? {
-            let task = decode_task(&key, &bytes)?;
-            if matches!(
-                task.phase,
-                Phase::Planning | Phase::Executing | Phase::Synthesizing
-            ) && !sessions.contains(&task.session)
-            {
-                sessions.push(task.session);
+        for (key, value) in self.storage.scan_prefix(Table::Meta, MID_PHASE).await? {
+            let session = serde_json::from_slice::<String>(&value)
+                .ok()
+                .and_then(|s| SessionId::new(s).ok());
+            match session {
+                Some(session) if !sessions.contains(&session) => sessions.push(session),
+                Some(_) => {}
+                // Left for a person to repair; the others are read.
+                None => tracing::error!(key = %key, "skipping a corrupt research index row"),
             }
         }
         Ok(sessions)
+    }
+
+    /// Index the tasks stored before the mid-phase index existed, once.
+    async fn ensure_mid_phase_indexed(&self) -> Result<(), ResearchError> {
+        if self
+            .storage
+            .get(Table::Meta, MID_PHASE_INDEXED)
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let mut batch = Batch::new();
+        for (key, bytes) in self.storage.scan_prefix(Table::Meta, KEY_PREFIX).await? {
+            let task = decode_task(&key, &bytes)?;
+            batch = index_mid_phase(batch, None, &task);
+        }
+        let batch = batch.put(Table::Meta, MID_PHASE_INDEXED, b"true".to_vec());
+        self.storage.commit(batch).await?;
+        Ok(())
     }
 
     /// Apply `event` to the stored task as one fenced, compare-and-set batch
@@ -278,6 +337,7 @@ impl ResearchStore {
             .fenced(fence.clone())
             .expect_value(Table::Meta, task.key(), old)
             .put(Table::Meta, next.key(), encode(&next)?);
+        let batch = index_mid_phase(batch, Some(task.phase), &next);
         self.storage.commit(batch).await?;
         Ok(next)
     }

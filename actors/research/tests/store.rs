@@ -347,6 +347,101 @@ async fn duplicates_and_bad_input(f: Fixture) {
     assert!(matches!(refused, Err(ResearchError::Plan(_))));
 }
 
+/// The index rows a page load reads (issue 18): one per task mid-phase.
+async fn mid_phase_rows(f: &Fixture) -> usize {
+    f.storage
+        .scan_prefix(Table::Meta, "research-mid-phase/")
+        .await
+        .unwrap()
+        .len()
+}
+
+/// S9.6 on load: the sessions with a task mid-phase come from an index kept
+/// in the batch of each transition, so that a page load does not read the
+/// tasks that ended; tasks stored before the index are indexed once.
+async fn mid_phase_index(f: Fixture) {
+    let store = f.store();
+    assert!(store.sessions_mid_phase().await.unwrap().is_empty());
+    let task = planned(&f).await;
+    assert_eq!(task.phase, Phase::AwaitingPlanApproval);
+    assert_eq!(
+        mid_phase_rows(&f).await,
+        0,
+        "awaiting approval is not mid-phase"
+    );
+    // Ten more tasks in other sessions: five left planning, five waiting.
+    for i in 0..10 {
+        let session = SessionId::new(format!("other-{i}")).unwrap();
+        let guard = f.leases.acquire(&session).await.unwrap();
+        let id = TaskId::new(format!("task-{i}")).unwrap();
+        store
+            .create(
+                &guard.fence(),
+                id.clone(),
+                MessageId::new("m").unwrap(),
+                "a topic",
+            )
+            .await
+            .unwrap();
+        if i % 2 == 0 {
+            store
+                .propose_plan(&guard.fence(), &id, &plan(), RequestId::new("p").unwrap())
+                .await
+                .unwrap();
+        }
+    }
+    let mut sessions = store.sessions_mid_phase().await.unwrap();
+    sessions.sort();
+    let expected: Vec<SessionId> = [1, 3, 5, 7, 9]
+        .iter()
+        .map(|i| SessionId::new(format!("other-{i}")).unwrap())
+        .collect();
+    assert_eq!(sessions, expected);
+    assert_eq!(
+        mid_phase_rows(&f).await,
+        5,
+        "one row per task mid-phase, none for the others"
+    );
+    // A task leaving the middle takes its row with it.
+    let guard = f.leases.acquire(&expected[0]).await.unwrap();
+    store
+        .propose_plan(
+            &guard.fence(),
+            &TaskId::new("task-1").unwrap(),
+            &plan(),
+            RequestId::new("p").unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.sessions_mid_phase().await.unwrap().len(), 4);
+    // A store written before the index: its rows and marker gone, the
+    // first page load indexes every stored task once.
+    let mut forget =
+        agent_kernel::host::Batch::new().delete(Table::Meta, "research-mid-phase-index");
+    for (key, _) in f
+        .storage
+        .scan_prefix(Table::Meta, "research-mid-phase/")
+        .await
+        .unwrap()
+    {
+        forget = forget.delete(Table::Meta, key);
+    }
+    f.storage.commit(forget).await.unwrap();
+    assert_eq!(mid_phase_rows(&f).await, 0);
+    assert_eq!(f.store().sessions_mid_phase().await.unwrap().len(), 4);
+    assert_eq!(mid_phase_rows(&f).await, 4);
+}
+
+#[tokio::test]
+async fn a_page_load_finds_tasks_mid_phase_through_the_index_on_memory() {
+    mid_phase_index(memory()).await;
+}
+
+#[tokio::test]
+async fn a_page_load_finds_tasks_mid_phase_through_the_index_on_sqlite() {
+    mid_phase_index(sqlite().await).await;
+}
+
 #[tokio::test]
 async fn lifecycle_on_memory() {
     lifecycle(memory()).await;
