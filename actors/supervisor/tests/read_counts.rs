@@ -113,8 +113,16 @@ impl Storage for Counting {
 
 /// `rounds` rounds of one `read_note` call, then a question, then the answer.
 fn scenario(rounds: usize) -> String {
+    scenario_of(
+        rounds,
+        json!({"name": "read_note", "arguments": {"path": "notes/a.txt"}}),
+    )
+}
+
+/// `rounds` rounds of one `call`, then a question, then the answer.
+fn scenario_of(rounds: usize, call: serde_json::Value) -> String {
     let mut turns: Vec<serde_json::Value> = (0..rounds)
-        .map(|_| json!({"text": "", "tool_calls": [{"name": "read_note", "arguments": {"path": "notes/a.txt"}}]}))
+        .map(|_| json!({"text": "", "tool_calls": [call.clone()]}))
         .collect();
     turns.push(json!({"text": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": "go on?"}}]}));
     turns.push(json!({"text": "done"}));
@@ -267,6 +275,42 @@ fn taking_over_a_session_reads_only_its_runs() {
     assert_eq!(
         few, many,
         "taking a session over read the other sessions' runs: {many} > {few}"
+    );
+}
+
+/// Everything read while a run of `rounds` effectful rounds (`write_note`)
+/// goes from its start to its question, a caller waiting on it meanwhile.
+fn reads_of_a_run(rounds: usize) -> u64 {
+    let world = World::new();
+    let session = SessionId::new("s").unwrap();
+    let effectful = scenario_of(
+        rounds,
+        json!({"name": "write_note", "arguments": {"path": "notes/a.txt", "text": "x"}}),
+    );
+    let tab = world.tab("tab-1", &effectful);
+    world.counting.take();
+    let run = world
+        .block(tab.start(&session, "go", config(rounds)))
+        .expect("start");
+    let waiting = world.block(tab.wait_settled(&run)).expect("settled");
+    assert_eq!(waiting.status, RunStatus::AwaitingInput, "{waiting:?}");
+    world.counting.take()
+}
+
+/// An effectful round reads one record (its call's journal entry, in case
+/// an earlier tenure left it), however many activities it emits: a caller
+/// waiting on the run reads the run again only when its status moves, not
+/// at every event (each read is a trip to SQLite's connection thread,
+/// queued ahead of the round's own commits; issue 18 item 2).
+#[test]
+fn an_effectful_round_reads_one_record_while_someone_waits() {
+    let short = reads_of_a_run(10);
+    let long = reads_of_a_run(30);
+    let per_round = (long - short) as f64 / 20.0;
+    eprintln!("reads: 10 rounds {short}, 30 rounds {long}: {per_round} per round");
+    assert!(
+        per_round <= 1.0,
+        "an effectful round read {per_round} records (10 rounds: {short}, 30: {long})"
     );
 }
 
