@@ -311,14 +311,15 @@ impl Workspace {
         Ok((batch.put(Table::Meta, key, encode(&counter)?), next))
     }
 
-    /// Plan against a fresh snapshot, store `blob` (before the records that
-    /// name it), commit; re-plan when another writer won a race.
+    /// Plan against a fresh snapshot, commit it with `blob` (in the same
+    /// batch as the records that name it); re-plan when another writer won
+    /// a race.
     async fn mutate<T>(
         &mut self,
         mut blob: Option<(String, Vec<u8>)>,
         mut plan: impl FnMut(&Snapshot, Batch, u64) -> Result<(Batch, T), WorkspaceError>,
     ) -> Result<T, WorkspaceError> {
-        for _ in 0..ATTEMPTS {
+        for attempt in 1..=ATTEMPTS {
             let mut snap = self.snapshot().await?;
             let planned = self
                 .begin(&snap)
@@ -331,10 +332,19 @@ impl Workspace {
                     return Err(e);
                 }
             };
-            if let Some((hash, bytes)) = blob.take() {
-                self.storage.put_blob(&hash, bytes).await?;
-            }
             let ops = batch.ops().to_vec();
+            // The content rides in the batch of the entry that names it: one
+            // transaction, durable together (S2), instead of a blob write
+            // before the commit. A retry needs the bytes again.
+            let content = if attempt < ATTEMPTS {
+                blob.clone()
+            } else {
+                blob.take()
+            };
+            let batch = match content {
+                Some((hash, bytes)) => batch.put_claimed_blob(hash, bytes),
+                None => batch,
+            };
             match self.storage.commit(batch).await {
                 Ok(()) => {
                     // A snapshot that cannot follow is dropped and rescanned next time.
