@@ -31,7 +31,12 @@ const env = {
 };
 // RUSTFLAGS would replace .cargo/config.toml's wasm32 rustflags (TOOLCHAIN.md).
 delete env.RUSTFLAGS;
-const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env });
+const run = (cmd, args, extra = {}) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...env, ...extra } });
+// The first module is built for size ("z": 2.96 -> 2.63 MiB gzip, 11 % less
+// to fetch and compile before the page is ready; its rounds wait on
+// IndexedDB, not on its code: no difference beyond the noise in
+// interleaved runs). The Worker module keeps "s": QuickJS runs scripts.
+const optLevel = { 'agent-host-browser': 'z', 'agent-worker-module': 's' };
 
 const mib = (n) => (n / 1048576).toFixed(2);
 // One cargo invocation per module: built together, cargo would unify
@@ -42,7 +47,7 @@ for (const [crate, stem, role] of [
   ['agent-worker-module', 'agent_worker_module', 'the Worker module, loaded on first use'],
 ]) {
   run('cargo', ['build', ...(demo ? [] : ['--release']), '--target', 'wasm32-unknown-unknown', '-p', crate,
-    '--lib', '--target-dir', targetDir]);
+    '--lib', '--target-dir', targetDir], demo ? {} : { CARGO_PROFILE_RELEASE_OPT_LEVEL: optLevel[crate] });
   // The name and producers sections only help debuggers: about 1 MiB of the raw size.
   run('wasm-bindgen', ['--target', 'web', '--remove-name-section', '--remove-producers-section', '--out-dir', pkg,
     join(targetDir, 'wasm32-unknown-unknown', profile, `${stem}.wasm`)]);

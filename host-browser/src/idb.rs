@@ -6,12 +6,15 @@
 //! IndexedDB orders string keys by UTF-16 code units, while `Storage` promises
 //! byte order. Values are `Uint8Array`s; lease records are JSON strings.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use agent_kernel::host::{
     Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
 };
 use agent_kernel::{OwnerId, SessionId};
+use futures::channel::oneshot;
 use futures::future::join_all;
 use js_sys::{Array, JsString, Uint8Array};
 use wasm_bindgen::JsCast;
@@ -34,6 +37,74 @@ const LEASES: &str = "leases";
 pub struct IdbStorage {
     db: IdbDatabase,
     name: String,
+    /// Point reads not yet issued: see [`PendingReads`].
+    pending: Rc<RefCell<Option<PendingReads>>>,
+}
+
+/// What a point read answers: the value, or the failed step and its error.
+type ReadOutcome = Result<JsValue, (&'static str, JsValue)>;
+
+/// Point reads (`get`, `get_blob`, `current_lease`) gathered until the tasks
+/// woken together have run: they are then issued in ONE readonly
+/// transaction, and reads of the same key share one request. A round's
+/// readers (the subscriptions and the settle waiters woken by one event, the
+/// supervisor, the workspace) otherwise open a transaction each, and every
+/// readwrite commit over the same store waits for them. A read sees what
+/// was committed before it was issued, as before (it is issued later, never
+/// earlier, than its caller asked).
+#[derive(Default)]
+struct PendingReads {
+    reads: Vec<PendingRead>,
+}
+
+struct PendingRead {
+    store: &'static str,
+    key: JsValue,
+    /// Identity of `key` within `store`, to share a request.
+    id: String,
+    waiters: Vec<oneshot::Sender<ReadOutcome>>,
+}
+
+/// Issue every pending read in one readonly transaction and answer each waiter.
+async fn flush_reads(db: IdbDatabase, pending: Rc<RefCell<Option<PendingReads>>>) {
+    let Some(batch) = pending.borrow_mut().take() else {
+        return;
+    };
+    let stores: BTreeSet<&'static str> = batch.reads.iter().map(|r| r.store).collect();
+    let names: Array = stores.iter().map(|s| JsValue::from_str(s)).collect();
+    let tx = match db.transaction_with_str_sequence_and_mode(&names, IdbTransactionMode::Readonly) {
+        Ok(tx) => tx,
+        Err(e) => {
+            for read in batch.reads {
+                for waiter in read.waiters {
+                    let _ = waiter.send(Err(("transaction", e.clone())));
+                }
+            }
+            return;
+        }
+    };
+    // Every request is issued (its handlers installed) before any await.
+    let issued: Vec<(PendingRead, Result<js::EventFuture, JsValue>)> = batch
+        .reads
+        .into_iter()
+        .map(|read| {
+            let request = tx
+                .object_store(read.store)
+                .and_then(|store| store.get(&read.key))
+                .map(|req| js::request(&req));
+            (read, request)
+        })
+        .collect();
+    for (read, request) in issued {
+        let outcome: ReadOutcome = match request {
+            Ok(future) => future.await.map_err(|e| ("get", e)),
+            Err(e) => Err(("get", e)),
+        };
+        for waiter in read.waiters {
+            // A caller that stopped waiting needs no answer.
+            let _ = waiter.send(outcome.clone());
+        }
+    }
 }
 
 impl std::fmt::Debug for IdbStorage {
@@ -138,6 +209,7 @@ impl IdbStorage {
         Ok(IdbStorage {
             db,
             name: name.to_owned(),
+            pending: Rc::default(),
         })
     }
 
@@ -181,12 +253,46 @@ impl IdbStorage {
             .map_err(|e| backend("objectStore", &e))
     }
 
-    async fn read_one(&self, store: &str, key: &JsValue) -> Result<JsValue, StorageError> {
-        let tx = self.tx(&[store], IdbTransactionMode::Readonly)?;
-        let req = Self::store(&tx, store)?
-            .get(key)
-            .map_err(|e| backend("get", &e))?;
-        js::request(&req).await.map_err(|e| backend("get", &e))
+    /// One point read, issued with the other reads of this turn (see
+    /// [`PendingReads`]); `id` identifies `key` within `store`.
+    async fn read_one(
+        &self,
+        store: &'static str,
+        key: JsValue,
+        id: String,
+    ) -> Result<JsValue, StorageError> {
+        let (waiter, answer) = oneshot::channel();
+        let first = {
+            let mut pending = self.pending.borrow_mut();
+            let first = pending.is_none();
+            let batch = pending.get_or_insert_with(PendingReads::default);
+            match batch
+                .reads
+                .iter_mut()
+                .find(|r| r.store == store && r.id == id)
+            {
+                Some(read) => read.waiters.push(waiter),
+                None => batch.reads.push(PendingRead {
+                    store,
+                    key,
+                    id,
+                    waiters: vec![waiter],
+                }),
+            }
+            first
+        };
+        if first {
+            // A task of its own runs after the tasks already woken, so their
+            // reads join this batch.
+            wasm_bindgen_futures::spawn_local(flush_reads(self.db.clone(), self.pending.clone()));
+        }
+        match answer.await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err((step, e))) => Err(backend(step, &e)),
+            Err(_) => Err(StorageError::Backend(
+                "IndexedDB read was dropped before it was answered".into(),
+            )),
+        }
     }
 
     /// Take the session's lease even from a live other owner (epoch + 1);
@@ -252,7 +358,8 @@ fn upgrade(db: &IdbDatabase) {
 impl Storage for IdbStorage {
     async fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(optional_bytes(
-            self.read_one(table.as_str(), &key_bytes(key)).await?,
+            self.read_one(table.as_str(), key_bytes(key), key.to_owned())
+                .await?,
         ))
     }
 
@@ -405,7 +512,8 @@ impl Storage for IdbStorage {
 
     async fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(optional_bytes(
-            self.read_one(BLOBS, &JsValue::from_str(hash)).await?,
+            self.read_one(BLOBS, JsValue::from_str(hash), hash.to_owned())
+                .await?,
         ))
     }
 
@@ -489,7 +597,11 @@ impl Storage for IdbStorage {
         session: &SessionId,
     ) -> Result<Option<LeaseRecord>, StorageError> {
         let value = self
-            .read_one(LEASES, &JsValue::from_str(session.as_str()))
+            .read_one(
+                LEASES,
+                JsValue::from_str(session.as_str()),
+                session.as_str().to_owned(),
+            )
             .await?;
         decode_lease(session, &value)
     }

@@ -685,8 +685,8 @@ async function applySettings() {
 }
 
 async function main() {
-  await init();
-  const config = await loadConfig();
+  // The scenario is fetched while the module compiles.
+  const [, config] = await Promise.all([init(), loadConfig()]);
   $('session').value = state.session;
   // The settings start on the scripted scenario, which they can return to.
   state.scriptedModel = config.model;

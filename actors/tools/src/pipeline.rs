@@ -278,7 +278,7 @@ pub fn spawn_tools(
         // Both are fixed, valid definitions: compiling and fingerprinting
         // them cannot fail (covered by the unit test below).
         if let (Ok(schema), Ok(fingerprint)) =
-            (CompiledSchema::compile(&def.parameters), def.fingerprint())
+            (CompiledSchema::builtin(&def.parameters), def.fingerprint())
         {
             discovery.insert(
                 def.name.clone(),

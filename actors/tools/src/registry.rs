@@ -298,11 +298,15 @@ fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
     if reg.modes.is_empty() {
         return Err(RegistryError::NoMode { name });
     }
-    let schema = CompiledSchema::compile(&def.parameters).map_err(|detail| {
-        RegistryError::InvalidSchema {
-            name: name.clone(),
-            detail,
-        }
+    // The runtime's own definitions compile their schema at their first call.
+    let schema = if def.origin == Origin::Builtin {
+        CompiledSchema::builtin(&def.parameters)
+    } else {
+        CompiledSchema::compile(&def.parameters)
+    }
+    .map_err(|detail| RegistryError::InvalidSchema {
+        name: name.clone(),
+        detail,
     })?;
     let fingerprint = def.fingerprint().map_err(|e| RegistryError::Fingerprint {
         name: name.clone(),

@@ -311,30 +311,60 @@ impl Workspace {
         Ok((batch.put(Table::Meta, key, encode(&counter)?), next))
     }
 
-    /// Plan against a fresh snapshot, store `blob` (before the records that
-    /// name it), commit; re-plan when another writer won a race.
+    /// Plan against the session's records, commit the plan with `blob` (in
+    /// the same batch as the records that name it); re-plan when another
+    /// writer won a race.
+    ///
+    /// The first plan uses the cached snapshot without reading the revision
+    /// counter: the batch's compare-and-set on the counter refuses it if
+    /// anyone moved the counter since, and a refusal the plan itself gives
+    /// (a stale revision, a quota, a taken path) is planned again on a
+    /// checked snapshot before it is returned. A write that goes through
+    /// so costs its commit alone, not a read of the counter before it.
     async fn mutate<T>(
         &mut self,
         mut blob: Option<(String, Vec<u8>)>,
         mut plan: impl FnMut(&Snapshot, Batch, u64) -> Result<(Batch, T), WorkspaceError>,
     ) -> Result<T, WorkspaceError> {
-        for _ in 0..ATTEMPTS {
-            let mut snap = self.snapshot().await?;
+        let mut unchecked = self.cache.take();
+        let mut attempt = 0;
+        while attempt < ATTEMPTS {
+            let checked = unchecked.is_none();
+            let mut snap = match unchecked.take() {
+                Some(cached) => cached,
+                None => {
+                    attempt += 1;
+                    self.snapshot().await?
+                }
+            };
             let planned = self
                 .begin(&snap)
                 .and_then(|(batch, next)| plan(&snap, batch, next));
             let (batch, out) = match planned {
                 Ok(p) => p,
                 Err(e) => {
-                    // Nothing was written: the snapshot is still current.
+                    // Nothing was written: the snapshot is kept, and checked
+                    // against the counter before a refusal is believed.
                     self.cache = Some(snap);
-                    return Err(e);
+                    if checked {
+                        return Err(e);
+                    }
+                    continue;
                 }
             };
-            if let Some((hash, bytes)) = blob.take() {
-                self.storage.put_blob(&hash, bytes).await?;
-            }
             let ops = batch.ops().to_vec();
+            // The content rides in the batch of the entry that names it: one
+            // transaction, durable together (S2), instead of a blob write
+            // before the commit. A retry needs the bytes again.
+            let content = if checked && attempt == ATTEMPTS {
+                blob.take()
+            } else {
+                blob.clone()
+            };
+            let batch = match content {
+                Some((hash, bytes)) => batch.put_claimed_blob(hash, bytes),
+                None => batch,
+            };
             match self.storage.commit(batch).await {
                 Ok(()) => {
                     // A snapshot that cannot follow is dropped and rescanned next time.

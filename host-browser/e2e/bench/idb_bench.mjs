@@ -15,7 +15,7 @@
 // - the size of the wasm module the page loads first, raw and gzip -9.
 //
 // Why a page driven by Playwright and not a wasm-bindgen test: this measures
-// the release bundle pages really load (LTO, opt-level "s"), the one the
+// the release bundle pages really load (LTO, opt-level "z"), the one the
 // e2e suite and `cargo xtask demo` build and serve, through the JavaScript
 // API; a wasm-bindgen test runs a debug build of the crate (or would need a
 // second, release build of it for wasm tests only).

@@ -317,11 +317,16 @@ pub fn spawn_tool_with<T: Tool>(
     options: ToolOptions,
 ) -> Result<(ToolAddr, ToolDefinition), SpawnError> {
     let def = tool.definition();
-    let schema =
-        CompiledSchema::compile(&def.parameters).map_err(|detail| SpawnError::InvalidSchema {
-            name: def.name.clone(),
-            detail,
-        })?;
+    // The runtime's own tools compile their schema at their first call.
+    let schema = if def.origin == Origin::Builtin {
+        CompiledSchema::builtin(&def.parameters)
+    } else {
+        CompiledSchema::compile(&def.parameters)
+    }
+    .map_err(|detail| SpawnError::InvalidSchema {
+        name: def.name.clone(),
+        detail,
+    })?;
     let fingerprint = def.fingerprint().map_err(|e| SpawnError::Fingerprint {
         name: def.name.clone(),
         detail: e.to_string(),

@@ -7,7 +7,7 @@
 //! wasm32) instead of a hand-written validator.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -134,8 +134,22 @@ pub fn canonicalise(value: &Value) -> Result<CanonicalArguments, ArgumentError> 
 }
 
 /// A compiled argument schema, shared between the registry and dispatch.
+///
+/// Compiled when made ([`CompiledSchema::compile`]) or at its first check
+/// ([`CompiledSchema::deferred`], for the runtime's own definitions). On
+/// wasm32 the `jsonschema` crate builds the meta-schema's validator again
+/// for every schema it compiles (about 3 ms each in Chromium, where it does
+/// not cache it), so compiling every built-in tool's schema when a runtime
+/// starts took most of the browser runtime's start; deferred, a tool's
+/// schema is compiled the first time a call of it is checked.
 #[derive(Clone)]
-pub struct CompiledSchema(Arc<jsonschema::Validator>);
+pub struct CompiledSchema(Arc<SchemaState>);
+
+struct SchemaState {
+    /// The schema, kept until a deferred compilation.
+    schema: Option<Value>,
+    compiled: OnceLock<Result<jsonschema::Validator, String>>,
+}
 
 impl std::fmt::Debug for CompiledSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,24 +157,70 @@ impl std::fmt::Debug for CompiledSchema {
     }
 }
 
+fn object_schema(schema: &Value) -> Result<(), String> {
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "object" => Ok(()),
+        _ => Err("the schema's top-level \"type\" must be \"object\"".to_owned()),
+    }
+}
+
 impl CompiledSchema {
     /// Compile a tool's argument schema. The schema must describe an object.
     pub fn compile(schema: &Value) -> Result<CompiledSchema, String> {
-        match schema.get("type") {
-            Some(Value::String(t)) if t == "object" => {}
-            _ => return Err("the schema's top-level \"type\" must be \"object\"".to_owned()),
+        object_schema(schema)?;
+        let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+        Ok(CompiledSchema(Arc::new(SchemaState {
+            schema: None,
+            compiled: OnceLock::from(Ok(validator)),
+        })))
+    }
+
+    /// A schema compiled at its first check: for the runtime's built-in
+    /// definitions only, whose schemas their tests compile (a schema that
+    /// did not compile would refuse every call with `invalid_arguments`
+    /// instead of refusing the definition). It must describe an object.
+    pub fn deferred(schema: &Value) -> Result<CompiledSchema, String> {
+        object_schema(schema)?;
+        Ok(CompiledSchema(Arc::new(SchemaState {
+            schema: Some(schema.clone()),
+            compiled: OnceLock::new(),
+        })))
+    }
+
+    /// [`CompiledSchema::deferred`] for a definition the runtime ships
+    /// (`Origin::Builtin`). Debug builds (the tests) also compile it at
+    /// once and panic if it does not compile: every test that registers
+    /// the built-in tools checks their schemas as eager compilation did.
+    pub fn builtin(schema: &Value) -> Result<CompiledSchema, String> {
+        let deferred = CompiledSchema::deferred(schema)?;
+        #[cfg(debug_assertions)]
+        if let Err(e) = jsonschema::validator_for(schema) {
+            panic!("a built-in tool's argument schema does not compile: {e}");
         }
-        jsonschema::validator_for(schema)
-            .map(|v| CompiledSchema(Arc::new(v)))
-            .map_err(|e| e.to_string())
+        Ok(deferred)
+    }
+
+    fn validator(&self) -> Result<&jsonschema::Validator, ArgumentError> {
+        let state = &*self.0;
+        state
+            .compiled
+            .get_or_init(|| match &state.schema {
+                Some(schema) => jsonschema::validator_for(schema).map_err(|e| e.to_string()),
+                None => Err("the schema was not kept".to_owned()),
+            })
+            .as_ref()
+            .map_err(|detail| ArgumentError::Schema {
+                problems: vec![format!("the tool's own schema does not compile ({detail})")],
+            })
     }
 
     /// Check arguments against the schema, listing what is wrong. Argument
     /// values are masked in the messages: they may be private.
     pub fn check(&self, args: &Value) -> Result<(), ArgumentError> {
+        let validator = self.validator()?;
         let mut problems = Vec::new();
         let mut total = 0usize;
-        for error in self.0.iter_errors(args) {
+        for error in validator.iter_errors(args) {
             total += 1;
             if problems.len() < MAX_LISTED_PROBLEMS {
                 let path = error.instance_path().to_string();
@@ -325,6 +385,29 @@ mod tests {
         assert!(text.contains("/n"), "{text}");
         assert!(!text.contains("secret-ish"), "{text}");
         assert!(CompiledSchema::compile(&json!({"type": "string"})).is_err());
+    }
+
+    #[test]
+    fn a_deferred_schema_checks_as_a_compiled_one() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+            "additionalProperties": false
+        });
+        let now = CompiledSchema::compile(&schema).unwrap();
+        let later = CompiledSchema::deferred(&schema).unwrap();
+        for args in [json!({"n": 1}), json!({"n": "x", "x": 1}), json!({})] {
+            assert_eq!(now.check(&args), later.check(&args), "{args}");
+        }
+        assert!(CompiledSchema::deferred(&json!({"type": "string"})).is_err());
+        // A schema that does not compile refuses every call.
+        let broken =
+            CompiledSchema::deferred(&json!({"type": "object", "minLength": "x"})).unwrap();
+        assert!(matches!(
+            broken.check(&json!({})),
+            Err(ArgumentError::Schema { .. })
+        ));
     }
 
     #[test]

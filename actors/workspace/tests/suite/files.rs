@@ -139,6 +139,63 @@ pub fn s7_3_stale_revision_on_write_returns_latest_and_changes_nothing() {
     assert_eq!(content(&env, &w, "a.txt"), b"two");
 }
 
+/// Two workspace actors of one session (as after a reload or from a
+/// second embedder): each one's cached snapshot goes stale when the other
+/// writes, and neither a stale refusal nor a stale acceptance gets through.
+pub fn s7_3_a_workspace_with_a_stale_snapshot_sees_the_other_writer() {
+    let env = Env::new("s1");
+    let a = ws(&env);
+    let b = ws(&env);
+    env.run(a.create(&p("a.txt"), b"one".to_vec(), "text/plain", user()))
+        .unwrap();
+    env.run(b.write(
+        &p("a.txt"),
+        b"two".to_vec(),
+        "text/plain",
+        Expect::Revision(1),
+        user(),
+    ))
+    .unwrap();
+    // a's snapshot still says revision 1: refused as stale all the same.
+    let err = env
+        .run(a.write(
+            &p("a.txt"),
+            b"x".to_vec(),
+            "text/plain",
+            Expect::Revision(1),
+            user(),
+        ))
+        .unwrap_err();
+    assert_eq!(err.code(), "stale_revision");
+    env.run(b.write(
+        &p("a.txt"),
+        b"three".to_vec(),
+        "text/plain",
+        Expect::Revision(2),
+        user(),
+    ))
+    .unwrap();
+    // a's snapshot says revision 2: the latest revision, 3, is accepted.
+    let (e, _) = env
+        .run(a.write(
+            &p("a.txt"),
+            b"four".to_vec(),
+            "text/plain",
+            Expect::Revision(3),
+            user(),
+        ))
+        .unwrap();
+    assert_eq!(e.revision, 4);
+    assert_eq!(content(&env, &b, "a.txt"), b"four");
+    // A file b created is taken, whatever a's snapshot says.
+    env.run(b.create(&p("b.txt"), b"b".to_vec(), "text/plain", user()))
+        .unwrap();
+    let err = env
+        .run(a.create(&p("b.txt"), b"a".to_vec(), "text/plain", user()))
+        .unwrap_err();
+    assert_eq!(content(&env, &a, "b.txt"), b"b", "{err:?}");
+}
+
 pub fn s7_3_stale_revision_on_move_returns_latest_and_changes_nothing() {
     let env = Env::new("s1");
     let w = ws(&env);

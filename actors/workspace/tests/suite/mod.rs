@@ -178,6 +178,7 @@ macro_rules! suite_cases {
             paths::s7_1_limits_at_below_and_above,
             files::s7_2_manifest_entry_fields,
             files::s7_3_stale_revision_on_write_returns_latest_and_changes_nothing,
+            files::s7_3_a_workspace_with_a_stale_snapshot_sees_the_other_writer,
             files::s7_3_stale_revision_on_move_returns_latest_and_changes_nothing,
             files::s7_3_stale_revision_on_delete_returns_latest_and_changes_nothing,
             files::s7_3_must_not_exist_and_vanished,
