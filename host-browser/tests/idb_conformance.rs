@@ -1,6 +1,9 @@
 //! The kernel's storage conformance suite (S1.1, S3.3) against IndexedDB in
 //! headless Chromium, with a fresh database per test, deleted afterwards.
 #![cfg(target_arch = "wasm32")]
+// As in the crate: the kernel's host traits are shared as `Arc<dyn Trait>`,
+// and the browser's storage is single-threaded by nature.
+#![allow(clippy::arc_with_non_send_sync)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

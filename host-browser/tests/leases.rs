@@ -2,6 +2,9 @@
 //! with different owners in one page stand for two tabs (Web Locks and
 //! BroadcastChannel behave the same between contexts of one origin).
 #![cfg(target_arch = "wasm32")]
+// As in the crate: the kernel's host traits are shared as `Arc<dyn Trait>`,
+// and the browser's storage is single-threaded by nature.
+#![allow(clippy::arc_with_non_send_sync)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
