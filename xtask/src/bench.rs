@@ -37,10 +37,11 @@ use crate::workspace::warn_about_rustflags;
 /// What the benches need installed: the browser bench builds the wasm
 /// bundle and drives Chromium with the e2e suite's playwright-core; the
 /// PostgreSQL bench starts its own server.
-const BENCH_PREREQUISITES: &[Prereq] = &[
+pub(crate) const BENCH_PREREQUISITES: &[Prereq] = &[
     Prereq::WasmTarget,
     Prereq::WasmBindgen,
-    Prereq::SystemPackages,
+    Prereq::Clang,
+    Prereq::Browser,
     Prereq::E2eNodeModules,
     Prereq::Postgres,
 ];

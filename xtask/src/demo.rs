@@ -13,9 +13,14 @@ use crate::prerequisites::{Prereq, ensure_prerequisites};
 use crate::runner::{Result, Runner, Step};
 use crate::workspace::warn_about_rustflags;
 
+/// What the demo needs before anything compiles: the bundle builds for
+/// wasm32, and QuickJS's C compiles there with clang. `wasm-bindgen-cli`
+/// is installed while `agentrt` builds.
+pub(crate) const DEMO_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::Clang];
+
 pub(crate) fn demo(runner: &mut Runner, args: &[String]) -> Result<()> {
     warn_about_rustflags();
-    ensure_prerequisites(runner, &[Prereq::WasmTarget])?;
+    ensure_prerequisites(runner, DEMO_PREREQUISITES)?;
     // On a fresh machine `cargo install wasm-bindgen-cli` takes about two
     // minutes: `agentrt` compiles meanwhile (the install has a target
     // directory of its own, so neither waits for the other's lock).

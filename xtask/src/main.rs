@@ -120,7 +120,11 @@ const WASM_BINDGEN_VERSION: &str = "0.2.130";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const APT_PACKAGES: &[&str] = &["chromium", "chromium-driver", "clang"];
+/// Debian's packages of the browser tests and benches.
+const BROWSER_APT_PACKAGES: &[&str] = &["chromium", "chromium-driver"];
+/// Debian's package whose wasm32 target compiles QuickJS's C: every wasm
+/// build needs it (the demo, the pack, the wasm tests, clippy for wasm32).
+const CLANG_APT_PACKAGE: &str = "clang";
 const RUST_COMPONENTS: &[&str] = &["rustfmt", "clippy"];
 /// The Playwright end-to-end suite (written separately).
 const E2E_DIR: &str = "host-browser/e2e";

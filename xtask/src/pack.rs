@@ -8,7 +8,8 @@ use crate::runner::{Result, Runner, Step};
 use crate::workspace::warn_about_rustflags;
 
 /// What the package needs installed: what the bundle's build needs.
-const PACK_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::WasmBindgen];
+pub(crate) const PACK_PREREQUISITES: &[Prereq] =
+    &[Prereq::WasmTarget, Prereq::WasmBindgen, Prereq::Clang];
 
 pub(crate) fn pack(runner: &mut Runner) -> Result<()> {
     warn_about_rustflags();

@@ -1,6 +1,6 @@
 //! The prerequisites of the gate and the demo: each checked first and
-//! installed only when missing (the wasm target, wasm-bindgen-cli, Chromium,
-//! ChromeDriver and clang, the rustfmt and clippy components, the npm
+//! installed only when missing (the wasm target, wasm-bindgen-cli, clang,
+//! Chromium and ChromeDriver, the rustfmt and clippy components, the npm
 //! packages of the e2e suite, of the type check and of the MCP reference
 //! server, PostgreSQL for agent-store-postgres's tests); one that cannot be
 //! had fails loudly.
@@ -10,8 +10,8 @@ use std::path::Path;
 use crate::runner::{Result, Runner, Step, loud_prereq_failure};
 use crate::workspace::{is_root, locked_version};
 use crate::{
-    APT_PACKAGES, CHROMEDRIVER, CHROMIUM, E2E_DIR, RUST_COMPONENTS, WASM_BINDGEN_VERSION,
-    WASM_TARGET,
+    BROWSER_APT_PACKAGES, CHROMEDRIVER, CHROMIUM, CLANG_APT_PACKAGE, E2E_DIR, RUST_COMPONENTS,
+    WASM_BINDGEN_VERSION, WASM_TARGET,
 };
 
 /// The type check of the browser API (`tsc --strict` over the generated
@@ -26,7 +26,10 @@ pub(crate) const MCP_REFERENCE_DIR: &str = "actors/mcp/tests/reference";
 pub(crate) enum Prereq {
     WasmTarget,
     WasmBindgen,
-    SystemPackages,
+    /// Debian's clang, which every wasm build needs (QuickJS's C).
+    Clang,
+    /// Debian's Chromium and ChromeDriver, for the browser tests and benches.
+    Browser,
     RustComponents,
     E2eNodeModules,
     /// `typescript`, pinned in `host-browser/typecheck/package.json`.
@@ -39,10 +42,11 @@ pub(crate) enum Prereq {
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 8] = [
+    pub(crate) const ALL: [Prereq; 9] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
-        Prereq::SystemPackages,
+        Prereq::Clang,
+        Prereq::Browser,
         Prereq::RustComponents,
         Prereq::E2eNodeModules,
         Prereq::TypecheckNodeModules,
@@ -67,7 +71,8 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
         match prereq {
             Prereq::WasmTarget => ensure_wasm_target(runner)?,
             Prereq::WasmBindgen => ensure_wasm_bindgen(runner)?,
-            Prereq::SystemPackages => ensure_system_packages(runner)?,
+            Prereq::Clang => ensure_clang(runner)?,
+            Prereq::Browser => ensure_browser(runner)?,
             Prereq::RustComponents => ensure_rust_components(runner)?,
             Prereq::E2eNodeModules => ensure_node_modules(runner, E2E_DIR, "e2e")?,
             Prereq::TypecheckNodeModules => {
@@ -157,20 +162,41 @@ fn ensure_wasm_bindgen(runner: &mut Runner) -> Result<()> {
     }
 }
 
-fn ensure_system_packages(runner: &mut Runner) -> Result<()> {
-    let name = "chromium, chromedriver, clang (apt)";
+fn ensure_clang(runner: &mut Runner) -> Result<()> {
     let missing = |runner: &Runner| {
-        let mut absent = Vec::new();
-        for path in [CHROMIUM, CHROMEDRIVER] {
-            if !Path::new(path).is_file() {
-                absent.push(path.to_string());
-            }
-        }
-        if runner.query("clang", &["--version"]).is_none() {
-            absent.push("clang".to_string());
-        }
+        runner
+            .query("clang", &["--version"])
+            .is_none()
+            .then(|| "`clang --version` failed: not found".to_string())
+    };
+    ensure_apt_packages(runner, "clang (apt)", &[CLANG_APT_PACKAGE], missing)
+}
+
+fn ensure_browser(runner: &mut Runner) -> Result<()> {
+    let missing = |_: &Runner| {
+        let absent: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+            .into_iter()
+            .filter(|path| !Path::new(path).is_file())
+            .collect();
         (!absent.is_empty()).then(|| format!("not found: {}", absent.join(", ")))
     };
+    ensure_apt_packages(
+        runner,
+        "chromium, chromedriver (apt)",
+        BROWSER_APT_PACKAGES,
+        missing,
+    )
+}
+
+/// Installs Debian's `packages` with apt-get when `missing` says why they
+/// are needed; `missing` is asked again afterwards, so a failed install
+/// fails loudly.
+fn ensure_apt_packages(
+    runner: &mut Runner,
+    name: &str,
+    packages: &[&str],
+    missing: impl Fn(&Runner) -> Option<String>,
+) -> Result<()> {
     match missing(runner) {
         None => {
             println!("[prereq] {name}: ok");
@@ -180,12 +206,16 @@ fn ensure_system_packages(runner: &mut Runner) -> Result<()> {
             if !is_root() && runner.query("sudo", &["-n", "true"]).is_none() && !runner.dry_run {
                 println!("[prereq] note: not root; sudo may ask for a password");
             }
-            let install = [&["install", "-y"][..], APT_PACKAGES].concat();
+            let install = [&["install", "-y"][..], packages].concat();
             let steps = [
                 Step::new("apt-get update", "apt-get", &["update"]).with_sudo(),
-                Step::new("apt-get install", "apt-get", &install)
-                    .env("DEBIAN_FRONTEND", "noninteractive")
-                    .with_sudo(),
+                Step::new(
+                    format!("apt-get install {}", packages.join(" ")),
+                    "apt-get",
+                    &install,
+                )
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .with_sudo(),
             ];
             runner.install(name, &why, &steps, missing)
         }
@@ -206,36 +236,14 @@ fn postgres_bin(installs: &Path) -> Option<std::path::PathBuf> {
 }
 
 fn ensure_postgres(runner: &mut Runner) -> Result<()> {
-    let name = "postgresql (apt)";
     let missing = |_: &Runner| {
         postgres_bin(Path::new(POSTGRES_INSTALLS))
             .is_none()
             .then(|| format!("no {POSTGRES_INSTALLS}/*/bin/initdb and pg_ctl"))
     };
-    match missing(runner) {
-        None => {
-            println!("[prereq] {name}: ok");
-            Ok(())
-        }
-        Some(why) => {
-            if !is_root() && runner.query("sudo", &["-n", "true"]).is_none() && !runner.dry_run {
-                println!("[prereq] note: not root; sudo may ask for a password");
-            }
-            // The tests start their own clusters; the package's own `main`
-            // cluster, if the install starts one, is left alone.
-            let steps = [
-                Step::new("apt-get update", "apt-get", &["update"]).with_sudo(),
-                Step::new(
-                    "apt-get install postgresql",
-                    "apt-get",
-                    &["install", "-y", "postgresql"],
-                )
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .with_sudo(),
-            ];
-            runner.install(name, &why, &steps, missing)
-        }
-    }
+    // The tests start their own clusters; the package's own `main` cluster,
+    // if the install starts one, is left alone.
+    ensure_apt_packages(runner, "postgresql (apt)", &["postgresql"], missing)
 }
 
 fn ensure_rust_components(runner: &mut Runner) -> Result<()> {
@@ -335,5 +343,27 @@ mod tests {
                 .prerequisites()
                 .contains(&Prereq::Postgres)
         );
+    }
+
+    /// A fresh machine has no clang, and QuickJS's C in every wasm build
+    /// needs it: a demo on such a machine failed at the bundle once.
+    #[test]
+    fn every_command_that_builds_wasm_installs_clang() {
+        use crate::test_plan::Group;
+        let wasm_builders: [(&str, &[Prereq]); 6] = [
+            ("demo", crate::demo::DEMO_PREREQUISITES),
+            ("pack", crate::pack::PACK_PREREQUISITES),
+            ("bench", crate::bench::BENCH_PREREQUISITES),
+            ("lint", Group::Lint.prerequisites()),
+            ("wasm", Group::Wasm.prerequisites()),
+            ("e2e", Group::E2e.prerequisites()),
+        ];
+        for (command, prereqs) in wasm_builders {
+            assert!(prereqs.contains(&Prereq::Clang), "{command} lacks clang");
+        }
+        assert!(Prereq::ALL.contains(&Prereq::Clang));
+        for group in [Group::Wasm, Group::E2e] {
+            assert!(group.prerequisites().contains(&Prereq::Browser));
+        }
     }
 }

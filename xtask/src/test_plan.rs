@@ -43,23 +43,21 @@ impl Group {
     pub(crate) fn prerequisites(self) -> &'static [Prereq] {
         match self {
             // clippy for wasm32 runs build scripts, and QuickJS's C needs clang.
-            Group::Lint => &[
-                Prereq::RustComponents,
-                Prereq::WasmTarget,
-                Prereq::SystemPackages,
-            ],
+            Group::Lint => &[Prereq::RustComponents, Prereq::WasmTarget, Prereq::Clang],
             // agent-mcp's interop tests start the MCP reference server;
             // agent-store-postgres's tests start PostgreSQL clusters.
             Group::Native => &[Prereq::McpReferenceNodeModules, Prereq::Postgres],
             Group::Wasm => &[
                 Prereq::WasmTarget,
                 Prereq::WasmBindgen,
-                Prereq::SystemPackages,
+                Prereq::Clang,
+                Prereq::Browser,
             ],
             Group::E2e => &[
                 Prereq::WasmTarget,
                 Prereq::WasmBindgen,
-                Prereq::SystemPackages,
+                Prereq::Clang,
+                Prereq::Browser,
                 Prereq::E2eNodeModules,
                 Prereq::TypecheckNodeModules,
                 // tests/mcp.test.mjs runs the MCP reference server.
