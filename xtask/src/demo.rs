@@ -21,8 +21,9 @@ pub(crate) const DEMO_PREREQUISITES: &[Prereq] = &[Prereq::WasmTarget, Prereq::C
 pub(crate) fn demo(runner: &mut Runner, args: &[String]) -> Result<()> {
     warn_about_rustflags();
     ensure_prerequisites(runner, DEMO_PREREQUISITES)?;
-    // On a fresh machine `cargo install wasm-bindgen-cli` takes about two
-    // minutes: `agentrt` compiles meanwhile (the install has a target
+    // On a fresh machine `cargo install wasm-bindgen-cli` takes two to five
+    // minutes (113 s alone, 309 s beside `agentrt` on two cores): `agentrt`
+    // compiles meanwhile (the install has a target
     // directory of its own, so neither waits for the other's lock).
     let agentrt = runner.start_step(&build_agentrt())?;
     let bindgen = ensure_prerequisites(runner, &[Prereq::WasmBindgen]);
