@@ -528,7 +528,23 @@ fn apply_lease_rule(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db)?;
-    let current = read_lease(&tx, session)
+    let outcome = lease_rule_in(&tx, path, session, rule)?;
+    if outcome.is_ok() {
+        tx.commit().map_err(db)?;
+    }
+    Ok(outcome)
+}
+
+/// Read `session`'s lease in `tx`, apply `rule`, and write what it grants
+/// (the caller commits).
+fn lease_rule_in(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    session: &SessionId,
+    rule: impl FnOnce(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError>,
+) -> Result<Result<LeaseRecord, LeaseError>, StorageError> {
+    let db = |e: rusqlite::Error| backend(path, &e);
+    let current = read_lease(tx, session)
         .map_err(db)?
         .map(|(owner, epoch, expires)| lease_record(session, owner, epoch, expires))
         .transpose()?;
@@ -547,9 +563,33 @@ fn apply_lease_rule(
             to_i64(record.expires_at_ms)
         ])
         .map_err(db)?;
-        tx.commit().map_err(db)?;
     }
     Ok(outcome)
+}
+
+/// Renew each of `held` in one transaction, one commit for all of them.
+fn renew_leases_in_one_commit(
+    conn: &mut Connection,
+    path: &Path,
+    owner: &OwnerId,
+    held: &[(SessionId, u64)],
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Result<Vec<Result<LeaseRecord, LeaseError>>, StorageError> {
+    let db = |e: rusqlite::Error| backend(path, &e);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db)?;
+    let mut renewed = Vec::with_capacity(held.len());
+    for (session, epoch) in held {
+        renewed.push(lease_rule_in(&tx, path, session, |current, session| {
+            lease_rules::renew(current, session, owner, *epoch, now_ms, ttl_ms)
+        })?);
+    }
+    if renewed.iter().any(Result::is_ok) {
+        tx.commit().map_err(db)?;
+    }
+    Ok(renewed)
 }
 
 fn read_lease(
@@ -842,6 +882,27 @@ impl Storage for SqliteStorage {
         .await
     }
 
+    async fn renew_leases(
+        &self,
+        owner: &OwnerId,
+        held: &[(SessionId, u64)],
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Vec<Result<LeaseRecord, LeaseError>> {
+        let (owner, sessions) = (owner.clone(), held.to_vec());
+        let renewed = self
+            .call(move |conn, path| {
+                renew_leases_in_one_commit(conn, path, &owner, &sessions, now_ms, ttl_ms)
+            })
+            .await;
+        match renewed {
+            Ok(renewed) => renewed,
+            // Nothing was committed: every lease is as it was, and each
+            // holder learns why.
+            Err(e) => held.iter().map(|_| Err(e.clone().into())).collect(),
+        }
+    }
+
     async fn release_lease(
         &self,
         session: &SessionId,
@@ -910,5 +971,42 @@ mod tests {
                 h.join().unwrap().unwrap();
             }
         }
+    }
+
+    /// A heartbeat's renewal of many sessions is one commit: the WAL on
+    /// disk grows by the leases table's few pages, not by a frame per
+    /// session, as it did when each lease was renewed on its own.
+    #[tokio::test]
+    async fn renewing_many_leases_writes_one_commit_to_the_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentrt.sqlite3");
+        let storage =
+            SqliteStorage::open_inline(&path, Arc::new(|_: &OwnerId| Liveness::Unknown)).unwrap();
+        let owner = OwnerId::new("process-a").unwrap();
+        let ttl = 30_000;
+        let mut held = Vec::new();
+        for i in 0..200 {
+            let session = SessionId::new(format!("session-{i:03}")).unwrap();
+            let lease = storage
+                .try_acquire_lease(&session, &owner, 1_000, ttl)
+                .await
+                .unwrap();
+            held.push((session, lease.epoch));
+        }
+        let wal = format!("{}-wal", path.display());
+        let before = std::fs::metadata(&wal).unwrap().len();
+        let renewed = storage.renew_leases(&owner, &held, 2_000, ttl).await;
+        assert_eq!(renewed.len(), 200);
+        for answer in &renewed {
+            assert_eq!(answer.as_ref().unwrap().expires_at_ms, 2_000 + ttl);
+        }
+        let grown = std::fs::metadata(&wal).unwrap().len() - before;
+        let frame = 4096 + 24;
+        assert!(
+            grown <= 8 * frame,
+            "renewing 200 leases wrote {grown} bytes of WAL ({} frames)",
+            grown / frame
+        );
+        assert!(grown > 0, "the renewal reached the disk");
     }
 }

@@ -119,6 +119,7 @@ macro_rules! for_each_conformance_case {
             lease_same_owner_reacquire_keeps_epoch
             lease_held_by_live_other_owner
             lease_renew_and_release_check_owner_and_epoch
+            lease_renewals_together_answer_each_lease
             blob_with_wrong_hash_is_refused
             blob_same_bytes_stored_once
             blob_get_delete_list
@@ -938,6 +939,77 @@ pub async fn lease_held_by_live_other_owner(storage: Arc<dyn Storage>) {
         .await
         .expect("another session is free");
     assert_eq!(other.epoch, 1);
+}
+
+/// Renewing several leases at once (a host's heartbeat) answers each as
+/// `renew_lease` would, in order: the ones still held are extended, a stale
+/// epoch or a lease another owner took is `Lost` and left as it is.
+pub async fn lease_renewals_together_answer_each_lease(storage: Arc<dyn Storage>) {
+    let a = owner("tab-a");
+    let (kept, stale, taken) = (sid("renew-kept"), sid("renew-stale"), sid("renew-taken"));
+    let kept_lease = storage
+        .try_acquire_lease(&kept, &a, T0, TTL)
+        .await
+        .expect("acquire kept");
+    let stale_lease = storage
+        .try_acquire_lease(&stale, &a, T0, TTL)
+        .await
+        .expect("acquire stale");
+    let taken_lease = storage
+        .try_acquire_lease(&taken, &a, T0 - TTL, TTL)
+        .await
+        .expect("acquire taken");
+    let b_lease = storage
+        .try_acquire_lease(&taken, &owner("tab-b"), T0, TTL)
+        .await
+        .expect("b takes the expired lease");
+    assert!(
+        storage
+            .renew_leases(&a, &[], T0 + 1_000, TTL)
+            .await
+            .is_empty()
+    );
+    let held = [
+        (kept.clone(), kept_lease.epoch),
+        (stale.clone(), stale_lease.epoch + 1),
+        (taken.clone(), taken_lease.epoch),
+    ];
+    let answers = storage.renew_leases(&a, &held, T0 + 5_000, TTL).await;
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let renewed = answers[0].clone().expect("the kept lease is renewed");
+    assert_eq!(renewed.epoch, kept_lease.epoch);
+    assert_eq!(renewed.expires_at_ms, T0 + 5_000 + TTL);
+    assert!(
+        matches!(answers[1], Err(LeaseError::Lost { .. })),
+        "{answers:?}"
+    );
+    assert!(
+        matches!(answers[2], Err(LeaseError::Lost { .. })),
+        "{answers:?}"
+    );
+    assert_eq!(
+        storage.current_lease(&kept).await.expect("current"),
+        Some(renewed)
+    );
+    assert_eq!(
+        storage.current_lease(&stale).await.expect("current"),
+        Some(stale_lease.clone())
+    );
+    assert_eq!(
+        storage.current_lease(&taken).await.expect("current"),
+        Some(b_lease)
+    );
+    // When none is held any more, nothing changes.
+    let answers = storage.renew_leases(&a, &held[1..], T0 + 6_000, TTL).await;
+    assert!(
+        answers
+            .iter()
+            .all(|r| matches!(r, Err(LeaseError::Lost { .. })))
+    );
+    assert_eq!(
+        storage.current_lease(&stale).await.expect("current"),
+        Some(stale_lease)
+    );
 }
 
 /// Renew and release need the right owner and epoch; renewing a live lease

@@ -127,36 +127,47 @@ impl LeaseManager {
             .unwrap_or(0)
     }
 
-    /// Renew every lease this owner holds; a lost one is forgotten and reported.
+    /// Renew every lease this owner holds, in one storage step; a lost one
+    /// is forgotten and reported.
     pub async fn renew_all(&self) -> Vec<LeaseError> {
-        let records: Vec<LeaseRecord> = match self.shared.held.lock() {
-            Ok(held) => held.values().map(|h| h.record.clone()).collect(),
+        let held: Vec<(SessionId, u64)> = match self.shared.held.lock() {
+            Ok(held) => held
+                .values()
+                .map(|h| (h.record.session.clone(), h.record.epoch))
+                .collect(),
             Err(_) => return Vec::new(),
         };
+        if held.is_empty() {
+            return Vec::new();
+        }
+        let renewed = self
+            .shared
+            .storage
+            .renew_leases(
+                &self.shared.owner,
+                &held,
+                self.shared.clock.wall_ms(),
+                self.ttl_ms(),
+            )
+            .await;
         let mut errors = Vec::new();
-        for record in records {
-            let renewed = self
-                .shared
-                .storage
-                .renew_lease(
-                    &record.session,
-                    &self.shared.owner,
-                    record.epoch,
-                    self.shared.clock.wall_ms(),
-                    self.ttl_ms(),
-                )
-                .await;
-            if let Ok(mut held) = self.shared.held.lock() {
-                match renewed {
-                    Ok(fresh) => {
-                        if let Some(h) = held.get_mut(&record.session) {
-                            h.record = fresh;
-                        }
-                    }
-                    Err(e) => {
-                        held.remove(&record.session);
-                        errors.push(e);
-                    }
+        let Ok(mut current) = self.shared.held.lock() else {
+            return errors;
+        };
+        for ((session, epoch), outcome) in held.into_iter().zip(renewed) {
+            // A session released or taken again while the renewal ran is
+            // left as it is now.
+            let Some(entry) = current.get_mut(&session) else {
+                continue;
+            };
+            if entry.record.epoch != epoch {
+                continue;
+            }
+            match outcome {
+                Ok(fresh) => entry.record = fresh,
+                Err(e) => {
+                    current.remove(&session);
+                    errors.push(e);
                 }
             }
         }

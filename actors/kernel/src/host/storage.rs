@@ -411,6 +411,27 @@ pub trait Storage: MaybeSend + MaybeSync {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Result<LeaseRecord, LeaseError>;
+    /// Extend every lease in `held` (a session and the epoch `owner` holds
+    /// it with) as [`Storage::renew_lease`] would, one answer per lease in
+    /// order. A host's heartbeat renews all its sessions at once: a backend
+    /// whose writes are durable commits overrides this to make it one
+    /// commit instead of one per session.
+    async fn renew_leases(
+        &self,
+        owner: &OwnerId,
+        held: &[(SessionId, u64)],
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Vec<Result<LeaseRecord, LeaseError>> {
+        let mut renewed = Vec::with_capacity(held.len());
+        for (session, epoch) in held {
+            renewed.push(
+                self.renew_lease(session, owner, *epoch, now_ms, ttl_ms)
+                    .await,
+            );
+        }
+        renewed
+    }
     /// Give the lease up (expire it now) if still held with `epoch`; the epoch
     /// is kept so the next holder gets a higher one.
     async fn release_lease(
