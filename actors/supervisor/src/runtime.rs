@@ -25,7 +25,7 @@ use crate::error::RunError;
 use crate::provider::ModelProvider;
 use crate::store::{
     EventBus, RunEvent, RunMeta, RunWriter, journal_of, latest_checkpoint, load_run, pending_of,
-    put_blob, put_json_blob, run_prefix, verified_blob,
+    run_prefix, verified_blob,
 };
 use crate::supervisor::{Choice, Ctx, Msg, Supervisor, pending_key};
 use crate::transcript::{Message, TranscriptLog, Window};
@@ -417,16 +417,11 @@ impl Runtime {
             None => RunId::new(agent_kernel::host::random_id(&*host.entropy, "run-"))?,
         };
         let storage = host.storage.clone();
-        let prompt_blob = put_blob(&*storage, prompt.as_bytes().to_vec()).await?;
-        let config_blob = put_json_blob(&*storage, &config).await?;
         let start = self.conversation_start(session, &parent, &config).await?;
         let mut messages: Vec<Message> = start.history;
         messages.push(Message::User {
             content: prompt.to_owned(),
         });
-        let (_, transcript_blob) =
-            TranscriptLog::start_after(&*storage, start.earlier, start.window.from_len, messages)
-                .await?;
         let now = host.clock.wall_ms();
         let run = AgentRun {
             id: id.clone(),
@@ -438,7 +433,7 @@ impl Runtime {
             stop_reason: None,
             usage: Usage::default(),
             budget: config.budget,
-            prompt: prompt_blob,
+            prompt: BlobRef::of(prompt.as_bytes()),
             output: None,
             plan: None,
             next_activity: 0,
@@ -454,6 +449,14 @@ impl Runtime {
             run,
         );
         let mut tx = writer.begin();
+        // The prompt, the configuration and the first transcript segment
+        // ride in the batch that writes the run: one durable commit.
+        tx.blob(prompt.as_bytes().to_vec());
+        let config_blob = tx.json_blob(&config)?;
+        let (_, transcript_blob) =
+            TranscriptLog::start_after(start.earlier, start.window.from_len, messages, |b| {
+                tx.blob(b)
+            })?;
         tx.put(&RunMeta {
             run: id.clone(),
             config: config_blob,

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use agent_kernel::host::{BlobRef, Storage, StorageError, Table};
+use agent_kernel::host::{Batch, BlobRef, Storage, StorageError, Table};
 use agent_kernel::ids::RunId;
 use agent_kernel::maybe_send::MaybeSend;
 
 use crate::error::RunError;
-use crate::store::{put_blob, verified_blob};
+use crate::store::verified_blob;
 
 /// A tool call as the assistant message carries it (the provider's id, not the journal's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -400,19 +400,23 @@ impl TranscriptLog {
         storage: &dyn Storage,
         transcript: Transcript,
     ) -> Result<(TranscriptLog, BlobRef), StorageError> {
-        Self::start_after(storage, None, 0, transcript.messages).await
+        let mut batch = Batch::new();
+        let started = Self::start_after(None, 0, transcript.messages, |b| batch.add_blob(b))?;
+        storage.commit(batch).await?;
+        Ok(started)
     }
 
-    /// Store a run's first segment, `messages`, after the earlier turns of
-    /// its conversation: `earlier` is their newest segment and `len` their
-    /// number of messages (`None` and 0 for a run without them). The log
-    /// returned holds the new messages only; a load with the run's
-    /// [`Window`] reads the earlier ones back.
-    pub async fn start_after(
-        storage: &dyn Storage,
+    /// A run's first segment, `messages`, after the earlier turns of its
+    /// conversation: `earlier` is their newest segment and `len` their
+    /// number of messages (`None` and 0 for a run without them). `store`
+    /// keeps the segment's bytes (in the batch that starts the run) and
+    /// names them. The log returned holds the new messages only; a load
+    /// with the run's [`Window`] reads the earlier ones back.
+    pub fn start_after(
         earlier: Option<BlobRef>,
         len: u64,
         messages: Vec<Message>,
+        store: impl FnOnce(Vec<u8>) -> BlobRef,
     ) -> Result<(TranscriptLog, BlobRef), StorageError> {
         let own_turns = messages.iter().filter(|m| is_assistant(m)).count() as u64;
         let turn_start = messages
@@ -427,7 +431,7 @@ impl TranscriptLog {
             own_turns: Some(own_turns),
             turn_start: Some(turn_start),
         };
-        let blob = put_blob(storage, encode(&segment)?).await?;
+        let blob = store(encode(&segment)?);
         let window = Window {
             from: len,
             own_from: len,
@@ -715,6 +719,7 @@ impl TranscriptLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::put_blob;
 
     /// Stage `added` with its segment stored at once (the supervisor stores
     /// it in the batch of the checkpoint naming it).
