@@ -15,9 +15,11 @@
 //! - [`demo`]: the embedded demo scenario;
 //! - [`gateway`]: the local gateway served by `agentrt serve`;
 //! - [`page`]: the demo page's static routes beside the gateway;
-//! - `tabs` (feature `sim`): the tab-loss simulator for native test hosts;
+//! - `tabs` (feature `sim`, on by default): the tab-loss simulator for
+//!   native test hosts (`agentrt sim`);
 //! - `pause` (feature `test-hooks`, never in a release build): a test-only
-//!   pause at a named journal boundary (SIGKILL tests);
+//!   pause at a named journal boundary (SIGKILL tests); the same feature
+//!   turns on the supervisor's deliberate faults (`Sabotage`);
 //! - [`script_sandbox`]: the killable process `run_javascript` scripts run
 //!   in (`agentrt __script-sandbox`);
 //! - [`queue`]: runs handed to workers through the store (`agentrt run

@@ -1,6 +1,9 @@
-//! Test-only code stays out of release builds: the markers that only test
-//! code puts in a binary, and the check that a release `agentrt` holds none of
-//! them while the `agentrt` the tests ran holds every one.
+//! Test-only code stays out of release builds, and what a test host needs
+//! is in them: the markers that only test code puts in a binary, the check
+//! that a release `agentrt` holds none of them while the `agentrt` the tests
+//! ran holds every one, and the check that the release `agentrt sim` (the
+//! test host's simulator, shipped in the default build) plays a scenario
+//! and prints its summary line.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -19,8 +22,8 @@ const TEST_ONLY_MARKERS: &[(&str, &str)] = &[
     ),
     (
         "crash-sim sabotage",
-        "the sabotaged supervisor (agent-supervisor feature `sim`, \
-         actors/supervisor/src/sabotage.rs MARKER)",
+        "the sabotaged supervisor (agent-supervisor feature `sabotage`, turned on by \
+         agent-host-native feature `test-hooks`; actors/supervisor/src/sabotage.rs MARKER)",
     ),
 ];
 
@@ -87,10 +90,96 @@ pub(crate) fn check_test_only_code_out_of_release(runner: &mut Runner) -> Result
         }
     })();
     runner.record(NAME, started.elapsed().as_secs_f64(), outcome.is_ok());
-    outcome.map(Some).map_err(|status| Failure::Step {
+    let release = outcome.map_err(|status| Failure::Step {
         name: NAME.to_string(),
         status,
-    })
+    })?;
+    check_release_sim(runner, &release)?;
+    Ok(Some(release))
+}
+
+/// Seeds the release `agentrt sim` plays: enough for crash points (the
+/// seeds are fixed, so the count is too: 3), few enough to take a second.
+const RELEASE_SIM_SEEDS: u64 = 5;
+
+/// The scenario the release `agentrt sim` plays: a scripted model that asks
+/// the person once and then answers, three prompts in two sessions, no
+/// plugins (nothing to serve).
+const RELEASE_SIM_SCENARIO: &str = r#"{"model": {"turns": [
+   {"text": "Asking.", "tool_calls": [{"name": "ask_user", "arguments": {"question": "more?"}}]},
+   {"text": "Done."}]},
+ "sessions": [{"session": "release-a", "prompts": ["one", "two"]},
+              {"session": "release-b", "prompts": ["three"]}],
+ "person": {"answers": ["no"]}}"#;
+
+/// `agentrt sim` is in the release `agentrt` (issue 32 item 8): it plays
+/// [`RELEASE_SIM_SCENARIO`] over [`RELEASE_SIM_SEEDS`] seeds, exits 0 and
+/// prints the summary line with no violations.
+fn check_release_sim(runner: &mut Runner, release: &std::path::Path) -> Result<()> {
+    const NAME: &str = "release agentrt sim";
+    let dir = std::env::temp_dir().join(format!("xtask-release-sim-{}", std::process::id()));
+    let scenario = dir.join("scenario.json");
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&scenario, RELEASE_SIM_SCENARIO))
+        .map_err(|e| Failure::Step {
+            name: NAME.to_string(),
+            status: format!("cannot write {}: {e}", scenario.display()),
+        })?;
+    let seeds = RELEASE_SIM_SEEDS.to_string();
+    let step = Step::new(
+        NAME,
+        &release.display().to_string(),
+        &["sim", &scenario.display().to_string(), "--seeds", &seeds],
+    );
+    let stdout = runner.run_step_stdout(&step);
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(stdout) = stdout? else {
+        return Ok(());
+    };
+    match sim_summary(&stdout, RELEASE_SIM_SEEDS) {
+        Ok(points) => {
+            println!(
+                "    release agentrt sim: {RELEASE_SIM_SEEDS} seeds, {points} crash points, 0 violations"
+            );
+            Ok(())
+        }
+        Err(status) => Err(Failure::Step {
+            name: NAME.to_string(),
+            status,
+        }),
+    }
+}
+
+/// The crash points of the summary line `agentrt sim` prints first
+/// (`crash-sim: <seeds> seeds, <points> crash points, <n> violations`),
+/// checked to name `seeds` seeds, at least one crash point and no
+/// violation.
+fn sim_summary(stdout: &str, seeds: u64) -> Result<u64, String> {
+    let line = stdout.lines().next().unwrap_or_default();
+    let fields = line
+        .strip_prefix("crash-sim: ")
+        .and_then(|rest| {
+            let mut parts = rest.split(", ");
+            let seen = parts.next()?.strip_suffix(" seeds")?.parse::<u64>().ok()?;
+            let points = parts
+                .next()?
+                .strip_suffix(" crash points")?
+                .parse::<u64>()
+                .ok()?;
+            let violations = parts
+                .next()?
+                .strip_suffix(" violations")?
+                .parse::<u64>()
+                .ok()?;
+            parts.next().is_none().then_some((seen, points, violations))
+        })
+        .ok_or_else(|| format!("`agentrt sim` printed no summary line first: {line:?}"))?;
+    match fields {
+        (seen, points, 0) if seen == seeds && points > 0 => Ok(points),
+        _ => Err(format!(
+            "`agentrt sim` should play {seeds} seeds with crash points and no violation: {line:?}"
+        )),
+    }
 }
 
 /// The `agentrt` executable named in cargo's JSON messages, and its bytes.
@@ -164,6 +253,23 @@ mod release_check_tests {
         assert!(!contains_bytes(binary, b"AGENTRT_TEST_PAUSED"));
         assert!(!contains_bytes(b"AGENTRT_TEST_PAUS", b"AGENTRT_TEST_PAUSE"));
         assert!(!contains_bytes(b"", b"x"));
+    }
+
+    #[test]
+    fn the_sim_summary_line_is_read_and_checked() {
+        let ok = "crash-sim: 3 seeds, 17 crash points, 0 violations\nmore\n";
+        assert_eq!(sim_summary(ok, 3), Ok(17));
+        for bad in [
+            "",
+            "crash-sim: 3 seeds, 17 crash points, 1 violations",
+            "crash-sim: 2 seeds, 17 crash points, 0 violations",
+            "crash-sim: 3 seeds, 0 crash points, 0 violations",
+            "crash-sim: 3 seeds, 17 crash points, 0 violations, extra",
+            "crash-sim: three seeds, 17 crash points, 0 violations",
+            "notes first\ncrash-sim: 3 seeds, 17 crash points, 0 violations",
+        ] {
+            assert!(sim_summary(bad, 3).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

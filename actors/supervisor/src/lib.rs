@@ -4,9 +4,10 @@
 //! the journal, checkpoints, budgets, approvals and pending requests, reacts
 //! to interruption, and continues only through an explicit `resume`. The
 //! public surface is [`Runtime`] / [`RunHandle`]; model providers live in
-//! [`provider`]; the crash simulator in `sim` and the deliberately broken
-//! supervisor it must catch in `sabotage` (both feature `sim`, test-only:
-//! never in a release build, which `cargo xtask test` checks).
+//! [`provider`]; the crash simulator in `sim` (feature `sim`, shipped in
+//! `agentrt sim`) and the deliberately broken supervisor it must catch in
+//! `sabotage` (feature `sabotage`, test-only: never in a release build,
+//! which `cargo xtask test` checks).
 //!
 //! # How a run works
 //!

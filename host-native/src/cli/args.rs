@@ -83,8 +83,8 @@ pub(crate) enum Command {
     Demo,
     /// Simulate tab loss on a scenario file (a scripted model, plugins on
     /// your own servers, sessions, the person's answers) over many seeds;
-    /// prints the summary line, exits 0 only with no violations. Only in an
-    /// `agentrt` built with the feature `sim`.
+    /// prints the summary line, exits 0 only with no violations. In every
+    /// default build (the feature `sim`).
     #[cfg(feature = "sim")]
     Sim {
         /// The scenario file (JSON, or TOML when it ends in `.toml`).

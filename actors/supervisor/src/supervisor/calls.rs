@@ -333,9 +333,9 @@ impl Supervisor {
                 .ask(|reply| ToolsMsg::Dispatch { invocation, reply })
                 .await
         });
-        // The crash simulator's own test only (feature `sim`): the sabotage
-        // may carry the call out before `running` is durable.
-        #[cfg(feature = "sim")]
+        // The crash simulator's own test only (feature `sabotage`): the
+        // sabotage may carry the call out before `running` is durable.
+        #[cfg(feature = "sabotage")]
         let fut = self.ctx.sabotage.dispatch_early(fut).await;
         let mut fut = fut;
         // Durability order: `running` is durable before the call is dispatched.

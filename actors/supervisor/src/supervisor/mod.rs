@@ -87,18 +87,18 @@ pub(crate) struct Ctx {
     pub provider: Arc<dyn ModelProvider>,
     pub options: RuntimeOptions,
     pub events: EventBus,
-    #[cfg(feature = "sim")]
+    #[cfg(feature = "sabotage")]
     pub sabotage: crate::sabotage::Sabotage,
 }
 
 impl Ctx {
     /// Whether recovery and replay retry an in-flight call that the replay
     /// rule marks `effect_unknown`: only ever under the crash simulator's
-    /// sabotage (feature `sim`); never otherwise.
+    /// sabotage (feature `sabotage`); never otherwise.
     pub(crate) fn retries_unsafely_on_resume(&self) -> bool {
-        #[cfg(feature = "sim")]
+        #[cfg(feature = "sabotage")]
         return self.sabotage.retries_unsafely_on_resume();
-        #[cfg(not(feature = "sim"))]
+        #[cfg(not(feature = "sabotage"))]
         false
     }
 }
