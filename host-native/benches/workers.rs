@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_host_native::app::ProviderSpec;
+use agent_host_native::queue::QueuedProvider;
 use agent_host_native::queue::{NewRun, StartRequest, enqueue_start};
 use agent_kernel::host::{BlobRef, Storage, StorageExt};
 use agent_kernel::run::{AgentRun, RunStatus};
@@ -187,7 +187,7 @@ fn measure(
                     .expect("session"),
                 prompt: "file a ticket",
                 request: &request,
-                provider: ProviderSpec::Scripted {
+                provider: QueuedProvider::Scripted {
                     scenario: scenario.clone(),
                 },
                 demo: false,

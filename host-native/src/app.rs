@@ -52,6 +52,9 @@ pub enum AppError {
         "run {0} has no launch record (it was not started by agentrt); it cannot be continued from the command line"
     )]
     NoLaunch(RunId),
+    /// A run names a provider this process's configuration lacks (S14.2).
+    #[error("model provider: {0}")]
+    ProviderName(#[from] crate::config::ProviderNameError),
 }
 
 impl From<AssemblyError> for AppError {
@@ -90,6 +93,17 @@ pub enum ProviderSpec {
         #[serde(default)]
         capabilities: CapabilityOverrides,
     },
+    /// A provider of the executing process's own configuration, by name
+    /// (S14.2): `[providers.NAME]`, or `[provider]` when `name` is none. The
+    /// only remote kind a queued run may name ([`crate::queue`]): the
+    /// endpoint and the key's variable are the executor's, never the record's.
+    Configured {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// The model the person chose; none: the configured provider's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
     /// Launch records written before `Remote`: an OpenAI-compatible endpoint.
     OpenaiCompatible {
         base_url: String,
@@ -104,6 +118,7 @@ impl ProviderSpec {
     pub fn model(&self) -> Option<&str> {
         match self {
             ProviderSpec::Scripted { .. } => None,
+            ProviderSpec::Configured { model, .. } => model.as_deref(),
             ProviderSpec::Remote { model, .. } | ProviderSpec::OpenaiCompatible { model, .. } => {
                 Some(model)
             }
@@ -139,13 +154,25 @@ impl Launch {
     }
 }
 
-/// Build the model provider a spec names.
+/// Build the model provider a spec names; a [`ProviderSpec::Configured`]
+/// one is looked up in `config` (this process's own configuration).
 pub async fn provider_for(
     spec: &ProviderSpec,
+    config: &Config,
     storage: &dyn Storage,
     clock: Arc<dyn agent_kernel::host::Clock>,
 ) -> Result<Arc<dyn ModelProvider>, AppError> {
     match spec {
+        ProviderSpec::Configured { name, .. } => {
+            let p = config.provider_named(name.as_deref())?;
+            remote(
+                p.kind,
+                p.base_url.clone(),
+                p.api_key_env.as_deref(),
+                p.capabilities,
+                clock,
+            )
+        }
         ProviderSpec::Scripted { scenario } => {
             let bytes = storage.get_blob(&scenario.hash).await?.ok_or_else(|| {
                 AppError::Provider(format!("scenario blob {} is missing", scenario.hash))

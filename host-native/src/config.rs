@@ -1,8 +1,10 @@
 //! The `agentrt` configuration file (TOML, `--config FILE`): what a person
-//! sets once — the model provider, HTTP plugins and the secret handles they
-//! use, the reader endpoint, a custom budget (validated, S4.4), the approval
-//! mode and the lease time-to-live. Secrets are never in the file: it names
-//! environment variables, read when a request is about to be sent.
+//! sets once — the model provider (`[provider]`) and named ones beside it
+//! (`[providers.NAME]`, which runs and queued runs choose by name, S14.2),
+//! HTTP plugins and the secret handles they use, the reader endpoint, a
+//! custom budget (validated, S4.4), the approval mode and the lease
+//! time-to-live. Secrets are never in the file: it names environment
+//! variables, read when a request is about to be sent.
 //!
 //! See `host-native/agentrt.example.toml` for a documented example.
 
@@ -114,6 +116,20 @@ struct SearchSection {
     searxng: Option<String>,
 }
 
+/// A provider a run named that this configuration does not have (S14.2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderNameError {
+    #[error(
+        "this configuration has no [provider] section, so a run that names no provider has no model here"
+    )]
+    NoDefault,
+    #[error(
+        "this configuration has no provider named {name:?} (no [providers.{name}] section; it has: {known})"
+    )]
+    Unknown { name: String, known: String },
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
@@ -127,6 +143,8 @@ struct RawConfig {
     lease_ttl_ms: Option<u64>,
     #[serde(default)]
     provider: Option<ProviderConfig>,
+    #[serde(default)]
+    providers: BTreeMap<String, ProviderConfig>,
     #[serde(default)]
     reader: Option<ReaderConfig>,
     #[serde(default)]
@@ -152,6 +170,10 @@ pub struct Config {
     /// searches (S9.4), checked when the configuration is read.
     pub search: Option<String>,
     pub provider: Option<ProviderConfig>,
+    /// `[providers.NAME]`: providers a run chooses by name (`run
+    /// --provider-name NAME`); a queued run names only these (or none: the
+    /// `[provider]`), resolved by the worker that executes it (S14.2).
+    pub providers: BTreeMap<String, ProviderConfig>,
     pub reader: Option<ReaderConfig>,
     pub budget: Option<Budget>,
     /// The `[budget]` section as the JSON spec `budget` was read from
@@ -246,12 +268,16 @@ impl Config {
             )));
         }
         if let Some(p) = &raw.provider {
-            if let Some(base_url) = &p.base_url {
-                check_http_url(base_url).map_err(|e| invalid(format!("provider.base_url: {e}")))?;
+            check_provider("provider", p).map_err(invalid)?;
+        }
+        for (name, p) in &raw.providers {
+            if !agent_supervisor::provider::set::valid_name(name) {
+                return Err(invalid(format!(
+                    "[providers.{name}]: a provider name is 1 to {} characters from A-Z a-z 0-9 - _ .",
+                    agent_supervisor::provider::set::MAX_PROVIDER_NAME_BYTES
+                )));
             }
-            if p.model.trim().is_empty() {
-                return Err(invalid("provider.model is empty; name the model".into()));
-            }
+            check_provider(&format!("providers.{name}"), p).map_err(invalid)?;
         }
         if let Some(r) = &raw.reader {
             check_http_url(&r.endpoint).map_err(|e| invalid(format!("reader.endpoint: {e}")))?;
@@ -323,6 +349,7 @@ impl Config {
             lease_ttl,
             store: raw.store.and_then(|s| s.url),
             provider: raw.provider,
+            providers: raw.providers,
             reader: raw.reader,
             budget,
             budget_spec,
@@ -332,12 +359,47 @@ impl Config {
         })
     }
 
+    /// The provider a run names (S14.2): `[providers.NAME]`, or the
+    /// `[provider]` section when it names none.
+    pub fn provider_named(&self, name: Option<&str>) -> Result<&ProviderConfig, ProviderNameError> {
+        match name {
+            None => self.provider.as_ref().ok_or(ProviderNameError::NoDefault),
+            Some(name) => self
+                .providers
+                .get(name)
+                .ok_or_else(|| ProviderNameError::Unknown {
+                    name: name.to_owned(),
+                    known: if self.providers.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        self.providers
+                            .keys()
+                            .map(String::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                }),
+        }
+    }
+
     /// The secret resolver over this file's `[secrets]` and the environment.
     pub fn secret_resolver(&self) -> Arc<EnvSecrets> {
         Arc::new(EnvSecrets {
             secrets: self.secrets.clone(),
         })
     }
+}
+
+/// A provider section (`[provider]`, `[providers.NAME]`): an http(s)
+/// endpoint without credentials, a model.
+fn check_provider(section: &str, p: &ProviderConfig) -> Result<(), String> {
+    if let Some(base_url) = &p.base_url {
+        check_http_url(base_url).map_err(|e| format!("{section}.base_url: {e}"))?;
+    }
+    if p.model.trim().is_empty() {
+        return Err(format!("{section}.model is empty; name the model"));
+    }
+    Ok(())
 }
 
 fn check_http_url(text: &str) -> Result<(), String> {
@@ -505,6 +567,60 @@ mod tests {
             ),
             ("this is not toml", "not valid"),
             ("always_on_plugins = [\"ghost\"]", "ghost"),
+        ] {
+            let err = parse(bad).expect_err(bad).to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+    }
+
+    /// S14.2: named providers beside `[provider]`, each checked like it;
+    /// a name is 1 to 64 characters of `A-Z a-z 0-9 - _ .` (at, below and
+    /// above the limit); a name the file lacks is a typed error.
+    #[test]
+    fn s14_2_named_providers_are_checked_and_found_by_name() {
+        let text = "[provider]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"local\"\n\n[providers.claude]\nkind = \"anthropic\"\nmodel = \"claude-x\"\napi_key_env = \"WORKER_ANTHROPIC_KEY\"\n";
+        let config = parse(text).expect("named providers");
+        assert_eq!(
+            config.provider_named(None).map(|p| p.model.as_str()),
+            Ok("local")
+        );
+        let claude = config.provider_named(Some("claude")).expect("claude");
+        assert_eq!(claude.api_key_env.as_deref(), Some("WORKER_ANTHROPIC_KEY"));
+        let err = config.provider_named(Some("gpt")).expect_err("unknown");
+        assert_eq!(
+            err,
+            ProviderNameError::Unknown {
+                name: "gpt".into(),
+                known: "claude".into()
+            }
+        );
+        assert!(err.to_string().contains("[providers.gpt]"), "{err}");
+        assert_eq!(
+            parse("").expect("empty").provider_named(None),
+            Err(ProviderNameError::NoDefault)
+        );
+        let section =
+            |name: &str| format!("[providers.\"{name}\"]\nkind = \"gemini\"\nmodel = \"g\"\n");
+        for ok in ["a", &"n".repeat(64), "a.b-c_D9"] {
+            parse(&section(ok)).expect(ok);
+        }
+        for bad in ["", &"n".repeat(65), "a b", "a/b", "é"] {
+            let err = parse(&section(bad)).expect_err(bad).to_string();
+            assert!(err.contains("provider name"), "{bad}: {err}");
+        }
+        for (bad, needle) in [
+            (
+                "[providers.x]\nkind = \"gemini\"\nmodel = \" \"\n",
+                "providers.x.model",
+            ),
+            (
+                "[providers.x]\nkind = \"gemini\"\nmodel = \"g\"\nbase_url = \"https://u:p@h\"\n",
+                "providers.x.base_url",
+            ),
+            (
+                "[providers.x]\nkind = \"gemini\"\nmodel = \"g\"\napi_key = \"sk\"\n",
+                "api_key",
+            ),
         ] {
             let err = parse(bad).expect_err(bad).to_string();
             assert!(err.contains(needle), "{bad}: {err}");

@@ -36,7 +36,7 @@ use anyhow::{Context, anyhow};
 use clap::Parser;
 
 use agent_host_native::queue::{
-    NewRun, QueueError, StartRequest, enqueue_resume, enqueue_start, read_queue,
+    NewRun, QueueError, QueuedProvider, StartRequest, enqueue_resume, enqueue_start, read_queue,
 };
 use agent_host_native::worker::{Worker, WorkerOptions, read_workers};
 use cli::args::{
@@ -313,6 +313,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             prompt,
             scenario,
             provider,
+            provider_name,
             base_url,
             model,
             temperature,
@@ -327,12 +328,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             detach,
             profile,
         } => {
+            if *detach && provider.is_some() {
+                // S14.2: a queued run never names an endpoint or a key's variable.
+                return Err(usage(
+                    "--detach queues the run for workers, which talk only to the providers of their own configuration: name one with --provider-name NAME ([providers.NAME] of the worker's --config; none: its [provider]), not --provider/--base-url",
+                ));
+            }
             let config = load_config(&cli)?;
             let (spec_source, mut run_config) = model_setup(
                 &config,
                 ModelFlags {
                     scenario,
                     provider,
+                    provider_name: provider_name.as_deref(),
+                    // Queued, with no model flag: the worker's configuration decides.
+                    queued: *detach,
                     base_url,
                     model,
                     temperature: *temperature,
@@ -401,6 +411,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 ModelFlags {
                     scenario,
                     provider,
+                    provider_name: None,
+                    queued: false,
                     base_url,
                     model,
                     temperature: *temperature,
@@ -523,6 +535,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
 struct ModelFlags<'a> {
     scenario: &'a Option<PathBuf>,
     provider: &'a Option<cli::args::ProviderArg>,
+    /// `--provider-name`: a provider of the configuration by name (S14.2).
+    provider_name: Option<&'a str>,
+    /// The run is queued (`--detach`): with no --scenario nor --provider it
+    /// names a provider of the workers' configuration, which this process
+    /// need not have.
+    queued: bool,
     base_url: &'a Option<String>,
     model: &'a Option<String>,
     temperature: Option<f32>,
@@ -536,13 +554,41 @@ fn model_setup(config: &Config, flags: ModelFlags<'_>) -> anyhow::Result<(Source
     let ModelFlags {
         scenario,
         provider,
+        provider_name,
+        queued,
         base_url,
         model,
         temperature,
         budget,
         approval,
     } = flags;
+    if let Some(name) = provider_name
+        && !agent_supervisor::provider::set::valid_name(name)
+    {
+        return Err(usage(format!(
+            "--provider-name {name:?}: a provider name is 1 to {} characters from A-Z a-z 0-9 - _ .",
+            agent_supervisor::provider::set::MAX_PROVIDER_NAME_BYTES
+        )));
+    }
     let spec_source = match (scenario, provider) {
+        // A provider of the configuration by name: the workers' when queued
+        // (S14.2), this process's own otherwise, which must then have it.
+        (None, None) if queued || provider_name.is_some() => {
+            // Queued with no --model, the worker's configured model counts;
+            // here, this configuration's.
+            let configured_model = if queued {
+                None
+            } else {
+                let p = config
+                    .provider_named(provider_name)
+                    .map_err(|e| usage(format!("--provider-name: {e}")))?;
+                Some(p.model.clone())
+            };
+            Source::Provider(ProviderSpec::Configured {
+                name: provider_name.map(str::to_owned),
+                model: model.clone().or(configured_model),
+            })
+        }
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("cannot read the scenario {}: {e}", path.display())))?;
@@ -883,6 +929,7 @@ async fn open_app(cli: &Cli, config: Config, spec: &ProviderSpec) -> anyhow::Res
     }
     let provider = provider_for(
         spec,
+        &config,
         native.host().storage.as_ref(),
         native.host().clock.clone(),
     )
@@ -1225,6 +1272,8 @@ fn queue_error(e: QueueError) -> anyhow::Error {
         other @ (QueueError::NotInterrupted { .. }
         | QueueError::NoLaunch(_)
         | QueueError::Config(_)
+        | QueueError::ExplicitEndpoint(_)
+        | QueueError::Provider(_)
         | QueueError::Encode(_)) => usage(other.to_string()),
         other => anyhow::Error::new(other),
     }
@@ -1246,6 +1295,11 @@ async fn enqueue_run(
         None => SessionId::new(agent_kernel::host::random_id(entropy.as_ref(), "session-"))?,
     };
     let run = RunId::new(agent_kernel::host::random_id(entropy.as_ref(), "run-"))?;
+    let provider = QueuedProvider::from_spec(&spec).map_err(|e| {
+        usage(format!(
+            "this run cannot be queued: {e}; give --scenario FILE or --provider-name NAME"
+        ))
+    })?;
     let request = StartRequest {
         config: run_config,
         history: None,
@@ -1257,7 +1311,7 @@ async fn enqueue_run(
             session,
             prompt,
             request: &request,
-            provider: spec,
+            provider,
             demo: is_demo,
         },
         host.host().clock.wall_ms(),
@@ -1380,9 +1434,9 @@ async fn run_worker(cli: &Cli, options: WorkerOptions) -> anyhow::Result<u8> {
 /// `agentrt queue`: the queued requests, oldest first.
 async fn list_queue(cli: &Cli) -> anyhow::Result<u8> {
     let host = open_host(cli).await?;
-    let (entries, corrupt) = read_queue(host.host().storage.as_ref()).await?;
+    let queue = read_queue(host.host().storage.as_ref()).await?;
     let mut out = std::io::stdout().lock();
-    for e in &entries {
+    for e in queue.runs() {
         if cli.json {
             writeln!(
                 out,
@@ -1402,9 +1456,16 @@ async fn list_queue(cli: &Cli) -> anyhow::Result<u8> {
         }
     }
     if !cli.json {
-        writeln!(out, "{} queued", entries.len())?;
+        writeln!(out, "{} queued", queue.runs().count())?;
     }
-    for key in &corrupt {
+    for r in queue.refused() {
+        // S14.2: a worker drops it without building any provider.
+        eprintln!(
+            "agentrt: the queued {} of run {} is refused: {}; a worker removes it",
+            r.action, r.run, r.error
+        );
+    }
+    for key in &queue.corrupt {
         eprintln!("agentrt: queue entry {key:?} does not decode; it is never taken (delete it)");
     }
     Ok(code::OK)

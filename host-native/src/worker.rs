@@ -25,6 +25,15 @@
 //!   writing and is interrupted from what is durable once the store answers
 //!   again (the runtime does it); the worker keeps polling, counts the
 //!   failure, and carries on when the database is back.
+//! * **Its own providers (S14.2).** A queued run names its model by a name
+//!   of this worker's configuration (`[providers.NAME]`, or `[provider]`
+//!   for none), never an endpoint or a key's variable; the worker builds
+//!   the provider from its own configuration ([`Route`]). A start naming a
+//!   provider the worker lacks is started on a provider that fails every
+//!   request, so the run ends `failed` and its record says why; a resume
+//!   naming one is refused and the run stays interrupted. A stored record
+//!   naming an endpoint or a variable ([`crate::queue::RefusedEntry`]) is
+//!   dropped under the session's lease, with no provider built for it.
 //! * **SIGTERM / SIGINT**: stop claiming, let the runs held finish for
 //!   [`WorkerOptions::drain`], interrupt the rest (the host's `shut_down`,
 //!   as `agentrt run` does on a signal), wait for them to settle, write the
@@ -43,8 +52,15 @@ use agent_supervisor::RunError;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::app::{App, AppError, AppOptions, ProviderSpec, provider_for};
-use crate::queue::{QueuedAction, QueuedRun, StartRequest, heads, read_queue};
+use agent_supervisor::provider::capabilities::ModelCapabilities;
+use agent_supervisor::provider::set::NamedProvider;
+use agent_supervisor::{ModelProvider, ProviderError};
+
+use crate::app::{App, AppError, AppOptions, provider_for};
+use crate::config::ProviderNameError;
+use crate::queue::{
+    QueueItem, QueuedAction, QueuedProvider, QueuedRun, RefusedEntry, StartRequest, read_queue,
+};
 
 /// Where worker status records live in `Table::Meta`.
 pub const WORKER_PREFIX: &str = "agentrt/workers/";
@@ -106,7 +122,8 @@ pub struct WorkerStatus {
     /// ... end `failed` or `cancelled`.
     pub failed: u64,
     /// Requests dropped because they could not be run (refused config,
-    /// a resume of a run that was not interrupted), each logged.
+    /// a resume of a run that was not interrupted, a record naming an
+    /// endpoint or a key's variable, S14.2), each logged.
     pub refused: u64,
     /// Queued starts whose run existed already (a lost worker had started it).
     pub already_started: u64,
@@ -199,26 +216,72 @@ impl Worker {
         &self.status
     }
 
-    /// The runtime for runs that talk to `spec`, opened on first use.
-    async fn app_for(&mut self, spec: &ProviderSpec) -> Result<Arc<App>, AppError> {
-        let key = serde_json::to_string(spec).unwrap_or_default();
-        if let Some(app) = self.apps.get(&key) {
+    /// Where a run naming `queued` goes: the runtime for it (opened on
+    /// first use) and what its start is given, from this worker's own
+    /// configuration only (S14.2).
+    async fn route(&mut self, queued: &QueuedProvider) -> Result<Route, AppError> {
+        let (key, model, missing) = match queued {
+            QueuedProvider::Scripted { .. } => (
+                serde_json::to_string(queued).unwrap_or_default(),
+                None,
+                None,
+            ),
+            QueuedProvider::Configured { name, model } => {
+                match self.app_options.config.provider_named(name.as_deref()) {
+                    Ok(p) => (
+                        format!("configured:{}", name.as_deref().unwrap_or("")),
+                        Some(model.clone().unwrap_or_else(|| p.model.clone())),
+                        None,
+                    ),
+                    // One runtime for every name this worker lacks: its
+                    // provider fails each request, naming what is missing.
+                    Err(error) => (
+                        UNCONFIGURED.to_owned(),
+                        Some(model.clone().unwrap_or_else(|| UNCONFIGURED.into())),
+                        Some(Missing {
+                            name: name.clone(),
+                            error,
+                        }),
+                    ),
+                }
+            }
+        };
+        let app = self.app_for(&key, queued).await?;
+        Ok(Route {
+            app,
+            model,
+            missing,
+        })
+    }
+
+    /// The runtime opened under `key` for runs naming `queued`.
+    async fn app_for(&mut self, key: &str, queued: &QueuedProvider) -> Result<Arc<App>, AppError> {
+        if let Some(app) = self.apps.get(key) {
             return Ok(app.clone());
         }
         let native = self.base.native();
-        let provider = provider_for(
-            spec,
-            native.host().storage.as_ref(),
-            native.host().clock.clone(),
-        )
-        .await?;
+        let config = &self.app_options.config;
+        let provider: Arc<dyn ModelProvider> = match queued {
+            QueuedProvider::Configured { .. } if key == UNCONFIGURED => Arc::new(Unconfigured {
+                known: config.providers.keys().cloned().collect(),
+            }),
+            _ => {
+                provider_for(
+                    &queued.spec(),
+                    config,
+                    native.host().storage.as_ref(),
+                    native.host().clock.clone(),
+                )
+                .await?
+            }
+        };
         let app = Arc::new(App::open(&self.data_dir, self.app_options.clone(), provider).await?);
         for status in app.assembly().connect_mcp().await {
             if let Some(error) = &status.error {
                 tracing::warn!(server = %status.id, %error, "MCP server not connected");
             }
         }
-        self.apps.insert(key, app.clone());
+        self.apps.insert(key.to_owned(), app.clone());
         Ok(app)
     }
 
@@ -320,7 +383,7 @@ impl Worker {
         rotate: &mut usize,
     ) {
         let storage = self.base.native().host().storage.clone();
-        let (entries, corrupt) = match read_queue(storage.as_ref()).await {
+        let queue = match read_queue(storage.as_ref()).await {
             Ok(q) => q,
             Err(e) => {
                 self.status.store_errors += 1;
@@ -328,11 +391,12 @@ impl Worker {
                 return;
             }
         };
-        self.status.queue_length = entries.len() as u64;
-        self.status.queue_corrupt = corrupt.len() as u64;
-        let mut candidates: Vec<QueuedRun> = heads(&entries)
+        self.status.queue_length = queue.items.len() as u64;
+        self.status.queue_corrupt = queue.corrupt.len() as u64;
+        let mut candidates: Vec<QueueItem> = queue
+            .heads()
             .into_iter()
-            .filter(|e| !held.contains_key(&e.session))
+            .filter(|e| !held.contains_key(e.session()))
             .cloned()
             .collect();
         if candidates.is_empty() {
@@ -343,31 +407,38 @@ impl Worker {
         *rotate = rotate.wrapping_add(1 + std::process::id() as usize);
         let shift = *rotate % candidates.len();
         candidates.rotate_left(shift);
-        for entry in candidates {
+        for item in candidates {
             if held.len() >= self.options.concurrency {
                 break;
             }
-            let app = match self.app_for(&entry.provider).await {
-                Ok(app) => app,
-                Err(e) => {
-                    tracing::warn!(run = %entry.run, error = %e, "cannot open the run's model provider; the request waits");
-                    continue;
-                }
+            let job = match item {
+                QueueItem::Run(entry) => match self.route(&entry.provider).await {
+                    Ok(route) => Job::Run(entry, route),
+                    Err(e) => {
+                        tracing::warn!(run = %entry.run, error = %e, "cannot open the run's model provider; the request waits");
+                        continue;
+                    }
+                },
+                // Dropped under the session's lease; no provider is built.
+                QueueItem::Refused(refused) => Job::Refused(refused, self.base.clone()),
             };
-            let opened = match app.open_session(&entry.session).await {
+            let (session, run) = job.names();
+            let opened = match job.app().open_session(&session).await {
                 Ok(opened) => opened,
                 Err(AppError::Run(RunError::Lease(LeaseError::Held { .. }))) => continue,
                 Err(e) => {
                     self.status.store_errors += 1;
-                    tracing::warn!(session = %entry.session, error = %e, "cannot take the session; trying again later");
+                    tracing::warn!(%session, error = %e, "cannot take the session; trying again later");
                     continue;
                 }
             };
             self.status.recovered += opened.recovered.len() as u64;
-            held.insert(entry.session.clone(), entry.run.clone());
-            let (session, run) = (entry.session.clone(), entry.run.clone());
+            held.insert(session.clone(), run.clone());
             tasks.spawn(async move {
-                let outcome = execute(&app, &opened.guard, &entry).await;
+                let outcome = match &job {
+                    Job::Run(entry, route) => execute(route, &opened.guard, entry).await,
+                    Job::Refused(refused, app) => drop_refused(app, &opened.guard, refused).await,
+                };
                 drop(opened);
                 (session, run, outcome)
             });
@@ -421,6 +492,118 @@ impl Worker {
     }
 }
 
+/// The `apps` key of the runtime whose provider stands for every name this
+/// worker's configuration lacks.
+const UNCONFIGURED: &str = "unconfigured";
+
+/// Where a queued run goes in this worker (S14.2).
+struct Route {
+    app: Arc<App>,
+    /// The model a start is given: the person's choice, else the
+    /// configured provider's (none for a scripted scenario).
+    model: Option<String>,
+    /// The run names a provider this worker's configuration lacks.
+    missing: Option<Missing>,
+}
+
+/// A provider name this worker's configuration lacks, and why.
+struct Missing {
+    name: Option<String>,
+    error: ProviderNameError,
+}
+
+/// One claimed request: a run with its route, or a refused record (dropped
+/// with the base runtime, no provider built).
+enum Job {
+    Run(QueuedRun, Route),
+    Refused(RefusedEntry, Arc<App>),
+}
+
+impl Job {
+    fn names(&self) -> (SessionId, RunId) {
+        match self {
+            Job::Run(e, _) => (e.session.clone(), e.run.clone()),
+            Job::Refused(r, _) => (r.session.clone(), r.run.clone()),
+        }
+    }
+    fn app(&self) -> &App {
+        match self {
+            Job::Run(_, route) => &route.app,
+            Job::Refused(_, app) => app,
+        }
+    }
+}
+
+/// The provider of runs naming a provider this worker's configuration
+/// lacks: every request fails at once (not an outage, so the run ends
+/// `failed`, its stop reason naming the missing provider), and nothing is
+/// sent anywhere. A run naming `[providers.NAME]` reaches it through
+/// [`ModelProvider::named`]; one naming none (no `[provider]` here) through
+/// the default.
+struct Unconfigured {
+    /// The names this worker does configure, for the message.
+    known: Vec<String>,
+}
+
+impl Unconfigured {
+    fn failing(error: ProviderNameError) -> Arc<dyn ModelProvider> {
+        Arc::new(Failing(error))
+    }
+}
+
+/// Fails every request with `0`.
+struct Failing(ProviderNameError);
+
+#[async_trait::async_trait]
+impl ModelProvider for Failing {
+    fn name(&self) -> &str {
+        UNCONFIGURED
+    }
+    fn capabilities(&self, _model: &str) -> ModelCapabilities {
+        // The run starts, so that its record can say why it failed.
+        ModelCapabilities::ASSUMED
+    }
+    async fn stream(
+        &self,
+        _request: agent_supervisor::provider::ModelRequest,
+    ) -> Result<agent_supervisor::provider::ModelStream, ProviderError> {
+        Err(ProviderError::Config(format!(
+            "this worker's {} (S14.2: a queued run names a provider of the workers' own configuration)",
+            self.0
+        )))
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Unconfigured {
+    fn name(&self) -> &str {
+        UNCONFIGURED
+    }
+    fn capabilities(&self, _model: &str) -> ModelCapabilities {
+        ModelCapabilities::ASSUMED
+    }
+    fn named(&self, name: &str) -> Option<NamedProvider> {
+        let known = if self.known.is_empty() {
+            "none".to_owned()
+        } else {
+            self.known.join(", ")
+        };
+        Some(NamedProvider {
+            provider: Unconfigured::failing(ProviderNameError::Unknown {
+                name: name.to_owned(),
+                known,
+            }),
+            default_model: UNCONFIGURED.to_owned(),
+        })
+    }
+    async fn stream(
+        &self,
+        request: agent_supervisor::provider::ModelRequest,
+    ) -> Result<agent_supervisor::provider::ModelStream, ProviderError> {
+        Failing(ProviderNameError::NoDefault).stream(request).await
+    }
+}
+
 /// The store record of a worker's status.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -464,7 +647,12 @@ pub fn write_file_atomically(path: &Path, status: &WorkerStatus) -> Result<(), W
 }
 
 /// Execute one request under the session's lease `guard`.
-async fn execute(app: &App, guard: &agent_kernel::host::LeaseGuard, entry: &QueuedRun) -> Outcome {
+async fn execute(
+    route: &Route,
+    guard: &agent_kernel::host::LeaseGuard,
+    entry: &QueuedRun,
+) -> Outcome {
+    let app = route.app.as_ref();
     let storage = app.native().host().storage.clone();
     let key = entry.key();
     // Taken and finished by another worker between our read and our lease?
@@ -521,6 +709,20 @@ async fn execute(app: &App, guard: &agent_kernel::host::LeaseGuard, entry: &Queu
             };
             let mut config = request.config;
             config.history = request.history;
+            // The worker's own choice of model and provider (S14.2).
+            if let Some(model) = &route.model {
+                config.model.model = model.clone();
+            }
+            config.model.provider = None;
+            if let Some(missing) = &route.missing {
+                tracing::error!(run = %entry.run, error = %missing.error, "the queued start names a provider this worker lacks; the run fails");
+                eprintln!(
+                    "agentrt worker: run {} names a provider this worker lacks ({}); the run fails",
+                    entry.run, missing.error
+                );
+                // Through `named`, so that the failure names it.
+                config.model.provider = missing.name.clone();
+            }
             match runtime
                 .start_as(entry.run.clone(), &entry.session, &prompt, config)
                 .await
@@ -542,6 +744,12 @@ async fn execute(app: &App, guard: &agent_kernel::host::LeaseGuard, entry: &Queu
             }
         }
         QueuedAction::Resume => {
+            if let Some(missing) = &route.missing {
+                // Never resumed on a provider that cannot answer: the run
+                // stays interrupted for a worker that has it.
+                let why = format!("this worker's {}", missing.error);
+                return refuse(&dequeue, entry, &why).await;
+            }
             // Removed first: a worker lost from here on leaves the run
             // interrupted, waiting for the person's next Resume (S2.5).
             if let Err(e) = dequeue().await {
@@ -562,8 +770,43 @@ async fn execute(app: &App, guard: &agent_kernel::host::LeaseGuard, entry: &Queu
     settle(app, &entry.run).await
 }
 
+/// Drop a stored record whose provider is refused (S14.2), under the
+/// session's lease `guard`, saying why; nothing else of it is read.
+async fn drop_refused(
+    app: &App,
+    guard: &agent_kernel::host::LeaseGuard,
+    refused: &RefusedEntry,
+) -> Outcome {
+    let storage = app.native().host().storage.clone();
+    match storage.get(Table::Meta, &refused.key).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Outcome::Gone,
+        Err(_) => return Outcome::Retry,
+    }
+    tracing::error!(run = %refused.run, error = %refused.error, "the queued {} is refused and removed", refused.action);
+    eprintln!(
+        "agentrt worker: the queued {} of run {} is refused and removed: {}",
+        refused.action, refused.run, refused.error
+    );
+    match storage
+        .commit(
+            Batch::new()
+                .fenced(guard.fence())
+                .delete(Table::Meta, refused.key.clone()),
+        )
+        .await
+    {
+        Ok(()) => Outcome::Refused,
+        Err(_) => Outcome::Retry,
+    }
+}
+
 /// Drop a request that cannot run, saying why in the log.
-async fn refuse<F, Fut>(dequeue: &F, entry: &QueuedRun, e: &RunError) -> Outcome
+async fn refuse<F, Fut>(
+    dequeue: &F,
+    entry: &QueuedRun,
+    e: &(dyn std::fmt::Display + Sync),
+) -> Outcome
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<(), StorageError>>,

@@ -28,15 +28,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_host_native::app::ProviderSpec;
-use agent_host_native::queue::{NewRun, StartRequest, enqueue_resume, enqueue_start, read_queue};
+use agent_host_native::queue::{
+    NewRun, QueuedProvider, StartRequest, enqueue_resume, enqueue_start, read_queue,
+};
 use agent_host_native::worker::WorkerStatus;
 use agent_kernel::host::StorageExt;
 use agent_kernel::run::{AgentRun, PendingKind, PendingRequest, RunStatus};
 use agent_kernel::{RunId, SessionId};
 use agent_store_postgres::PostgresStorage;
 use agent_store_postgres::test_cluster::PgCluster;
-use agent_supervisor::{ProviderKind, RunConfig};
+use agent_supervisor::RunConfig;
 use agent_tools::PluginManifest;
 
 mod common;
@@ -162,8 +163,10 @@ fn private_dir(parent: &Path, name: &str) -> PathBuf {
 }
 
 /// The config every process shares: permissive approval, the tickets
-/// plugin (trusted, always on, non-idempotent `write_external`).
-fn write_config(dir: &Path, tickets: u16) -> PathBuf {
+/// plugin (trusted, always on, non-idempotent `write_external`), and the
+/// loopback model as the provider named `local` (S14.2: queued runs name
+/// it, the workers' configuration says where it is).
+fn write_config(dir: &Path, tickets: u16, model: u16) -> PathBuf {
     let manifest: PluginManifest = serde_json::from_value(serde_json::json!({
         "id": "tickets",
         "base_url": format!("http://127.0.0.1:{tickets}"),
@@ -186,6 +189,11 @@ fn write_config(dir: &Path, tickets: u16) -> PathBuf {
         r#"approval = "permissive"
 lease_ttl_ms = {LEASE_TTL_MS}
 always_on_plugins = ["tickets"]
+
+[providers.local]
+kind = "openai-compatible"
+base_url = "http://127.0.0.1:{model}/v1"
+model = "m"
 
 [[plugins]]
 id = "tickets"
@@ -210,13 +218,12 @@ parameters = {{ type = "object", properties = {{ title = {{ type = "string" }} }
 }
 
 /// Where the processes of a test meet: their folder, the database, the
-/// config, the model's address.
+/// config (which says where the model is).
 #[derive(Debug, Clone)]
 struct Place {
     root: PathBuf,
     url: String,
     config: PathBuf,
-    model_base: String,
 }
 
 impl Place {
@@ -376,15 +383,12 @@ impl Drop for Fleet {
     }
 }
 
-/// The spec `agentrt run --provider openai-compatible --base-url … --model m`
-/// records, so that library and command-line runs share one worker runtime.
-fn model_spec(base: &str) -> ProviderSpec {
-    ProviderSpec::Remote {
-        provider: ProviderKind::OpenaiCompatible,
-        base_url: Some(base.to_owned()),
-        model: "m".into(),
-        api_key_env: None,
-        capabilities: Default::default(),
+/// The provider `agentrt run --detach --provider-name local --model m`
+/// queues, so that library and command-line runs share one worker runtime.
+fn model_spec() -> QueuedProvider {
+    QueuedProvider::Configured {
+        name: Some("local".into()),
+        model: Some("m".into()),
     }
 }
 
@@ -431,10 +435,8 @@ fn enqueue_all(
                 &[
                     "run",
                     "--detach",
-                    "--provider",
-                    "openai-compatible",
-                    "--base-url",
-                    &place.model_base,
+                    "--provider-name",
+                    "local",
                     "--model",
                     "m",
                     "--session",
@@ -464,7 +466,7 @@ fn enqueue_all(
                     session: SessionId::new(session).expect("session"),
                     prompt: &title,
                     request: &request,
-                    provider: model_spec(&place.model_base),
+                    provider: model_spec(),
                     demo: false,
                 },
                 now_ms(),
@@ -502,8 +504,8 @@ struct Census {
 fn census(rt: &tokio::runtime::Runtime, store: &PostgresStorage, ids: &[String]) -> Census {
     rt.block_on(async {
         let mut c = Census::default();
-        let (queue, _) = read_queue(store).await.expect("queue");
-        c.queued = queue.len();
+        let queue = read_queue(store).await.expect("queue");
+        c.queued = queue.items.len();
         let runs: Vec<AgentRun> = store.scan_records("").await.expect("runs");
         let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         for run in runs.into_iter().filter(|r| wanted.contains(r.id.as_str())) {
@@ -576,8 +578,7 @@ fn workers_share_one_database_through_kills(runs: usize, sessions: usize) {
     let place = Place {
         root: root.path().to_owned(),
         url: database.url(),
-        config: write_config(root.path(), tickets.port),
-        model_base: format!("http://127.0.0.1:{model}/v1"),
+        config: write_config(root.path(), tickets.port, model),
     };
     let fleet = Arc::new(Mutex::new(Fleet::new(place.clone(), WORKERS)));
     for i in 0..WORKERS {
@@ -730,8 +731,7 @@ fn s14_a_database_restart_mid_load_interrupts_the_runs_in_flight_and_resume_comp
     let place = Place {
         root: root.path().to_owned(),
         url: database.url(),
-        config: write_config(root.path(), tickets.port),
-        model_base: format!("http://127.0.0.1:{model}/v1"),
+        config: write_config(root.path(), tickets.port, model),
     };
     let mut fleet = Fleet::new(place.clone(), RESTART_WORKERS);
     for i in 0..RESTART_WORKERS {

@@ -106,9 +106,15 @@ pub(crate) enum Command {
         /// A model provider. Its API key comes from the variable named in
         /// the config file, else OPENAI_API_KEY, GEMINI_API_KEY or
         /// ANTHROPIC_API_KEY; a keyless server (llama.cpp, Ollama) at
-        /// --base-url needs none.
+        /// --base-url needs none. Not with --detach (S14.2).
         #[arg(long, value_enum, requires = "model")]
         provider: Option<ProviderArg>,
+        /// A provider of the configuration by name ([providers.NAME]); with
+        /// --detach, of the configuration of the worker that executes the
+        /// run (without it: the worker's [provider]). Its endpoint and key
+        /// are the configuration's, never the queue's.
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "provider"])]
+        provider_name: Option<String>,
         /// The provider's endpoint (default: its public one).
         #[arg(long, value_name = "URL", requires = "provider")]
         base_url: Option<String>,
@@ -145,7 +151,10 @@ pub(crate) enum Command {
         #[arg(long = "attach", value_name = "FILE")]
         attach: Vec<PathBuf>,
         /// Queue the run for `agentrt worker` processes sharing the store
-        /// and print its id at once, instead of running it here.
+        /// and print its id at once, instead of running it here. It names
+        /// its model only by --scenario or a provider name of the workers'
+        /// configuration (--provider-name NAME, --model to choose another
+        /// model of it), never an endpoint or a key's variable (S14.2).
         #[arg(long, conflicts_with = "attach")]
         detach: bool,
         /// Run under this Agent Profile (S10): its model, tools, budget
@@ -241,7 +250,10 @@ pub(crate) enum Command {
     },
     /// Execute queued runs (`run --detach`) until SIGTERM, many workers
     /// sharing one store (--store postgres://…). A worker never resumes a
-    /// run by itself: an interrupted run waits for `resume`.
+    /// run by itself: an interrupted run waits for `resume`. Each run talks
+    /// to a provider of this worker's --config ([provider], or the
+    /// [providers.NAME] the run names); a run naming one it lacks fails,
+    /// saying so.
     Worker {
         /// Most runs executed at once (each in its own session).
         #[arg(long, default_value_t = 4, value_name = "N")]

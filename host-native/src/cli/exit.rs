@@ -98,7 +98,10 @@ pub(crate) fn code_of(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<AppError>() {
             match e {
-                AppError::NoLaunch(_) | AppError::Plugin { .. } | AppError::Provider(_) => {
+                AppError::NoLaunch(_)
+                | AppError::Plugin { .. }
+                | AppError::Provider(_)
+                | AppError::ProviderName(_) => {
                     return code::USAGE;
                 }
                 AppError::Host(h) => {

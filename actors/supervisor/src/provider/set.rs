@@ -43,7 +43,10 @@ impl ProviderSet {
     }
 }
 
-fn valid_name(name: &str) -> bool {
+/// Whether `name` may name a provider: 1 to [`MAX_PROVIDER_NAME_BYTES`]
+/// bytes of `A-Z a-z 0-9 - _ .` (the one rule for every host's names: the
+/// browser's `models`, the native `[providers.NAME]`, a queued run's name).
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_PROVIDER_NAME_BYTES
         && name
