@@ -28,7 +28,7 @@
 //! * **Its own providers (S14.2).** A queued run names its model by a name
 //!   of this worker's configuration (`[providers.NAME]`, or `[provider]`
 //!   for none), never an endpoint or a key's variable; the worker builds
-//!   the provider from its own configuration ([`Route`]). A start naming a
+//!   the provider from its own configuration (a `Route`). A start naming a
 //!   provider the worker lacks is started on a provider that fails every
 //!   request, so the run ends `failed` and its record says why; a resume
 //!   naming one is refused and the run stays interrupted. A stored record

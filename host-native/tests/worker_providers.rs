@@ -1,5 +1,6 @@
 //! Workers use their own providers (S14.2, issue 32 item 5): real `agentrt`
-//! processes over one SQLite data directory, a loopback OpenAI-compatible
+//! processes over one store (the SQLite database of one data directory, or
+//! a real PostgreSQL server they share), a loopback OpenAI-compatible
 //! model that records every request's headers, and a second loopback
 //! server standing for an attacker's endpoint, recording anything it is
 //! sent.
@@ -29,6 +30,8 @@ use agent_host_native::queue::QUEUE_PREFIX;
 use agent_host_native::sqlite::SqliteStorage;
 use agent_host_native::worker::WorkerStatus;
 use agent_kernel::host::{Batch, Storage, Table};
+use agent_store_postgres::PostgresStorage;
+use agent_store_postgres::test_cluster::PgCluster;
 
 mod common;
 
@@ -140,10 +143,21 @@ api_key_env = "WORKER_LOCAL_KEY"
     path
 }
 
-fn command(data: &Path) -> Command {
+/// Where the processes keep runs: the data directory (its SQLite database
+/// unless `postgres` names a database they share).
+#[derive(Clone)]
+struct Place {
+    data: PathBuf,
+    postgres: Option<String>,
+}
+
+fn command(place: &Place) -> Command {
     let mut c = Command::new(BIN);
-    c.env("AGENTRT_DATA_DIR", data)
-        .env_remove("AGENTRT_STORE")
+    match &place.postgres {
+        Some(url) => c.env("AGENTRT_STORE", url),
+        None => c.env_remove("AGENTRT_STORE"),
+    };
+    c.env("AGENTRT_DATA_DIR", &place.data)
         .env_remove("AGENTRT_TEST_PAUSE")
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_API_KEY")
@@ -159,7 +173,7 @@ fn text(bytes: &[u8]) -> String {
 
 /// `agentrt run --detach ARGS…` with no configuration of its own (the
 /// queueing process need not know the workers' providers): the run id.
-fn detach(data: &Path, args: &[&str]) -> String {
+fn detach(data: &Place, args: &[&str]) -> String {
     let out = command(data)
         .args(["run", "--detach"])
         .args(args)
@@ -176,7 +190,7 @@ fn detach(data: &Path, args: &[&str]) -> String {
     id
 }
 
-fn show(data: &Path, run: &str) -> (Option<i32>, serde_json::Value) {
+fn show(data: &Place, run: &str) -> (Option<i32>, serde_json::Value) {
     let out = command(data)
         .args(["--json", "show", run])
         .output()
@@ -189,14 +203,19 @@ fn show(data: &Path, run: &str) -> (Option<i32>, serde_json::Value) {
 /// `provider`, as a writer of the shared store may.
 fn rewrite_provider(
     rt: &tokio::runtime::Runtime,
-    data: &Path,
+    place: &Place,
     run: &str,
     provider: serde_json::Value,
 ) {
     rt.block_on(async {
-        let store = SqliteStorage::open(data.join(agent_host_native::host::DATABASE_FILE))
-            .await
-            .expect("open the store");
+        let store: Box<dyn Storage> = match &place.postgres {
+            Some(url) => Box::new(PostgresStorage::connect(url).await.expect("connect")),
+            None => Box::new(
+                SqliteStorage::open(place.data.join(agent_host_native::host::DATABASE_FILE))
+                    .await
+                    .expect("open the store"),
+            ),
+        };
         let entries = store
             .scan_prefix(Table::Meta, QUEUE_PREFIX)
             .await
@@ -235,7 +254,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(data: &Path, config: &Path, root: &Path) -> Worker {
+    fn spawn(data: &Place, config: &Path, root: &Path) -> Worker {
         let status = root.join("worker-status.json");
         let log = root.join("worker.log");
         let child = command(data)
@@ -297,20 +316,39 @@ fn prompt_of(seen: &Seen) -> String {
 }
 
 #[test]
-fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
+fn s14_2_a_worker_on_sqlite_sends_its_keys_only_to_its_configured_endpoints() {
+    let root = tempfile::tempdir().expect("root");
+    let place = Place {
+        data: root.path().join("data"),
+        postgres: None,
+    };
+    worker_sends_keys_only_to_configured_endpoints(root.path(), &place);
+}
+
+#[test]
+fn s14_2_a_worker_on_postgres_sends_its_keys_only_to_its_configured_endpoints() {
+    let cluster = PgCluster::shared().expect("a PostgreSQL server");
+    let database = cluster.create_database().expect("database");
+    let root = tempfile::tempdir().expect("root");
+    let place = Place {
+        data: root.path().join("data"),
+        postgres: Some(database.url()),
+    };
+    worker_sends_keys_only_to_configured_endpoints(root.path(), &place);
+}
+
+fn worker_sends_keys_only_to_configured_endpoints(root: &Path, data: &Place) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (model, model_log) = start_model();
     let (attacker, attacker_log) = start_attacker();
-    let root = tempfile::tempdir().expect("root");
-    let data = root.path().join("data");
-    let config = write_config(root.path(), model);
+    let config = write_config(root, model);
     let attacker_url = format!("http://127.0.0.1:{attacker}/v1");
-    let scenario = root.path().join("scenario.json");
+    let scenario = root.join("scenario.json");
     std::fs::write(&scenario, r#"{"turns": [{"text": "Done."}]}"#).expect("scenario");
     let scenario = scenario.to_str().expect("path");
 
     // A run --detach naming an endpoint is refused at once; nothing queued.
-    let refused = command(&data)
+    let refused = command(data)
         .args(["run", "--detach", "--provider", "openai-compatible"])
         .args(["--base-url", &attacker_url, "--model", "m", "steal"])
         .output()
@@ -324,30 +362,30 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
 
     // Two records rewritten the way a hostile writer or the old format has them.
     let hostile_old = detach(
-        &data,
+        data,
         &["--scenario", scenario, "--session", "s-old", "steal one"],
     );
     rewrite_provider(
         &rt,
-        &data,
+        data,
         &hostile_old,
         serde_json::json!({"kind": "remote", "provider": "openai-compatible",
             "base_url": attacker_url, "model": "m", "api_key_env": "WORKER_DB_PASSWORD"}),
     );
     let hostile_named = detach(
-        &data,
+        data,
         &["--scenario", scenario, "--session", "s-named", "steal two"],
     );
     rewrite_provider(
         &rt,
-        &data,
+        data,
         &hostile_named,
         serde_json::json!({"kind": "configured", "name": "local",
             "api_key_env": "WORKER_DB_PASSWORD"}),
     );
     // The good ones, and one naming a provider the worker lacks.
     let local = detach(
-        &data,
+        data,
         &[
             "--provider-name",
             "local",
@@ -356,9 +394,9 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
             "via local",
         ],
     );
-    let default = detach(&data, &["--session", "s-default", "via default"]);
+    let default = detach(data, &["--session", "s-default", "via default"]);
     let ghost = detach(
-        &data,
+        data,
         &[
             "--provider-name",
             "ghost",
@@ -367,7 +405,7 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
             "via ghost",
         ],
     );
-    let queue = command(&data)
+    let queue = command(data)
         .args(["--json", "queue"])
         .output()
         .expect("queue");
@@ -385,7 +423,7 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
         text(&queue.stdout)
     );
 
-    let worker = Worker::spawn(&data, &config, root.path());
+    let worker = Worker::spawn(data, &config, root);
     let started = Instant::now();
     loop {
         let status = worker.status().unwrap_or_default();
@@ -439,7 +477,7 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
     assert_eq!(seen.len(), 2, "{seen:?}");
 
     for run in [&local, &default] {
-        let (code, card) = show(&data, run);
+        let (code, card) = show(data, run);
         assert_eq!(
             (code, card["status"].as_str()),
             (Some(0), Some("completed")),
@@ -447,7 +485,7 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
         );
     }
     // The ghost run failed, and its record says why.
-    let (code, card) = show(&data, &ghost);
+    let (code, card) = show(data, &ghost);
     assert_eq!(
         (code, card["status"].as_str()),
         (Some(0), Some("failed")),
@@ -460,7 +498,7 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
     );
     // The hostile records were refused, removed and never started.
     for run in [&hostile_old, &hostile_named] {
-        let (code, _) = show(&data, run);
+        let (code, _) = show(data, run);
         assert_eq!(code, Some(2), "run {run} was never started");
         assert!(
             log.contains(&format!("run {run} is refused and removed")),
@@ -481,7 +519,7 @@ fn s14_2_a_worker_sends_its_keys_only_to_its_configured_endpoints() {
         (2, 2, 1),
         "{status:?}"
     );
-    let queue = command(&data)
+    let queue = command(data)
         .args(["--json", "queue"])
         .output()
         .expect("queue");
