@@ -121,11 +121,11 @@ struct SearchSection {
 #[non_exhaustive]
 pub enum ProviderNameError {
     #[error(
-        "this configuration has no [provider] section, so a run that names no provider has no model here"
+        "no [provider] section is configured, so a run that names no provider has no model here"
     )]
     NoDefault,
     #[error(
-        "this configuration has no provider named {name:?} (no [providers.{name}] section; it has: {known})"
+        "no provider named {name:?} is configured (no [providers.{name}] section; configured: {known})"
     )]
     Unknown { name: String, known: String },
 }

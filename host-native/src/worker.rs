@@ -551,7 +551,7 @@ impl Unconfigured {
     }
 }
 
-/// Fails every request with `0`.
+/// Fails every request, saying which provider is missing.
 struct Failing(ProviderNameError);
 
 #[async_trait::async_trait]
@@ -568,7 +568,7 @@ impl ModelProvider for Failing {
         _request: agent_supervisor::provider::ModelRequest,
     ) -> Result<agent_supervisor::provider::ModelStream, ProviderError> {
         Err(ProviderError::Config(format!(
-            "this worker's {} (S14.2: a queued run names a provider of the workers' own configuration)",
+            "this worker: {} (S14.2: a queued run names a provider of the workers' own configuration)",
             self.0
         )))
     }
@@ -747,7 +747,7 @@ async fn execute(
             if let Some(missing) = &route.missing {
                 // Never resumed on a provider that cannot answer: the run
                 // stays interrupted for a worker that has it.
-                let why = format!("this worker's {}", missing.error);
+                let why = format!("this worker: {}", missing.error);
                 return refuse(&dequeue, entry, &why).await;
             }
             // Removed first: a worker lost from here on leaves the run
