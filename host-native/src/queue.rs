@@ -584,6 +584,72 @@ mod tests {
         ));
     }
 
+    /// An interrupted run `run-r` of session `s1`, launched on `provider`.
+    async fn interrupted_run(provider: ProviderSpec) -> agent_kernel::memory::MemoryStorage {
+        let storage = agent_kernel::memory::MemoryStorage::new();
+        let run: AgentRun = serde_json::from_value(serde_json::json!({
+            "id": "run-r", "session": "s1", "mode": "agent", "status": "interrupted",
+            "stop_reason": {"reason": "page_interrupted"},
+            "usage": agent_kernel::run::Usage::default(),
+            "budget": agent_kernel::budget::Budget::preset(agent_kernel::budget::BudgetPreset::Light),
+            "prompt": BlobRef::of(b"go"), "next_activity": 0, "status_history": [],
+            "created_at_ms": 0, "updated_at_ms": 0
+        }))
+        .expect("run");
+        let launch = Launch {
+            run: run.id.clone(),
+            provider,
+            demo: false,
+        };
+        let batch = Batch::new()
+            .put_record(&run)
+            .and_then(|b| b.put_record(&launch))
+            .expect("batch");
+        storage.commit(batch).await.expect("commit");
+        storage
+    }
+
+    /// S14.2: `resume --detach` queues a run launched on a scenario or a
+    /// configured name; one launched on an endpoint named on the command
+    /// line is refused and nothing is queued.
+    #[tokio::test]
+    async fn s14_2_a_resume_is_queued_only_for_a_scenario_or_a_configured_name() {
+        let run = RunId::new("run-r").expect("run");
+        let remote = ProviderSpec::Remote {
+            provider: agent_supervisor::ProviderKind::OpenaiCompatible,
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            model: "m".into(),
+            api_key_env: Some("WORKER_DB_PASSWORD".into()),
+            capabilities: Default::default(),
+        };
+        let storage = interrupted_run(remote).await;
+        let err = enqueue_resume(&storage, &run, 5)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&err, QueueError::ExplicitEndpoint(r) if r == &run),
+            "{err}"
+        );
+        assert!(err.to_string().contains("agentrt resume run-r"), "{err}");
+        assert_eq!(read_queue(&storage).await.expect("queue"), Queue::default());
+
+        for provider in [
+            ProviderSpec::Configured {
+                name: Some("claude".into()),
+                model: None,
+            },
+            ProviderSpec::Scripted {
+                scenario: BlobRef::of(b"{}"),
+            },
+        ] {
+            let storage = interrupted_run(provider.clone()).await;
+            let entry = enqueue_resume(&storage, &run, 5).await.expect("queued");
+            assert_eq!(entry.provider.spec(), provider);
+            let queue = read_queue(&storage).await.expect("queue");
+            assert_eq!(queue.runs().collect::<Vec<_>>(), vec![&entry]);
+        }
+    }
+
     #[test]
     fn only_a_scenario_or_a_configured_name_is_queued_from_a_launch() {
         let remote = ProviderSpec::Remote {
