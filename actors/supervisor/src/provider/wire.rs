@@ -251,7 +251,7 @@ mod tests {
     }
 
     fn read_all(body: &'static [u8], max: usize) -> Vec<Result<ModelEvent, ProviderError>> {
-        let chunks: Vec<Result<bytes::Bytes, reqwest::Error>> = body
+        let chunks: Vec<Result<bytes::Bytes, agent_http::SendError>> = body
             .chunks(5)
             .map(|c| Ok(bytes::Bytes::from_static(c)))
             .collect();
