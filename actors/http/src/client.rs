@@ -33,7 +33,7 @@ impl ClientOptions {
 
 /// The client could not be built (for example, no TLS backend could be
 /// set up). Callers fail with it; they never fall back to another client.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
 pub struct ClientBuildError(String);
 

@@ -14,7 +14,6 @@ pub mod openai;
 pub mod scripted;
 pub mod select;
 pub mod set;
-pub mod sse;
 pub mod wire;
 
 use std::pin::Pin;
