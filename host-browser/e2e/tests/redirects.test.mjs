@@ -115,13 +115,13 @@ for (const format of Object.keys(SETTINGS)) {
         const prompt = `A prompt that must stay home (${status}).`;
         await send(page, prompt);
         const run = await settledRun(page, prompt);
+        assert.deepEqual(elsewhere.requests.map((r) => `${r.method} ${r.path}`), [], `${format} ${status}: nothing reached the other origin`);
         assert.equal(run.status, 'failed', `${format} ${status}: ${JSON.stringify(run)}`);
         assert.match(await page.locator('#run-stop-reason').textContent(), /redirect/, `${format} ${status}`);
         assert.equal(endpoint.requests.length - before, 1, `${format} ${status}: one request, a redirect is not retried`);
         const asked = endpoint.requests.at(-1);
         assert.ok(JSON.stringify(asked.headers).includes(KEY), `${format}: the key went to the configured endpoint`);
         assert.ok(asked.body.includes(prompt), `${format}: so did the prompt`);
-        assert.deepEqual(elsewhere.requests.map((r) => `${r.method} ${r.path}`), [], `${format} ${status}: nothing reached the other origin`);
       }
     } finally {
       await context.close();
