@@ -297,3 +297,46 @@ impl Transport for StdioTransport {
         format!("the process {}", self.command)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real child that never reads its stdin (`sleep`): messages of
+    /// 128 KiB (more than a pipe buffer) stop the writer thread on the
+    /// first; the queue then takes [`STDIN_QUEUE`] more and refuses the
+    /// next at once, typed, without blocking the caller. Below the limit
+    /// every message is accepted; above it every one is refused.
+    #[test]
+    fn the_stdin_queue_is_bounded_at_below_and_above() {
+        let (router, _inbox) = async_channel::unbounded();
+        let transport =
+            StdioTransport::spawn("/bin/sleep", &["600".to_owned()], &[], InboundSink(router))
+                .unwrap();
+        let note = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": { "data": "x".repeat(128 * 1024) },
+        });
+        let mut accepted = 0usize;
+        let refused = loop {
+            match futures::executor::block_on(transport.send(&note, None)) {
+                Ok(()) => accepted += 1,
+                Err(e) => break e,
+            }
+            assert!(accepted <= STDIN_QUEUE + 1, "the queue is not bounded");
+        };
+        // The writer thread may or may not have taken the first line yet.
+        assert!(
+            accepted == STDIN_QUEUE || accepted == STDIN_QUEUE + 1,
+            "{accepted} accepted"
+        );
+        assert!(
+            matches!(&refused, McpError::Transport { sent: false, detail } if detail.contains("has not read its input")),
+            "{refused:?}"
+        );
+        for _ in 0..3 {
+            assert!(futures::executor::block_on(transport.send(&note, None)).is_err());
+        }
+    }
+}
