@@ -158,7 +158,10 @@ pub struct McpGateway {
     /// The address policy for URLs not configured here; None refuses them.
     policy: Option<Arc<UrlPolicy>>,
     limits: RelayLimits,
-    client: reqwest::Client,
+    /// The strict client for configured servers, or why it could not be
+    /// built: then every request to them is refused with that error (no
+    /// other client is ever used in its place).
+    client: Result<reqwest::Client, agent_http::ClientBuildError>,
 }
 
 impl Default for McpGateway {
@@ -179,12 +182,10 @@ impl McpGateway {
                 idle: DEFAULT_MCP_IDLE,
                 whole: DEFAULT_MCP_WHOLE,
             },
-            client: reqwest::Client::builder()
-                .no_proxy()
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(Duration::from_secs(10))
-                .build()
-                .unwrap_or_default(),
+            client: agent_http::strict_client(&agent_http::ClientOptions {
+                connect_timeout: Some(Duration::from_secs(10)),
+                ..agent_http::ClientOptions::default()
+            }),
         }
     }
 
@@ -232,7 +233,16 @@ pub async fn forward(
         }
     };
     let (client, extra) = if let Some(server) = gateway.configured(&url) {
-        (gateway.client.clone(), server.headers.clone())
+        match &gateway.client {
+            Ok(client) => (client.clone(), server.headers.clone()),
+            Err(e) => {
+                return refuse(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_unreachable",
+                    &e.to_string(),
+                );
+            }
+        }
     } else {
         let Some(policy) = &gateway.policy else {
             return refuse(

@@ -75,6 +75,9 @@ pub enum RelayError {
     },
     #[error("--relay {0} is given twice")]
     Twice(&'static str),
+    /// The strict HTTP client could not be built; no other client is used.
+    #[error("the relay's {0}")]
+    HttpClient(agent_http::ClientBuildError),
 }
 
 impl RelayTarget {
@@ -159,11 +162,12 @@ impl Relay {
         }
         Ok(Relay {
             targets: Arc::new(map),
-            client: reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
+            client: agent_http::strict_client(&agent_http::ClientOptions {
+                connect_timeout: Some(Duration::from_secs(10)),
+                proxy_from_environment: true,
+                ..agent_http::ClientOptions::default()
+            })
+            .map_err(RelayError::HttpClient)?,
             limits: RelayLimits::default(),
         })
     }

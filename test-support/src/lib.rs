@@ -8,6 +8,8 @@
 //! native only, and a dev-dependency only: `cargo xtask layering` checks
 //! normal dependencies, and no normal dependency may name this crate.
 
+pub mod redirect;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

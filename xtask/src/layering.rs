@@ -10,7 +10,8 @@
 //!    - [`KERNEL_CRATE`], the layer below the actors (the protocol they
 //!      speak); it may depend on no crate under `actors/` at all;
 //!    - *leaf libraries*: crates under `actors/` that depend on no crate of
-//!      the workspace (today `agent-readable`). Any crate may use them.
+//!      the workspace (today `agent-readable` and `agent-http`). Any crate may
+//!      use them.
 //!
 //!    Only [`ASSEMBLY_CRATE`], the one place that wires actors together,
 //!    may depend on actor crates; hosts are not under `actors/` and may too.

@@ -98,6 +98,7 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-tools",
     "agent-workspace",
     "agent-readable",
+    "agent-http",
     "agent-research",
     "agent-profiles",
     "agent-memory",

@@ -111,14 +111,8 @@ impl GatewayClient {
             .join(GATEWAY_FETCH_PATH)
             .map_err(|e| err(e.to_string()))?
             .to_string();
-        #[cfg(not(target_arch = "wasm32"))]
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
+        let client = agent_http::strict_client(&agent_http::ClientOptions::default())
             .map_err(|e| err(e.to_string()))?;
-        #[cfg(target_arch = "wasm32")]
-        let client = reqwest::Client::new();
         Ok(Self {
             endpoint,
             token: token.into(),
@@ -132,21 +126,26 @@ impl GatewayClient {
         let gateway = |status: Option<u16>, detail: String| {
             FlowFailure::new(Stage::Gateway, FetchError::Gateway { status, detail })
         };
-        let resp = self
+        let request = self
             .client
             .post(&self.endpoint)
             .bearer_auth(&self.token)
             .json(&GatewayRequest {
                 url: url.to_owned(),
             })
-            .send()
+            .build()
+            .map_err(|e| gateway(None, e.without_url().to_string()))?;
+        // The gateway token never follows a redirect (S13.5).
+        let resp = agent_http::send(&self.client, request)
             .await
             .map_err(|e| gateway(None, e.to_string()))?;
         let status = resp.status().as_u16();
         let body = resp
-            .bytes()
+            // The gateway bounds its own replies (by the extraction limits).
+            .bytes_limited(usize::MAX)
             .await
-            .map_err(|e| gateway(Some(status), e.to_string()))?;
+            .map_err(|e| gateway(Some(status), e.to_string()))?
+            .map_err(|size| gateway(Some(status), format!("a reply of {size} bytes")))?;
         if status != 200 {
             let detail = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
             return Err(gateway(Some(status), detail));

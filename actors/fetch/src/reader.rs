@@ -11,7 +11,6 @@ use agent_kernel::actor::run_blocking;
 use agent_kernel::host::{Clock, Executor, timeout};
 use futures::FutureExt;
 use reqwest::header::{self, HeaderMap, HeaderValue};
-use reqwest::redirect::Policy;
 
 use agent_readable::{ExtractionSlots, on_extraction_stack};
 
@@ -59,9 +58,8 @@ impl reqwest::dns::Resolve for PinnedResolver {
 /// owner of that rule: every request to a policy-checked URL is sent by a
 /// client built from here.
 pub fn pinned_client_builder(checked: &CheckedUrl) -> reqwest::ClientBuilder {
-    let builder = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(Policy::none());
+    // `agent_http` owns the no-redirect, no-proxy rule; this adds the pin.
+    let builder = agent_http::strict_builder(&agent_http::ClientOptions::default());
     if checked.is_ip_literal() {
         builder
     } else {
@@ -496,12 +494,10 @@ impl WebReader {
 
     async fn jina(&self, base: &str, requested: &str, checked: &CheckedUrl) -> JinaStage {
         let fail = |reason| JinaStage::Done(Err(FlowFailure::new(Stage::Jina, reason)));
-        let client = match reqwest::Client::builder()
-            .no_proxy()
-            .redirect(Policy::none())
-            .user_agent(USER_AGENT)
-            .build()
-        {
+        let client = match agent_http::strict_client(&agent_http::ClientOptions {
+            user_agent: Some(USER_AGENT.to_owned()),
+            ..agent_http::ClientOptions::default()
+        }) {
             Ok(c) => c,
             Err(e) => {
                 return JinaStage::Fallback(FallbackReason::JinaNetwork {

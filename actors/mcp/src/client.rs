@@ -528,7 +528,28 @@ impl McpClient {
             .await
             .map_err(|_| McpError::Closed("the connection's router stopped".into()))?;
         let message = jsonrpc::request(&id, method, params);
-        if let Err(e) = self.inner.transport.send(&message, Some(&id)).await {
+        // One deadline for sending and answering: a server that stops
+        // reading its input cannot hold the caller past it.
+        let deadline = options.timeout.unwrap_or(self.inner.timeout);
+        let started = self.inner.clock.monotonic();
+        let timed_out = || McpError::Timeout {
+            method: method.to_owned(),
+            ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+        };
+        let sent = timeout(
+            &*self.inner.clock,
+            deadline,
+            self.inner.transport.send(&message, Some(&id)),
+        )
+        .await;
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(_) => {
+                self.inner.transport.abandon(&id);
+                Err(timed_out())
+            }
+        };
+        if let Err(e) = sent {
             let _ = self.inner.router.send(RouterMsg::Forget { id }).await;
             return Err(match e {
                 McpError::SessionExpired { .. } => McpError::SessionExpired {
@@ -543,11 +564,13 @@ impl McpClient {
             client: Some(self.clone()),
             id: id.clone(),
         };
-        let deadline = options.timeout.unwrap_or(self.inner.timeout);
+        let remaining =
+            deadline.saturating_sub(self.inner.clock.monotonic().saturating_sub(started));
         let cancel = options.cancel.unwrap_or_else(CancelToken::never);
         let answer = futures::select! {
-            answer = timeout(&*self.inner.clock, deadline, reply_rx).fuse() => answer,
+            answer = timeout(&*self.inner.clock, remaining, reply_rx).fuse() => answer,
             () = cancel.cancelled().fuse() => {
+                self.inner.transport.abandon(&id);
                 let _ = self.inner.router.send(RouterMsg::Forget { id: id.clone() }).await;
                 guard.client = None;
                 self.send_cancelled(&id, "the run was stopped").await;
@@ -556,6 +579,8 @@ impl McpClient {
         };
         let result = match answer {
             Err(_) => {
+                // Its event stream is dropped now, not read to its end.
+                self.inner.transport.abandon(&id);
                 let _ = self
                     .inner
                     .router
@@ -563,10 +588,7 @@ impl McpClient {
                     .await;
                 guard.client = None;
                 self.send_cancelled(&id, "timed out").await;
-                Err(McpError::Timeout {
-                    method: method.to_owned(),
-                    ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
-                })
+                Err(timed_out())
             }
             Ok(Err(_)) => Err(McpError::Closed("the connection's router stopped".into())),
             Ok(Ok(outcome)) => outcome,

@@ -46,6 +46,14 @@ pub enum McpError {
         "the MCP session expired while {method} was in flight; it was not retried because it may have had an effect"
     )]
     SessionExpired { method: String },
+    /// The server answered with a redirect; it was not followed, so no
+    /// credential and no body went to its target (S13.5). `status` is
+    /// `None` in the browser, where the redirect is opaque.
+    #[error(
+        "the MCP server answered with a redirect{}; MCP requests never follow redirects (nothing was sent to its target): configure the final URL",
+        status.map(|s| format!(" ({s})")).unwrap_or_default()
+    )]
+    Redirected { status: Option<u16> },
     /// The call was cancelled (the run stopped); the server was told.
     #[error("the MCP request {method} was cancelled")]
     Cancelled { method: String },
@@ -62,6 +70,7 @@ impl McpError {
         match self {
             McpError::Transport { sent, .. } => *sent,
             McpError::Timeout { .. }
+            | McpError::Redirected { .. }
             | McpError::TooLarge { .. }
             | McpError::Protocol(_)
             | McpError::SessionExpired { .. }

@@ -3,8 +3,8 @@
 //! - [`jsonrpc`]: JSON-RPC 2.0 messages and the one bounded parser every
 //!   server message goes through (4 MiB, serde_json's depth limit);
 //! - [`protocol`]: the MCP messages (revisions 2025-06-18 and 2025-03-26);
-//! - [`sse`]: a bounded Server-Sent Events decoder;
-//! - [`transport`]: Streamable HTTP (both targets) and stdio (native);
+//! - [`transport`]: Streamable HTTP (both targets; `agent_http`'s strict
+//!   client, redirect-refusing sender and bounded SSE decoder) and stdio (native);
 //! - [`client`]: [`McpClient`] (handshake, listings, calls, progress,
 //!   cancellation, timeouts, session expiry, server events);
 //! - [`config`]: [`McpServerConfig`], the configuration of one server;
@@ -44,7 +44,6 @@ pub mod config;
 pub mod error;
 pub mod jsonrpc;
 pub mod protocol;
-pub mod sse;
 pub mod tools;
 pub mod transport;
 

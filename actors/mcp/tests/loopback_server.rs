@@ -55,6 +55,10 @@ struct Script {
     listeners: Vec<mpsc::UnboundedSender<Result<Bytes, Infallible>>>,
     /// Answers to our requests to the client (ask_back), by id.
     answers: BTreeMap<String, Value>,
+    /// `stall`: keep-alive comments written so far, and whether the
+    /// stream's receiver (the connection) is gone.
+    stall_written: usize,
+    stall_closed: bool,
 }
 
 type Shared = Arc<Mutex<Script>>;
@@ -235,6 +239,26 @@ async fn post(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> R
                             &id,
                             json!({"content": [{"type": "text", "text": "done"}]}),
                         ))));
+                    });
+                    r
+                }
+                "stall" => {
+                    // Keep-alives forever, never the answer, until the
+                    // client drops the stream (the body's receiver goes).
+                    let (tx, r) = stream(&session);
+                    let state = state.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            if tx
+                                .unbounded_send(Ok(Bytes::from(": still working\n\n")))
+                                .is_err()
+                            {
+                                state.lock().unwrap().stall_closed = true;
+                                return;
+                            }
+                            state.lock().unwrap().stall_written += 1;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
                     });
                     r
                 }
@@ -446,6 +470,39 @@ async fn unsupported_version_and_timeouts_are_typed_errors() {
     );
 }
 
+/// Item 6 of issue 32: a request that timed out has its SSE stream
+/// dropped, so its connection closes; it is not read on to its end. The
+/// server writes a keep-alive every 20 ms and notices when the stream's
+/// receiver is gone (hyper drops the body once the client closed).
+#[tokio::test]
+async fn a_timed_out_requests_event_stream_is_dropped() {
+    let server = Loopback::start().await;
+    let mut config = server.config();
+    config.timeout_ms = 300;
+    let client = McpClient::connect(&config, &env()).await.unwrap();
+    let e = client
+        .call_tool("stall", json!({}), Default::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, McpError::Timeout { ms: 300, .. }), "{e:?}");
+    assert!(
+        server.state.lock().unwrap().stall_written > 0,
+        "the stream was open and read before the deadline"
+    );
+    // The client lives on (its transport too); only the stream is dropped.
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        while !server.state.lock().unwrap().stall_closed {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the timed-out request's stream is still being read"
+    );
+    client.ping().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_server_request_is_answered_method_not_found_not_left_hanging() {
     let server = Loopback::start().await;
@@ -512,6 +569,43 @@ async fn secret_headers_go_only_to_the_origin_they_are_bound_to() {
         McpClient::connect(&config, &env()).await,
         Err(McpError::Config { .. })
     ));
+}
+
+/// S13.5 for MCP: a server answering every request with 301, 302, 303,
+/// 307 or 308 to another loopback origin (which records every request):
+/// the connection fails with `McpError::Redirected` and neither the
+/// bearer token nor the request body reaches the other origin.
+#[tokio::test]
+async fn s13_5_a_redirect_is_refused_and_the_bearer_token_stays_home() {
+    use agent_test_support::redirect::{REDIRECT_STATUSES, RedirectPair};
+    for status in REDIRECT_STATUSES {
+        let pair = RedirectPair::start(status).await;
+        let origin = pair.endpoint.origin();
+        let mut config = McpServerConfig::http("redirecting", format!("{origin}/mcp"));
+        config.headers.insert(
+            "Authorization".into(),
+            HeaderValue::Secret {
+                secret: SecretHandle("tok".into()),
+                prefix: "Bearer ".into(),
+            },
+        );
+        let secrets = TestSecrets::with("tok", &origin, "MARKER-mcp-token");
+        let e = McpClient::connect(&config, &env_with(secrets))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, McpError::Redirected { status: Some(s) } if s == status),
+            "after {status}: {e:?}"
+        );
+        let asked = pair.endpoint.requests();
+        assert_eq!(asked.len(), 1, "after {status}: one request, not retried");
+        assert_eq!(
+            asked[0].header("authorization"),
+            Some("Bearer MARKER-mcp-token")
+        );
+        assert!(String::from_utf8_lossy(&asked[0].body).contains("initialize"));
+        pair.assert_nothing_elsewhere(status, &["MARKER-mcp-token", "initialize"]);
+    }
 }
 
 fn declared(name: &str, effects: &[EffectClass], idempotency: Idempotency) -> TrustedFunction {

@@ -212,14 +212,10 @@ impl SearxngBackend {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let builder = reqwest::Client::builder();
         // Natively: no redirects (a configured API answers where it is) and
         // no proxy from the environment. The browser decides both itself.
-        #[cfg(not(target_arch = "wasm32"))]
-        let builder = builder
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy();
-        let client = builder.build().map_err(|e| bad(e.to_string()))?;
+        let client = agent_http::strict_client(&agent_http::ClientOptions::default())
+            .map_err(|e| bad(e.to_string()))?;
         Ok(SearxngBackend {
             base,
             client,

@@ -182,6 +182,12 @@ pub enum PluginError {
         "plugin {id:?} uses secret handle {handle:?}, which the host does not know; add the secret first"
     )]
     UnknownSecret { id: String, handle: String },
+    /// The strict HTTP client could not be built; no other client is used.
+    #[error("plugin {id:?}: {source}")]
+    HttpClient {
+        id: String,
+        source: agent_http::ClientBuildError,
+    },
 }
 
 struct Function {
@@ -343,21 +349,6 @@ fn check_manifest(
     Ok((base_origin, out))
 }
 
-fn http_client() -> reqwest::Client {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        // Never follow redirects: a hop could carry the auth header elsewhere.
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new())
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        reqwest::Client::new()
-    }
-}
-
 /// Spawn the actor of one plugin and return its tools, ready for
 /// `Registry::register_all` or `Registry::replace_provider` (discoverable,
 /// agent mode; trusted when the manifest is marked trusted and its
@@ -382,7 +373,15 @@ pub fn spawn_plugin(
         functions,
         resolver,
         clock,
-        client: http_client(),
+        // Never follows redirects: a hop could carry the auth header elsewhere.
+        client: agent_http::strict_client(&agent_http::ClientOptions {
+            proxy_from_environment: true,
+            ..agent_http::ClientOptions::default()
+        })
+        .map_err(|source| PluginError::HttpClient {
+            id: manifest.id.clone(),
+            source,
+        })?,
     });
     // One shell actor per function (the one tool-actor shell checks the
     // draft and verifies the capability); the functions share the state.
@@ -443,19 +442,6 @@ impl Tool for PluginFunctionTool {
             ToolResult::Success(success) => Ok(success),
             ToolResult::Error(failure) => Err(failure),
         }
-    }
-}
-
-/// True when the request certainly never left (no connection, bad request).
-fn failed_before_sending(e: &reqwest::Error) -> bool {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        e.is_connect() || e.is_builder()
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        // The browser's fetch does not say whether the request was sent.
-        e.is_builder()
     }
 }
 
@@ -628,7 +614,11 @@ async fn call(state: &PluginState, ctx: &ToolContext) -> ToolResult {
 
     tracing::debug!(method = ?f.spec.method, origin = %state.base_origin, "sending plugin request");
     let exchange = async {
-        let resp = req.send().await?;
+        let request = req.build().map_err(|e| agent_http::SendError::Build {
+            detail: e.without_url().to_string(),
+        })?;
+        // A redirect is refused, natively and in the browser (S13.5).
+        let resp = agent_http::send(&state.client, request).await?;
         let status = resp.status();
         let mut body = Vec::new();
         let mut too_big = false;
@@ -641,7 +631,7 @@ async fn call(state: &PluginState, ctx: &ToolContext) -> ToolResult {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok::<_, reqwest::Error>((status, body, too_big))
+        Ok::<_, agent_http::SendError>((status, body, too_big))
     };
     let outcome = timeout(&*state.clock, state.timeout, exchange).await;
     let (status, body, too_big) = match outcome {
@@ -663,13 +653,26 @@ async fn call(state: &PluginState, ctx: &ToolContext) -> ToolResult {
                 !read_only,
             );
         }
+        Ok(Err(agent_http::SendError::Redirected { status })) => {
+            return failure(
+                state,
+                tool,
+                codes::PLUGIN_REDIRECT,
+                format!(
+                    "the plugin answered with {}; plugin calls never follow redirects (nothing was sent to its target)",
+                    status.map_or_else(|| "a redirect".to_owned(), |s| format!("redirect {s}"))
+                ),
+                false,
+                false,
+            );
+        }
         Ok(Err(e)) => {
-            let before_send = failed_before_sending(&e);
+            let before_send = e.never_sent();
             return failure(
                 state,
                 tool,
                 codes::PLUGIN_UNREACHABLE,
-                format!("the plugin could not be reached: {}", e.without_url()),
+                format!("the plugin could not be reached: {e}"),
                 true,
                 !read_only && !before_send,
             );

@@ -1114,6 +1114,51 @@ async fn redirects_are_never_followed_so_the_secret_stays_home() {
     assert_eq!(elsewhere.count(), 0);
 }
 
+/// S13.5 for plugins: for every redirect status, neither the credential
+/// header nor the body of a write reaches the other origin (a real
+/// loopback server recording every request), and the call ends with
+/// `plugin_redirect`.
+#[tokio::test]
+async fn s13_5_no_redirect_status_carries_the_key_or_the_body_elsewhere() {
+    use agent_test_support::redirect::{REDIRECT_STATUSES, RedirectPair};
+    for status in REDIRECT_STATUSES {
+        let pair = RedirectPair::start(status).await;
+        let origin = pair.endpoint.origin();
+        let secrets = TestSecrets::with("k", "MARKER-plugin-key", &origin);
+        let mut m = manifest(
+            "r",
+            &format!("{origin}/api"),
+            vec![
+                read_fn("r_read", "Read"),
+                write_fn("r_write", "Write", Idempotency::Idempotent),
+            ],
+        );
+        m.auth = Some(PluginAuth {
+            header: "X-Key".into(),
+            secret: SecretHandle("k".into()),
+            prefix: "Key ".into(),
+        });
+        let (_t, run) = setup(
+            &[trusted(m)],
+            secrets,
+            ToolsOptions::default(),
+            &format!("run-redirect-{status}"),
+            ApprovalMode::Permissive,
+        )
+        .await;
+        let r = run.call("c1", "r_read", "{}").await;
+        assert_eq!(code(&r), codes::PLUGIN_REDIRECT, "read after {status}");
+        let r = run
+            .call("c2", "r_write", r#"{"name":"MARKER-plugin-body"}"#)
+            .await;
+        assert_eq!(code(&r), codes::PLUGIN_REDIRECT, "write after {status}");
+        let asked = pair.endpoint.requests();
+        assert_eq!(asked.len(), 2, "one attempt each, after {status}");
+        assert_eq!(asked[0].header("x-key"), Some("Key MARKER-plugin-key"));
+        pair.assert_nothing_elsewhere(status, &["MARKER-plugin-key", "MARKER-plugin-body"]);
+    }
+}
+
 #[tokio::test]
 async fn response_size_limit_at_and_above() {
     use agent_tools::plugin::MAX_PLUGIN_RESPONSE_BYTES;

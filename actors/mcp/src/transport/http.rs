@@ -4,9 +4,13 @@
 //! message); `Mcp-Session-Id` is kept and sent, `MCP-Protocol-Version`
 //! after the handshake; a 404 on a request carrying a session id is
 //! [`McpError::SessionExpired`]; the optional GET stream carries server
-//! notifications (405: the server offers none). Configured headers are
+//! notifications (405: the server offers none). A request the client
+//! abandons (timed out, cancelled) has its event stream dropped at once,
+//! which closes its connection. Configured headers are
 //! attached per request, secrets resolved only then and only for the origin
-//! they are bound to. Natively no redirect is followed.
+//! they are bound to. No redirect is followed, natively or in the browser
+//! (`agent_http`'s strict client and sender): a redirect is
+//! [`McpError::Redirected`] and nothing reaches its target (S13.5).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -23,7 +27,7 @@ use super::{Inbound, InboundSink, Transport};
 use crate::config::HeaderValue;
 use crate::error::McpError;
 use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, parse_server_messages};
-use crate::sse::SseDecoder;
+use agent_http::SseDecoder;
 
 /// The session header.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -56,21 +60,6 @@ impl std::fmt::Debug for GatewayRoute {
 /// The protocol version header.
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 
-fn http_client() -> reqwest::Client {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        // Never follow redirects: a hop could carry a credential elsewhere.
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new())
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        reqwest::Client::new()
-    }
-}
-
 /// Session state shared by concurrent requests (a leaf value, not an
 /// actor's state: two fields read and replaced whole).
 #[derive(Default)]
@@ -93,6 +82,9 @@ pub struct HttpTransport {
     sink: InboundSink,
     /// Fired when the transport is dropped: its stream readers stop.
     closed: CancelHandle,
+    /// The event streams still read toward a request's answer, each
+    /// stopped by its own handle when the client abandons the request.
+    streams: Arc<Mutex<BTreeMap<RequestId, CancelHandle>>>,
 }
 
 impl Drop for HttpTransport {
@@ -125,17 +117,26 @@ impl HttpTransport {
                 Some((endpoint, r.token.clone()))
             }
         };
+        let client = agent_http::strict_client(&agent_http::ClientOptions {
+            proxy_from_environment: true,
+            ..agent_http::ClientOptions::default()
+        })
+        .map_err(|e| McpError::Config {
+            id: origin.clone(),
+            why: e.to_string(),
+        })?;
         Ok(HttpTransport {
             url,
             origin,
             headers,
             secrets,
             executor,
-            client: http_client(),
+            client,
             session: Mutex::new(Session::default()),
             route,
             sink,
             closed: CancelHandle::new(),
+            streams: Arc::default(),
         })
     }
 
@@ -232,11 +233,24 @@ impl HttpTransport {
         Ok((builder, had_session))
     }
 
-    fn spawn_sse(&self, response: reqwest::Response, request: Option<RequestId>) {
+    fn spawn_sse(&self, response: agent_http::Response, request: Option<RequestId>) {
         let sink = self.sink.clone();
         let closed = self.closed.token();
+        let abandoned = CancelHandle::new();
+        if let Some(id) = &request {
+            lock(&self.streams).insert(id.clone(), abandoned.clone());
+        }
+        let streams = self.streams.clone();
+        let abandoned = abandoned.token();
         self.executor.spawn(boxed(async move {
-            let outcome = read_sse(response, &sink, &closed).await;
+            let outcome = read_sse(response, &sink, &closed, &abandoned).await;
+            if let Some(request) = &request {
+                lock(&streams).remove(request);
+            }
+            if abandoned.is_cancelled() {
+                // The client gave up on it; the body is dropped here.
+                return;
+            }
             if let Some(request) = request {
                 // The router ignores this when the answer already came.
                 let error = match outcome {
@@ -254,72 +268,65 @@ impl HttpTransport {
     }
 }
 
-fn transport_error(e: &reqwest::Error, sent: bool) -> McpError {
-    McpError::Transport {
-        detail: e.without_url_ref(),
-        sent,
+fn send_error(e: agent_http::SendError) -> McpError {
+    match e {
+        agent_http::SendError::Redirected { status } => McpError::Redirected { status },
+        other => McpError::Transport {
+            sent: !other.never_sent(),
+            detail: other.to_string(),
+        },
     }
 }
 
-trait WithoutUrl {
-    fn without_url_ref(&self) -> String;
-}
-
-impl WithoutUrl for reqwest::Error {
-    fn without_url_ref(&self) -> String {
-        let mut text = self.to_string();
-        if let Some(url) = self.url() {
-            text = text.replace(url.as_str(), "<server>");
-        }
-        text
-    }
-}
-
-/// True when the request certainly never left (no connection, bad request).
-fn failed_before_sending(e: &reqwest::Error) -> bool {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        e.is_connect() || e.is_builder()
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        e.is_builder()
-    }
+/// A request as built, or why it could not be (nothing was sent).
+fn built(builder: reqwest::RequestBuilder) -> Result<reqwest::Request, McpError> {
+    builder.build().map_err(|e| McpError::Transport {
+        detail: format!("the request could not be built: {}", e.without_url()),
+        sent: false,
+    })
 }
 
 /// Read one bounded body.
-async fn read_body(response: reqwest::Response) -> Result<Vec<u8>, McpError> {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| transport_error(&e, true))?;
-        if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
-            return Err(McpError::TooLarge {
-                size: body.len() + chunk.len(),
-                limit: MAX_MESSAGE_BYTES,
-            });
-        }
-        body.extend_from_slice(&chunk);
+async fn read_body(response: agent_http::Response) -> Result<Vec<u8>, McpError> {
+    match response
+        .bytes_limited(MAX_MESSAGE_BYTES)
+        .await
+        .map_err(send_error)?
+    {
+        Ok(body) => Ok(body),
+        Err(size) => Err(McpError::TooLarge {
+            size,
+            limit: MAX_MESSAGE_BYTES,
+        }),
     }
-    Ok(body)
 }
 
-/// Read an SSE body into the sink until it ends.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Read an SSE body into the sink until it ends, the transport closes or
+/// the request is `abandoned`.
 async fn read_sse(
-    response: reqwest::Response,
+    response: agent_http::Response,
     sink: &InboundSink,
     closed: &CancelToken,
+    abandoned: &CancelToken,
 ) -> Result<(), McpError> {
-    let mut decoder = SseDecoder::new();
+    let mut decoder = SseDecoder::new(MAX_MESSAGE_BYTES);
     let mut stream = response.bytes_stream();
     loop {
         let next = futures::select! {
             next = stream.next().fuse() => next,
             () = closed.cancelled().fuse() => return Ok(()),
+            () = abandoned.cancelled().fuse() => return Ok(()),
         };
         let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(|e| transport_error(&e, true))?;
-        for data in decoder.push(&chunk)? {
+        let chunk = chunk.map_err(send_error)?;
+        for data in decoder.push(&chunk).map_err(sse_error)? {
             if data.trim().is_empty() {
                 continue; // a priming event carries no message
             }
@@ -331,7 +338,18 @@ async fn read_sse(
     Ok(())
 }
 
-fn content_type(response: &reqwest::Response) -> String {
+fn sse_error(e: agent_http::SseError) -> McpError {
+    match e {
+        agent_http::SseError::EventTooLarge { size, limit } => McpError::TooLarge { size, limit },
+        agent_http::SseError::LineTooLong { limit } => McpError::TooLarge {
+            size: limit + 1,
+            limit: MAX_MESSAGE_BYTES,
+        },
+        agent_http::SseError::NotUtf8 => McpError::Protocol(e.to_string()),
+    }
+}
+
+fn content_type(response: &agent_http::Response) -> String {
     response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -356,10 +374,9 @@ impl Transport for HttpTransport {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         let (builder, had_session) = self.prepare(builder).await?;
-        let response = builder
-            .send()
+        let response = agent_http::send(&self.client, built(builder)?)
             .await
-            .map_err(|e| transport_error(&e, !failed_before_sending(&e)))?;
+            .map_err(send_error)?;
         let status = response.status();
         if let Some(id) = response
             .headers()
@@ -376,14 +393,6 @@ impl Transport for HttpTransport {
         if status.as_u16() == 404 && had_session {
             return Err(McpError::SessionExpired {
                 method: String::new(),
-            });
-        }
-        if status.is_redirection() {
-            return Err(McpError::Transport {
-                detail: format!(
-                    "the server answered with redirect {status}; MCP requests never follow redirects"
-                ),
-                sent: true,
             });
         }
         if !status.is_success() {
@@ -429,11 +438,15 @@ impl Transport for HttpTransport {
         let Ok((builder, _)) = self.prepare(builder).await else {
             return;
         };
+        let Ok(request) = built(builder) else {
+            return;
+        };
         let sink = self.sink.clone();
         let closed = self.closed.token();
+        let client = self.client.clone();
         self.executor.spawn(boxed(async move {
             let sent = futures::select! {
-                sent = builder.send().fuse() => sent,
+                sent = agent_http::send(&client, request).fuse() => sent,
                 () = closed.cancelled().fuse() => return,
             };
             match sent {
@@ -441,7 +454,8 @@ impl Transport for HttpTransport {
                     if response.status().is_success()
                         && content_type(&response).starts_with("text/event-stream") =>
                 {
-                    if let Err(e) = read_sse(response, &sink, &closed).await {
+                    if let Err(e) = read_sse(response, &sink, &closed, &CancelToken::never()).await
+                    {
                         tracing::debug!(error = %e, "the MCP notification stream ended");
                     }
                 }
@@ -450,7 +464,7 @@ impl Transport for HttpTransport {
                     tracing::debug!(status = %response.status(), "no MCP notification stream");
                 }
                 Err(e) => {
-                    tracing::debug!(error = %e.without_url_ref(), "no MCP notification stream")
+                    tracing::debug!(error = %e, "no MCP notification stream")
                 }
             }
         }));
@@ -462,5 +476,11 @@ impl Transport for HttpTransport {
 
     fn describe(&self) -> String {
         self.origin.clone()
+    }
+
+    fn abandon(&self, request: &RequestId) {
+        if let Some(stream) = lock(&self.streams).remove(request) {
+            stream.cancel();
+        }
     }
 }

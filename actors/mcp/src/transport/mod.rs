@@ -42,6 +42,10 @@ pub trait Transport: MaybeSend + MaybeSync {
     fn reset_session(&self);
     /// A short description of the far end for error messages (never a secret).
     fn describe(&self) -> String;
+    /// The client stopped waiting for `request` (it timed out or was
+    /// cancelled): whatever still reads toward its answer stops (HTTP drops
+    /// the request's event stream, closing its connection).
+    fn abandon(&self, _request: &RequestId) {}
 }
 
 /// Where a transport delivers what it receives: the router's one mailbox,

@@ -3,8 +3,13 @@
 //! `env_allow`; newline-delimited JSON on stdin and stdout, each line at
 //! most [`MAX_MESSAGE_BYTES`]; stderr drained and bounded (its last
 //! [`STDERR_TAIL_BYTES`] kept for error messages). The pipes are served by
-//! three plain threads (no async runtime named here); the child is killed
-//! and reaped when the transport is dropped.
+//! three plain threads (no async runtime named here): no pipe is read or
+//! written on the caller's executor. Messages reach the writer thread
+//! through a bounded channel of [`STDIN_QUEUE`] lines; a server that stops
+//! reading its stdin blocks only that thread, a request waits for its line
+//! to be written asynchronously (within the client's deadline), and once
+//! the queue is full further messages are refused at once. The child is
+//! killed and reaped when the transport is dropped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -18,6 +23,15 @@ use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, parse_server_messages};
 
 /// How much of the server's stderr is kept, at most (the end of it).
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
+
+/// Lines waiting for the stdin writer thread, at most.
+pub const STDIN_QUEUE: usize = 64;
+
+/// One line for the writer thread, and where to say it was written.
+struct Outgoing {
+    line: Vec<u8>,
+    written: Option<async_channel::Sender<std::io::Result<()>>>,
+}
 
 /// The last bytes the server wrote to stderr.
 #[derive(Clone, Default)]
@@ -49,7 +63,8 @@ impl StderrTail {
 /// A server process speaking MCP on its stdin and stdout.
 pub struct StdioTransport {
     command: String,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// To the stdin writer thread; closed (taken) when dropped.
+    stdin: Mutex<Option<async_channel::Sender<Outgoing>>>,
     child: Mutex<Child>,
     stderr: StderrTail,
 }
@@ -95,9 +110,11 @@ impl StdioTransport {
             let command = command.to_owned();
             std::thread::spawn(move || read_stdout(stdout, &sink, &tail, &command));
         }
+        let (queue, lines) = async_channel::bounded(STDIN_QUEUE);
+        std::thread::spawn(move || write_stdin(stdin, &lines));
         Ok(StdioTransport {
             command: command.to_owned(),
-            stdin: Mutex::new(Some(stdin)),
+            stdin: Mutex::new(Some(queue)),
             child: Mutex::new(child),
             stderr: tail,
         })
@@ -122,6 +139,21 @@ impl Drop for StdioTransport {
         };
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// The writer thread: one line at a time, in order, until the queue is
+/// closed or a write fails (the server is gone).
+fn write_stdin(mut stdin: ChildStdin, lines: &async_channel::Receiver<Outgoing>) {
+    while let Ok(out) = lines.recv_blocking() {
+        let result = stdin.write_all(&out.line).and_then(|()| stdin.flush());
+        let failed = result.is_err();
+        if let Some(written) = out.written {
+            let _ = written.send_blocking(result);
+        }
+        if failed {
+            return;
+        }
     }
 }
 
@@ -207,31 +239,54 @@ fn read_stdout(
 
 #[async_trait::async_trait]
 impl Transport for StdioTransport {
-    async fn send(&self, message: &Value, _request: Option<&RequestId>) -> Result<(), McpError> {
+    async fn send(&self, message: &Value, request: Option<&RequestId>) -> Result<(), McpError> {
         let mut line = serde_json::to_vec(message)
             .map_err(|e| McpError::Protocol(format!("cannot encode a message: {e}")))?;
         line.push(b'\n');
-        // A pipe write of one message is short; the lock orders whole lines.
-        let mut stdin = match self.stdin.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
+        let queue = match self.stdin.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
         };
-        let Some(pipe) = stdin.as_mut() else {
-            return Err(McpError::Closed(format!(
-                "{}: stdin is closed",
-                self.command
-            )));
+        let closed = || McpError::Closed(format!("{}: stdin is closed", self.command));
+        let Some(queue) = queue else {
+            return Err(closed());
         };
-        pipe.write_all(&line)
-            .and_then(|()| pipe.flush())
-            .map_err(|e| McpError::Transport {
+        // A request waits (asynchronously) until its line is written; a
+        // notification or an answer is only queued.
+        let (written, done) = match request {
+            Some(_) => {
+                let (tx, rx) = async_channel::bounded(1);
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        queue
+            .try_send(Outgoing { line, written })
+            .map_err(|e| match e {
+                async_channel::TrySendError::Full(_) => McpError::Transport {
+                    detail: format!(
+                        "{}: the server has not read its input ({STDIN_QUEUE} messages are waiting)",
+                        self.command
+                    ),
+                    sent: false,
+                },
+                async_channel::TrySendError::Closed(_) => closed(),
+            })?;
+        let Some(done) = done else {
+            return Ok(());
+        };
+        match done.recv().await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(McpError::Transport {
                 detail: format!(
                     "{}: writing to the server failed ({e}); its stderr ends with: {}",
                     self.command,
                     self.stderr_tail().trim()
                 ),
                 sent: false,
-            })
+            }),
+            Err(_) => Err(closed()),
+        }
     }
 
     async fn initialized(&self, _version: &str) {}
@@ -240,5 +295,48 @@ impl Transport for StdioTransport {
 
     fn describe(&self) -> String {
         format!("the process {}", self.command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real child that never reads its stdin (`sleep`): messages of
+    /// 128 KiB (more than a pipe buffer) stop the writer thread on the
+    /// first; the queue then takes [`STDIN_QUEUE`] more and refuses the
+    /// next at once, typed, without blocking the caller. Below the limit
+    /// every message is accepted; above it every one is refused.
+    #[test]
+    fn the_stdin_queue_is_bounded_at_below_and_above() {
+        let (router, _inbox) = async_channel::unbounded();
+        let transport =
+            StdioTransport::spawn("/bin/sleep", &["600".to_owned()], &[], InboundSink(router))
+                .unwrap();
+        let note = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": { "data": "x".repeat(128 * 1024) },
+        });
+        let mut accepted = 0usize;
+        let refused = loop {
+            match futures::executor::block_on(transport.send(&note, None)) {
+                Ok(()) => accepted += 1,
+                Err(e) => break e,
+            }
+            assert!(accepted <= STDIN_QUEUE + 1, "the queue is not bounded");
+        };
+        // The writer thread may or may not have taken the first line yet.
+        assert!(
+            accepted == STDIN_QUEUE || accepted == STDIN_QUEUE + 1,
+            "{accepted} accepted"
+        );
+        assert!(
+            matches!(&refused, McpError::Transport { sent: false, detail } if detail.contains("has not read its input")),
+            "{refused:?}"
+        );
+        for _ in 0..3 {
+            assert!(futures::executor::block_on(transport.send(&note, None)).is_err());
+        }
     }
 }

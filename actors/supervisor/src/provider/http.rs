@@ -4,14 +4,15 @@
 //! honoured as sent), sleeping through the host clock, bounded both in
 //! attempts and in time ([`RetryPolicy`]); any other status fails at once.
 //! Past the bound the error is an outage ([`ProviderError::is_outage`]),
-//! which interrupts the run (S13.2). Through reqwest, so it builds natively and for wasm32 (where
-//! reqwest uses the browser's fetch). Never logs a header value or a body.
+//! which interrupts the run (S13.2). A redirect is never followed: the
+//! key header and the prompt stay with the configured endpoint, and the
+//! round fails with [`ProviderError::Redirected`] (S13.5). The client and
+//! the sender are `agent_http`'s (strict natively; in the browser the
+//! page's fetch with `redirect: "manual"`). Never logs a header value or a body.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
 use serde_json::Value;
 
 use agent_kernel::host::Clock;
@@ -20,11 +21,7 @@ use super::ProviderError;
 use super::capabilities::CapabilityOverrides;
 
 /// The response body as it arrives.
-#[cfg(not(target_arch = "wasm32"))]
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send>>;
-/// The response body as it arrives.
-#[cfg(target_arch = "wasm32")]
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<bytes::Bytes, reqwest::Error>>>>;
+pub use agent_http::ByteStream;
 
 /// How often and how patiently a refused request is sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,14 +166,15 @@ impl ModelHttp {
                 "idle_timeout must be more than zero".into(),
             ));
         }
-        #[cfg(not(target_arch = "wasm32"))]
-        let client = reqwest::Client::builder()
-            .connect_timeout(retry.idle_timeout.min(Duration::from_secs(10)))
-            .read_timeout(retry.idle_timeout)
-            .build()
-            .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))?;
-        #[cfg(target_arch = "wasm32")]
-        let client = reqwest::Client::new();
+        let client = agent_http::strict_client(&agent_http::ClientOptions {
+            // Model APIs are often reached through a configured proxy.
+            proxy_from_environment: true,
+            ..agent_http::ClientOptions::with_timeouts(
+                retry.idle_timeout.min(Duration::from_secs(10)),
+                retry.idle_timeout,
+            )
+        })
+        .map_err(|e| ProviderError::Config(e.to_string()))?;
         Ok(Self {
             client,
             clock,
@@ -200,6 +198,12 @@ impl ModelHttp {
             for (name, value) in headers {
                 req = req.header(*name, value);
             }
+            let req = req.build().map_err(|e| {
+                ProviderError::Config(format!(
+                    "cannot build the model request: {}",
+                    e.without_url()
+                ))
+            })?;
             // The wait before the next attempt, if one is still allowed.
             let next_wait = |retry_after: Option<Duration>| {
                 let wait = self.retry.backoff(
@@ -211,12 +215,18 @@ impl ModelHttp {
                 (attempt <= self.retry.max_retries && ends <= self.retry.max_elapsed)
                     .then_some(wait)
             };
-            match req.send().await {
+            match agent_http::send(&self.client, req).await {
+                Err(agent_http::SendError::Redirected { status }) => {
+                    return Err(ProviderError::Redirected { status });
+                }
+                Err(e @ agent_http::SendError::Build { .. }) => {
+                    return Err(ProviderError::Config(e.to_string()));
+                }
                 Err(e) => {
                     let Some(wait) = next_wait(None) else {
                         return Err(ProviderError::Transport {
                             attempts: attempt,
-                            detail: e.without_url().to_string(),
+                            detail: e.to_string(),
                         });
                     };
                     tracing::warn!(attempt, "model endpoint unreachable; retrying");
@@ -225,7 +235,7 @@ impl ModelHttp {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     if (200..300).contains(&status) {
-                        return Ok(Box::pin(resp.bytes_stream()));
+                        return Ok(resp.bytes_stream());
                     }
                     let refusable = status == 429 || (500..600).contains(&status);
                     if !refusable {

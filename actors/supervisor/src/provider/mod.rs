@@ -14,7 +14,6 @@ pub mod openai;
 pub mod scripted;
 pub mod select;
 pub mod set;
-pub mod sse;
 pub mod wire;
 
 use std::pin::Pin;
@@ -106,6 +105,14 @@ pub enum ProviderError {
     },
     #[error("could not reach the model endpoint after {attempts} attempt(s): {detail}")]
     Transport { attempts: u32, detail: String },
+    /// The endpoint answered with a redirect; it was not followed, so
+    /// neither the key nor the prompt went anywhere else (S13.5). `status`
+    /// is `None` in the browser, where the redirect is opaque.
+    #[error(
+        "the model endpoint answered with a redirect{}; model requests never follow redirects (the key and the prompt stay with the configured endpoint): configure the base URL the endpoint redirects to",
+        status.map(|s| format!(" ({s})")).unwrap_or_default()
+    )]
+    Redirected { status: Option<u16> },
     #[error(
         "the model stream ended before the answer was complete (after {events} event(s)); the round can be repeated"
     )]
@@ -141,6 +148,7 @@ impl ProviderError {
             ProviderError::Transport { .. } | ProviderError::Disconnected { .. } => true,
             ProviderError::Http { status, .. } => *status == 429 || (500..600).contains(status),
             ProviderError::Malformed { .. }
+            | ProviderError::Redirected { .. }
             | ProviderError::Config(_)
             | ProviderError::UnknownProvider(_)
             | ProviderError::ScenarioExhausted { .. } => false,

@@ -14,12 +14,16 @@ use futures::StreamExt;
 use agent_kernel::MaybeSend;
 
 use super::http::ByteStream;
-use super::sse::SseDecoder;
 use super::{FinishReason, ModelEvent, ModelStream, ModelUsage, ProviderError};
 use crate::transcript::AssistantToolCall;
+use agent_http::SseDecoder;
 
 /// The most bytes of one response body read ([`event_stream`]).
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
+/// The largest one SSE event's data may be (one streamed chunk of an
+/// answer; `agent_http`'s decoder refuses a longer line or event).
+pub const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
 /// What a decoder says after one data payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +205,7 @@ fn bounded_event_stream<D: WireDecoder>(
 ) -> ModelStream {
     let reading = Reading {
         body,
-        sse: SseDecoder::new(),
+        sse: SseDecoder::new(MAX_EVENT_BYTES),
         decoder,
         out: VecDeque::new(),
         payloads: 0,
@@ -251,7 +255,7 @@ mod tests {
     }
 
     fn read_all(body: &'static [u8], max: usize) -> Vec<Result<ModelEvent, ProviderError>> {
-        let chunks: Vec<Result<bytes::Bytes, reqwest::Error>> = body
+        let chunks: Vec<Result<bytes::Bytes, agent_http::SendError>> = body
             .chunks(5)
             .map(|c| Ok(bytes::Bytes::from_static(c)))
             .collect();
