@@ -120,13 +120,40 @@ impl Held {
 struct Release {
     inner: std::sync::Weak<Inner>,
     run: RunId,
+    /// False once another release took over (see [`ReleaseIfAbandoned`]).
+    armed: bool,
+}
+
+impl Release {
+    fn new(inner: std::sync::Weak<Inner>, run: RunId) -> Release {
+        Release {
+            inner,
+            run,
+            armed: true,
+        }
+    }
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
-        if let Some(inner) = self.inner.upgrade() {
+        if self.armed
+            && let Some(inner) = self.inner.upgrade()
+        {
             inner.held.release(&self.run);
         }
+    }
+}
+
+/// Carried by a supervisor's task: releases its run when the task is
+/// dropped before the supervisor's loop ended (its executor killed, so no
+/// end report will come). A loop that returns or panics is reported, and
+/// the watcher of the reports releases the run after handling its end.
+struct ReleaseIfAbandoned(Release);
+
+impl ReleaseIfAbandoned {
+    /// The loop ended: its report will follow.
+    fn reported(mut self) {
+        self.0.armed = false;
     }
 }
 
@@ -648,14 +675,37 @@ impl Runtime {
     ) -> Result<Addr<Msg>, RunError> {
         let id = writer.run.id.clone();
         let sup = Supervisor::load(self.inner.ctx.clone(), writer, guard).await?;
-        // Held before it can end: its end report releases it.
+        // Held before it can end: its end report releases it (or its task,
+        // dropped unfinished).
         self.inner.held.hold(&id);
+        let abandoned = ReleaseIfAbandoned(Release::new(Arc::downgrade(&self.inner), id.clone()));
         let addr = spawn_actor(
             &*self.host().executor,
             &supervisor_name(&id),
             self.inner.ctx.options.mailbox,
             Some(self.inner.reports.clone()),
-            move |inbox| sup.run(inbox),
+            move |inbox| async move {
+                // Natively a panic is reported too (the actor's wrapper
+                // catches it again): the run stays held until it is handled.
+                #[cfg(not(target_arch = "wasm32"))]
+                let ended = {
+                    use futures::FutureExt;
+                    match std::panic::AssertUnwindSafe(sup.run(inbox))
+                        .catch_unwind()
+                        .await
+                    {
+                        Ok(ended) => ended,
+                        Err(panic) => {
+                            abandoned.reported();
+                            std::panic::resume_unwind(panic)
+                        }
+                    }
+                };
+                #[cfg(target_arch = "wasm32")]
+                let ended = sup.run(inbox).await;
+                abandoned.reported();
+                ended
+            },
         );
         if let Ok(mut live) = self.inner.live.lock() {
             live.insert(id, addr.clone());
@@ -685,10 +735,7 @@ impl Runtime {
                 let Some(run) = run_of_supervisor(&report.actor) else {
                     continue;
                 };
-                let release = Release {
-                    inner: weak.clone(),
-                    run: run.clone(),
-                };
+                let release = Release::new(weak.clone(), run.clone());
                 if matches!(report.exit, agent_kernel::actor::ActorExit::Stopped) {
                     drop(release);
                     continue;

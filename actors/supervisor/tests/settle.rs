@@ -98,4 +98,17 @@ mod native {
         assert_eq!(settled.status, RunStatus::Interrupted, "{settled:?}");
         assert!(env1.log.dispatches().is_empty(), "no tool ran");
     }
+
+    /// A tab whose executor was killed (every task dropped, no supervisor
+    /// reports its end): a waiter on its runtime gets the stored record at
+    /// once instead of waiting for a supervisor that is gone.
+    #[test]
+    fn a_killed_supervisor_does_not_hang_the_waiter() {
+        let env = env(ANSWER_AFTER_10S);
+        let run = env.start("go", RunConfig::default());
+        env.mem.executor().run_until_stalled();
+        env.kill();
+        let settled = env.settle(&run);
+        assert_eq!(settled.status, RunStatus::Running, "{settled:?}");
+    }
 }
