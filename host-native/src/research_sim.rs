@@ -150,8 +150,62 @@ fn draw(rng: &SeededEntropy) -> (At, Interruption) {
     (at, what)
 }
 
+/// Deliberate faults of the simulated person (feature `test-hooks` only):
+/// the simulator's own test plays them to prove that its research rules
+/// can fail. A release `agentrt` cannot set any: without the feature only
+/// [`DriverFaults::default`] (none) exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct DriverFaults {
+    /// At each page load the driver takes the task up itself, before the
+    /// person acted (breaks S9.6: a reload never resumes by itself).
+    resumes_on_load: bool,
+    /// Once the task exists the driver starts the research again (breaks
+    /// "the person's one request makes exactly one task").
+    starts_twice: bool,
+}
+
+/// A sabotaged driver for [`simulate_sabotaged_research_seed`] (feature
+/// `test-hooks`, tests only).
+#[cfg(feature = "test-hooks")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverSabotage {
+    /// Resumes or advances the task at every page load, without Resume.
+    ResumesOnLoad,
+    /// Starts the research a second time once its task exists.
+    StartsTwice,
+}
+
+/// Begins the line a sabotaged research driver prints; a string only the
+/// sabotage puts in a binary.
+#[cfg(feature = "test-hooks")]
+pub const DRIVER_SABOTAGE_MARKER: &str = "research-sim driver sabotage";
+
+/// [`simulate_research_seed`] with the simulated person sabotaged as
+/// `sabotage` says (tests only): the simulator must report violations.
+#[cfg(feature = "test-hooks")]
+pub fn simulate_sabotaged_research_seed(
+    path: &Path,
+    seed: u64,
+    sabotage: DriverSabotage,
+) -> Result<SeedReport, SimError> {
+    tracing::warn!("{DRIVER_SABOTAGE_MARKER}: {sabotage:?}");
+    let faults = DriverFaults {
+        resumes_on_load: sabotage == DriverSabotage::ResumesOnLoad,
+        starts_twice: sabotage == DriverSabotage::StartsTwice,
+    };
+    play_research_seed(path, seed, faults)
+}
+
 /// Play the research flow for `seed` over a fresh database at `path`.
 pub fn simulate_research_seed(path: &Path, seed: u64) -> Result<SeedReport, SimError> {
+    play_research_seed(path, seed, DriverFaults::default())
+}
+
+fn play_research_seed(
+    path: &Path,
+    seed: u64,
+    faults: DriverFaults,
+) -> Result<SeedReport, SimError> {
     let pages = SimPages::default();
     let sim = TabSim::with_wiring(path, seed, wiring(&pages)?)?;
     let rng = SeededEntropy::new(seed ^ 0x5e5e_a2c4);
@@ -180,6 +234,7 @@ pub fn simulate_research_seed(path: &Path, seed: u64) -> Result<SeedReport, SimE
     let mut tab = open(None, &mut crash_points)?;
     let mut task: Option<TaskId> = None;
     let mut finished: Option<ResearchView> = None;
+    let mut started_twice = false;
     for _ in 0..20 {
         if tab.is_dead() || tab.interruptions() > 0 {
             // A reload: the session is opened again (tasks mid-phase are
@@ -190,6 +245,12 @@ pub fn simulate_research_seed(path: &Path, seed: u64) -> Result<SeedReport, SimE
             let _ = tab.open_session(SESSION);
             let _ = tab.recover();
             tab.drive();
+            if faults.resumes_on_load
+                && let Some(id) = &task
+            {
+                let _ = drive_task(&tab, id);
+                tab.drive();
+            }
             if (pages.total(), work_done(&sim)) != before {
                 violation(
                     Rule::Research,
@@ -224,6 +285,11 @@ pub fn simulate_research_seed(path: &Path, seed: u64) -> Result<SeedReport, SimE
             }
             continue;
         };
+        if faults.starts_twice && !started_twice {
+            started_twice = true;
+            let _ = tab.start_research(SESSION, "Solid-state batteries");
+            continue;
+        }
         match drive_task(&tab, id) {
             Ok(view) if view.phase == "reported" || view.phase == "partial" => {
                 finished = Some(view);

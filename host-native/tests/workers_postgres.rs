@@ -10,9 +10,16 @@
 //!   resumed through the queue (the person's Resume). At the end every run
 //!   is `completed` or waits for a decision on an `effect_unknown` call; the
 //!   server saw each ticket at most once (exactly once for a completed
-//!   run); the fence refusals of stale writes are summed from the workers'
-//!   status files and printed. It runs the issue's load, [`RUNS`] (500)
-//!   runs in [`SESSIONS`] (100) sessions, in every test run.
+//!   run); the database's own audit (triggers logging every lease row and
+//!   every run record written, with the lease the writing transaction saw
+//!   and the worker incarnation's role) shows no session with two
+//!   executors at once ([`audit::check_one_executor_at_a_time`]); the fence
+//!   refusals of stale writes, summed from the workers' status files, need
+//!   a tenure that ended. It runs the issue's load, [`RUNS`] (500) runs in
+//!   [`SESSIONS`] (100) sessions, in every test run.
+//! * A forced take-over: a worker paused mid-run past its lease is taken
+//!   over; continued, its write is refused (at least one refusal in its
+//!   status) and the audit shows the session's tenures one after another.
 //! * A database restart mid-load: the runs in flight become `interrupted`
 //!   (never failed, never corrupted), the workers keep going, and every run
 //!   completes after Resume (and, for a write whose outcome the restart hid,
@@ -129,29 +136,37 @@ fn sse(events: &[serde_json::Value]) -> axum::response::Response {
 fn start_model(delay_ms: u64) -> u16 {
     let app = axum::Router::new().route(
         "/v1/chat/completions",
-        axum::routing::post(move |axum::Json(body): axum::Json<serde_json::Value>| async move {
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-            let messages = body["messages"].as_array().cloned().unwrap_or_default();
-            let last = messages.last().cloned().unwrap_or_default();
-            if last["role"] == "tool" {
-                return sse(&[
-                    serde_json::json!({"choices":[{"index":0,"delta":{"content":"Filed."},"finish_reason":null}]}),
-                    serde_json::json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
-                ]);
-            }
-            let title = match &last["content"] {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let arguments = serde_json::json!({ "title": title }).to_string();
-            sse(&[
-                serde_json::json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function",
-                    "function":{"name":"send_ticket","arguments":arguments}}]},"finish_reason":null}]}),
-                serde_json::json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
-            ])
-        }),
+        axum::routing::post(
+            move |axum::Json(body): axum::Json<serde_json::Value>| async move {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                model_answer(&body)
+            },
+        ),
     );
     common::serve_on_loopback(app)
+}
+
+/// The model's answer to `body`: one `send_ticket` call titled with the
+/// person's message, or "Filed." after the tool's result.
+fn model_answer(body: &serde_json::Value) -> axum::response::Response {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or_default();
+    if last["role"] == "tool" {
+        return sse(&[
+            serde_json::json!({"choices":[{"index":0,"delta":{"content":"Filed."},"finish_reason":null}]}),
+            serde_json::json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+        ]);
+    }
+    let title = match &last["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let arguments = serde_json::json!({ "title": title }).to_string();
+    sse(&[
+        serde_json::json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function",
+            "function":{"name":"send_ticket","arguments":arguments}}]},"finish_reason":null}]}),
+        serde_json::json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
+    ])
 }
 
 fn private_dir(parent: &Path, name: &str) -> PathBuf {
@@ -268,6 +283,9 @@ struct Fleet {
     place: Place,
     workers: Vec<Option<Child>>,
     incarnations: usize,
+    /// Each incarnation connects as a database role of its own (see
+    /// [`audit`]), so that the audit tells its writes apart.
+    audited: bool,
 }
 
 impl Fleet {
@@ -278,12 +296,25 @@ impl Fleet {
             place,
             workers: (0..count).map(|_| None).collect(),
             incarnations: 0,
+            audited: false,
         }
+    }
+
+    /// A fleet whose incarnations connect as roles of their own.
+    fn audited(place: Place, count: usize) -> Fleet {
+        let mut fleet = Fleet::new(place, count);
+        fleet.audited = true;
+        fleet
     }
 
     fn spawn(&mut self, i: usize) {
         self.incarnations += 1;
         let n = self.incarnations;
+        let url = if self.audited {
+            audit::role_url(&self.place.url, &format!("w{i}_{n}"))
+        } else {
+            self.place.url.clone()
+        };
         let root = &self.place.root;
         let data = private_dir(root, &format!("worker-{i}"));
         let log = std::fs::File::create(root.join(format!("logs/w{i}-{n}.log"))).expect("log");
@@ -303,7 +334,7 @@ impl Fleet {
             .arg("--status-file")
             .arg(&status)
             .env("AGENTRT_DATA_DIR", data)
-            .env("AGENTRT_STORE", &self.place.url)
+            .env("AGENTRT_STORE", &url)
             .env("RUST_LOG", "warn")
             .env_remove("AGENTRT_TEST_PAUSE")
             .env_remove("OPENAI_API_KEY")
@@ -580,7 +611,8 @@ fn workers_share_one_database_through_kills(runs: usize, sessions: usize) {
         url: database.url(),
         config: write_config(root.path(), tickets.port, model),
     };
-    let fleet = Arc::new(Mutex::new(Fleet::new(place.clone(), WORKERS)));
+    audit::install(&database.url());
+    let fleet = Arc::new(Mutex::new(Fleet::audited(place.clone(), WORKERS)));
     for i in 0..WORKERS {
         fleet.lock().expect("fleet").spawn(i);
     }
@@ -691,6 +723,19 @@ fn workers_share_one_database_through_kills(runs: usize, sessions: usize) {
     let fence: u64 = statuses.iter().map(|s| s.stale_refusals).sum();
     let recovered: u64 = statuses.iter().map(|s| s.recovered).sum();
     let completed: u64 = statuses.iter().map(|s| s.completed).sum();
+    // Never two executors of a session at once, from the stored leases and
+    // the fenced writes; a refused stale write needs a tenure that ended.
+    let tenures = audit::check_one_executor_at_a_time(&database.url());
+    assert!(
+        tenures.run_writes >= runs as u64,
+        "the audit saw {} run writes for {runs} runs",
+        tenures.run_writes
+    );
+    assert!(
+        fence == 0 || tenures.later_tenures > 0,
+        "{fence} stale writes refused, but no session's lease ever changed hands: {tenures:?}"
+    );
+    eprintln!("executor audit: {tenures:?}");
     eprintln!(
         "{runs} runs in {sessions} sessions, {WORKERS} workers ({} incarnations): {} completed, {} waiting for a decision on an effect_unknown call, {} tickets sent, {resumed} resumes, {kills} SIGKILLs, {pauses} SIGSTOPs; fence refusals of stale writes: {fence}; runs left running by lost workers and interrupted: {recovered}; completions counted by workers: {completed}; {:.1} s",
         statuses.len(),
@@ -842,4 +887,305 @@ fn s14_a_database_restart_mid_load_interrupts_the_runs_in_flight_and_resume_comp
         "database restart: {hit} runs interrupted in flight, {decided} effect_unknown decisions, all {RESTART_RUNS} completed; the workers counted {store_errors} failed store operations and kept going"
     );
     drop(store);
+}
+
+// ----------------------------------------------------- a forced take-over
+
+/// A loopback model like [`start_model`] (without delay) that holds every
+/// answer until `open` is set, counting the requests that arrived.
+fn start_gated_model(open: Arc<AtomicBool>, arrived: Arc<AtomicU64>) -> u16 {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<serde_json::Value>| {
+            let (open, arrived) = (open.clone(), arrived.clone());
+            async move {
+                arrived.fetch_add(1, Ordering::SeqCst);
+                while !open.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                model_answer(&body)
+            }
+        }),
+    );
+    common::serve_on_loopback(app)
+}
+
+/// Poll `done` every 100 ms until it holds; fail with `what` after the deadline.
+fn wait_for(what: &str, place: &Place, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{what} never happened\n{}",
+            place.logs_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// S3.1, S3.3, S14.1: a worker paused mid-run past its lease is taken over
+/// (another worker interrupts the run under a new epoch); once continued,
+/// its write is refused by the fence (counted in its status), the run
+/// completes after Resume with its ticket sent once, and the stored leases
+/// and fenced writes show one executor of the session at a time.
+#[test]
+fn s14_a_worker_paused_past_its_lease_is_fenced_and_the_session_never_has_two_executors() {
+    let cluster = PgCluster::start().expect("a PostgreSQL server");
+    let database = cluster.create_database().expect("database");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let store = rt
+        .block_on(PostgresStorage::connect(&database.url()))
+        .expect("store");
+    audit::install(&database.url());
+    let tickets = start_tickets();
+    let (open, arrived) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let model = start_gated_model(open.clone(), arrived.clone());
+    let root = tempfile::tempdir().expect("root");
+    let place = Place {
+        root: root.path().to_owned(),
+        url: database.url(),
+        config: write_config(root.path(), tickets.port),
+        model_base: format!("http://127.0.0.1:{model}/v1"),
+    };
+    let mut fleet = Fleet::audited(place.clone(), 2);
+    fleet.spawn(0);
+    let titles = enqueue_all(&rt, &store, &place, 1, 1, 1);
+    let ids: Vec<String> = titles.keys().cloned().collect();
+    let run = RunId::new(ids[0].clone()).expect("run id");
+
+    // Worker 0 runs it and waits for the model: pause it there, past its lease.
+    wait_for("the model request of worker 0", &place, || {
+        arrived.load(Ordering::SeqCst) >= 1
+    });
+    fleet.signal(0, "-STOP");
+    fleet.spawn(1);
+    wait_for(
+        "worker 1 interrupting the run of the paused worker",
+        &place,
+        || census(&rt, &store, &ids).resumable.len() == 1,
+    );
+    // The model answers and worker 0 goes on: its next write meets the fence.
+    open.store(true, Ordering::SeqCst);
+    fleet.signal(0, "-CONT");
+    let paused_status = place.root.join("status/w0-1.json");
+    wait_for("worker 0 counting a refused stale write", &place, || {
+        std::fs::read(&paused_status)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<WorkerStatus>(&b).ok())
+            .is_some_and(|s| s.stale_refusals >= 1)
+    });
+
+    // The person resumes the run; it completes and files its ticket once.
+    rt.block_on(enqueue_resume(&store, &run, now_ms()))
+        .expect("queue a resume");
+    let c = wait_quiet(&rt, &store, &ids, &place);
+    assert_eq!(c.completed, vec![run.clone()], "{c:?}");
+    let seen = tickets.seen.lock().expect("tickets").clone();
+    assert_eq!(seen.get(&titles[run.as_str()]), Some(&1), "{seen:?}");
+
+    fleet.stop_all();
+    let statuses = fleet.statuses();
+    let paused: WorkerStatus =
+        serde_json::from_slice(&std::fs::read(&paused_status).expect("status")).expect("status");
+    assert!(paused.stale_refusals >= 1, "{paused:?}");
+    let fence: u64 = statuses.iter().map(|s| s.stale_refusals).sum();
+    let tenures = audit::check_one_executor_at_a_time(&database.url());
+    eprintln!("forced take-over: {fence} stale writes refused; executor audit: {tenures:?}");
+    assert!(
+        tenures.later_tenures >= 1 && tenures.processes >= 2,
+        "the session changed hands: {tenures:?}"
+    );
+    assert!(
+        fence >= paused.stale_refusals,
+        "the paused worker's refusals are among all: {fence}"
+    );
+    drop(store);
+}
+
+/// An audit of who executed each session, kept by the database itself:
+/// triggers log every lease row written (owner, epoch) and every run
+/// record written, with the session's lease as the writing transaction saw
+/// it (the epoch its fence was checked against, in the same serializable
+/// transaction) and the database role that wrote it (each worker
+/// incarnation connects as its own role).
+mod audit {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::process::Command;
+
+    const SCHEMA: &str = r#"
+CREATE TABLE audit_leases (
+    seq BIGSERIAL PRIMARY KEY, session TEXT NOT NULL, owner TEXT NOT NULL,
+    epoch BIGINT NOT NULL, writer TEXT NOT NULL);
+CREATE TABLE audit_runs (
+    seq BIGSERIAL PRIMARY KEY, run TEXT NOT NULL, session TEXT NOT NULL,
+    lease_owner TEXT, lease_epoch BIGINT, writer TEXT NOT NULL);
+CREATE FUNCTION audit_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO audit_leases (session, owner, epoch, writer)
+        VALUES (NEW.session, NEW.owner, NEW.epoch, session_user);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER audit_lease AFTER INSERT OR UPDATE ON agentrt_leases
+    FOR EACH ROW EXECUTE FUNCTION audit_lease();
+CREATE FUNCTION audit_run() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    record jsonb;
+    lease_owner TEXT;
+    lease_epoch BIGINT;
+BEGIN
+    IF NEW.tbl = 'runs' THEN
+        record := convert_from(NEW.value, 'UTF8')::jsonb;
+        SELECT owner, epoch INTO lease_owner, lease_epoch
+            FROM agentrt_leases WHERE session = record->>'session';
+        INSERT INTO audit_runs (run, session, lease_owner, lease_epoch, writer)
+            VALUES (record->>'id', record->>'session', lease_owner, lease_epoch, session_user);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER audit_run AFTER INSERT OR UPDATE ON agentrt_kv
+    FOR EACH ROW EXECUTE FUNCTION audit_run();
+"#;
+
+    /// The database's URL with `role` (created here, a superuser of the
+    /// throwaway cluster, which trusts loopback) as its user.
+    pub fn role_url(url: &str, role: &str) -> String {
+        psql(url, &format!("CREATE ROLE {role} LOGIN SUPERUSER"));
+        url.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1)
+    }
+
+    /// Install the audit's tables and triggers (after the store's schema).
+    pub fn install(url: &str) {
+        psql(url, SCHEMA);
+    }
+
+    /// Rows of `sql`, fields split at tabs.
+    fn rows(url: &str, sql: &str) -> Vec<Vec<String>> {
+        psql(url, sql)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split('\t').map(str::to_owned).collect())
+            .collect()
+    }
+
+    fn psql(url: &str, sql: &str) -> String {
+        let bin = agent_store_postgres::test_cluster::find_bin().expect("PostgreSQL binaries");
+        let out = Command::new(bin.join("psql"))
+            .args(["-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1"])
+            .args(["-d", url, "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// What the audit saw.
+    #[derive(Debug, Default)]
+    pub struct Tenures {
+        /// Distinct (session, epoch) tenures.
+        pub tenures: u64,
+        /// Tenures after a session's first (its lease taken again).
+        pub later_tenures: u64,
+        /// Distinct lease owners.
+        pub owners: u64,
+        /// Distinct worker incarnations that held leases.
+        pub processes: u64,
+        /// Run records written by workers.
+        pub run_writes: u64,
+    }
+
+    /// Check from the audit that no session ever had two executors at once:
+    /// - per session, lease epochs never go back, and each epoch has one
+    ///   owner: a new owner comes with a higher epoch;
+    /// - the leases of each owner (a runtime of one worker process) were
+    ///   written by one database role (that worker incarnation);
+    /// - every run record a worker wrote was written under the lease of its
+    ///   session live in its transaction (the epoch its fence passed), and
+    ///   that lease's owner is a runtime of the writing worker;
+    /// - per session, in the order the writes were made, their epochs never
+    ///   go back: the writes of one tenure do not interleave with another's.
+    pub fn check_one_executor_at_a_time(url: &str) -> Tenures {
+        let mut seen = Tenures::default();
+        let mut role_of_owner: BTreeMap<String, String> = BTreeMap::new();
+        let mut owner_of_tenure: BTreeMap<(String, i64), String> = BTreeMap::new();
+        let mut last_epoch: BTreeMap<String, i64> = BTreeMap::new();
+        let mut owners = BTreeSet::new();
+        for row in rows(
+            url,
+            "SELECT session, owner, epoch, writer FROM audit_leases ORDER BY seq",
+        ) {
+            let [session, owner, epoch, writer] = <[String; 4]>::try_from(row).expect("4 fields");
+            let epoch: i64 = epoch.parse().expect("epoch");
+            if writer == "postgres" {
+                continue;
+            }
+            let process = role_of_owner.entry(owner.clone()).or_insert(writer.clone());
+            assert_eq!(
+                process, &writer,
+                "the leases of owner {owner} were written by two processes"
+            );
+            if let Some(last) = last_epoch.get(&session) {
+                assert!(
+                    epoch >= *last,
+                    "session {session}: epoch {epoch} after {last}"
+                );
+            }
+            let first_of_session = !last_epoch.contains_key(&session);
+            last_epoch.insert(session.clone(), epoch);
+            match owner_of_tenure.get(&(session.clone(), epoch)) {
+                Some(holder) => assert_eq!(
+                    holder, &owner,
+                    "session {session}: epoch {epoch} held by {holder} and by {owner}"
+                ),
+                None => {
+                    seen.tenures += 1;
+                    if !first_of_session {
+                        seen.later_tenures += 1;
+                    }
+                    owner_of_tenure.insert((session.clone(), epoch), owner.clone());
+                }
+            }
+            owners.insert(owner);
+        }
+        seen.owners = owners.len() as u64;
+        seen.processes = role_of_owner.values().collect::<BTreeSet<_>>().len() as u64;
+        let mut last_write_epoch: BTreeMap<String, i64> = BTreeMap::new();
+        for row in rows(
+            url,
+            "SELECT run, session, coalesce(lease_owner, ''), coalesce(lease_epoch, -1), writer \
+             FROM audit_runs ORDER BY seq",
+        ) {
+            let [run, session, lease_owner, lease_epoch, writer] =
+                <[String; 5]>::try_from(row).expect("5 fields");
+            if writer == "postgres" {
+                continue;
+            }
+            seen.run_writes += 1;
+            let epoch: i64 = lease_epoch.parse().expect("epoch");
+            assert_eq!(
+                role_of_owner.get(&lease_owner),
+                Some(&writer),
+                "run {run} of session {session} written by {writer} under the lease of {lease_owner} (epoch {epoch})"
+            );
+            assert_eq!(
+                owner_of_tenure.get(&(session.clone(), epoch)),
+                Some(&lease_owner),
+                "run {run}: epoch {epoch} of session {session} is not a tenure of {lease_owner}"
+            );
+            if let Some(last) = last_write_epoch.get(&session) {
+                assert!(
+                    epoch >= *last,
+                    "session {session}: a write under epoch {epoch} after one under {last}"
+                );
+            }
+            last_write_epoch.insert(session, epoch);
+        }
+        seen
+    }
 }

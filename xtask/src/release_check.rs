@@ -21,6 +21,11 @@ const TEST_ONLY_MARKERS: &[(&str, &str)] = &[
          host-native/src/pause.rs PAUSE_VAR)",
     ),
     (
+        "test hook between wait_settled's steps",
+        "the settle hook (agent-supervisor feature `test-hooks`, \
+         actors/supervisor/src/runtime.rs SETTLE_HOOK_MARKER)",
+    ),
+    (
         "crash-sim sabotage",
         "the sabotaged supervisor (agent-supervisor feature `sabotage`, turned on by \
          agent-host-native feature `test-hooks`; actors/supervisor/src/sabotage.rs MARKER)",

@@ -147,6 +147,8 @@ pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
 pub use provider::select::{ProviderKind, RemoteModel};
 pub use provider::{ModelProvider, ProviderError};
 pub use runtime::{RunHandle, Runtime};
+#[cfg(feature = "test-hooks")]
+pub use runtime::{SETTLE_HOOK_MARKER, SettleHook};
 #[cfg(feature = "sim")]
 pub use sabotage::Sabotage;
 pub use store::RunEvent;

@@ -47,6 +47,120 @@ struct Inner {
     /// Where every supervisor reports its end: one watcher per runtime
     /// ([`Runtime::watch_supervisors`]), not one task per run.
     reports: agent_kernel::actor::ParentLink,
+    /// Which runs a supervisor of this runtime may still move: the one
+    /// source of truth of [`Runtime::wait_settled`].
+    held: Held,
+    /// Called between the two steps of [`Runtime::wait_settled`] (tests only).
+    #[cfg(feature = "test-hooks")]
+    settle_hook: Mutex<Option<SettleHook>>,
+}
+
+/// What a test runs between `wait_settled`'s check of the run's
+/// supervisor and its read of the run (feature `test-hooks` only).
+#[cfg(feature = "test-hooks")]
+pub type SettleHook =
+    Arc<dyn Fn(Runtime, RunId) -> agent_kernel::maybe_send::BoxFuture<'static, ()> + Send + Sync>;
+
+/// Begins the message logged when the test-only settle hook runs; a string
+/// only that hook puts in a binary.
+#[cfg(feature = "test-hooks")]
+pub const SETTLE_HOOK_MARKER: &str = "test hook between wait_settled's steps";
+
+/// The runs a supervisor of this runtime holds, counted from just before
+/// the supervisor is spawned until its end has been handled (its report
+/// read and, for a supervisor lost by a panic or its storage, its run
+/// interrupted). While a run is held its stored status may still change
+/// here; once it is not, every write this runtime made to it is durable, so
+/// a read after seeing it not held is final. Each release is announced to
+/// the subscribers, so that a waiter hears of a supervisor that ended
+/// without changing its run's status (a lost lease, a failure).
+#[derive(Default)]
+struct Held {
+    counts: Mutex<HashMap<RunId, usize>>,
+    released: Mutex<Vec<async_channel::Sender<RunId>>>,
+}
+
+impl Held {
+    fn hold(&self, run: &RunId) {
+        if let Ok(mut counts) = self.counts.lock() {
+            *counts.entry(run.clone()).or_default() += 1;
+        }
+    }
+
+    fn release(&self, run: &RunId) {
+        if let Ok(mut counts) = self.counts.lock()
+            && let Some(n) = counts.get_mut(run)
+        {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(run);
+            }
+        }
+        if let Ok(mut subs) = self.released.lock() {
+            subs.retain(|tx| tx.try_send(run.clone()).is_ok());
+        }
+    }
+
+    fn is_held(&self, run: &RunId) -> bool {
+        self.counts.lock().is_ok_and(|c| c.contains_key(run))
+    }
+
+    fn subscribe(&self) -> async_channel::Receiver<RunId> {
+        let (tx, rx) = async_channel::unbounded();
+        if let Ok(mut subs) = self.released.lock() {
+            subs.push(tx);
+        }
+        rx
+    }
+}
+
+/// Releases its run's hold when dropped: however the handling of a
+/// supervisor's end goes (returns early, fails, its task is dropped), the
+/// run is released exactly once.
+struct Release {
+    inner: std::sync::Weak<Inner>,
+    run: RunId,
+    /// False once another release took over (see [`ReleaseIfAbandoned`]).
+    armed: bool,
+}
+
+impl Release {
+    fn new(inner: std::sync::Weak<Inner>, run: RunId) -> Release {
+        Release {
+            inner,
+            run,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(inner) = self.inner.upgrade()
+        {
+            inner.held.release(&self.run);
+        }
+    }
+}
+
+/// Carried by a supervisor's task: releases its run when the task is
+/// dropped before the supervisor's loop ended (its executor killed, so no
+/// end report will come). A loop that returns or panics is reported, and
+/// the watcher of the reports releases the run after handling its end.
+struct ReleaseIfAbandoned(Release);
+
+impl ReleaseIfAbandoned {
+    /// The loop ended: its report will follow.
+    fn reported(mut self) {
+        self.0.armed = false;
+    }
+}
+
+/// What woke a waiter of [`Runtime::wait_settled`].
+enum Wake {
+    Event(RunEvent),
+    Released(RunId),
 }
 
 /// The actor name of `run`'s supervisor; [`run_of_supervisor`] reads it back.
@@ -193,6 +307,9 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 spawning: futures::lock::Mutex::new(()),
                 reports,
+                held: Held::default(),
+                #[cfg(feature = "test-hooks")]
+                settle_hook: Mutex::new(None),
             }),
         };
         runtime
@@ -355,20 +472,22 @@ impl Runtime {
                 config,
             )
             .await?;
-        let live = self.live_addr(parent);
-        match live {
-            Some(addr) => {
-                let c = child.clone();
-                addr.ask(|reply| Msg::LinkChild { child: c, reply })
-                    .await??;
-            }
-            None => {
-                let guard = self.inner.leases.acquire(&parent_run.session).await?;
-                let (run, bytes) = load_run(&*self.host().storage, parent).await?;
-                let mut writer = self.writer(guard.fence(), run, bytes).await?;
-                crate::supervisor::link_child(&mut writer, child.clone()).await?;
+        // A parent supervisor found live may end before it reads the
+        // request (its run finished meanwhile): then it wrote its last and
+        // the parent's record is linked here instead (linking is idempotent).
+        if let Some(addr) = self.live_addr(parent) {
+            let c = child.clone();
+            match addr.ask(|reply| Msg::LinkChild { child: c, reply }).await {
+                Ok(linked) => return linked.map(|()| child),
+                Err(e) => {
+                    tracing::debug!(run = %parent, error = %e, "the parent's supervisor ended; linking its record directly");
+                }
             }
         }
+        let guard = self.inner.leases.acquire(&parent_run.session).await?;
+        let (run, bytes) = load_run(&*self.host().storage, parent).await?;
+        let mut writer = self.writer(guard.fence(), run, bytes).await?;
+        crate::supervisor::link_child(&mut writer, child.clone()).await?;
         Ok(child)
     }
 
@@ -565,12 +684,37 @@ impl Runtime {
     ) -> Result<Addr<Msg>, RunError> {
         let id = writer.run.id.clone();
         let sup = Supervisor::load(self.inner.ctx.clone(), writer, guard).await?;
+        // Held before it can end: its end report releases it (or its task,
+        // dropped unfinished).
+        self.inner.held.hold(&id);
+        let abandoned = ReleaseIfAbandoned(Release::new(Arc::downgrade(&self.inner), id.clone()));
         let addr = spawn_actor(
             &*self.host().executor,
             &supervisor_name(&id),
             self.inner.ctx.options.mailbox,
             Some(self.inner.reports.clone()),
-            move |inbox| sup.run(inbox),
+            move |inbox| async move {
+                // Natively a panic is reported too (the actor's wrapper
+                // catches it again): the run stays held until it is handled.
+                #[cfg(not(target_arch = "wasm32"))]
+                let ended = {
+                    use futures::FutureExt;
+                    match std::panic::AssertUnwindSafe(sup.run(inbox))
+                        .catch_unwind()
+                        .await
+                    {
+                        Ok(ended) => ended,
+                        Err(panic) => {
+                            abandoned.reported();
+                            std::panic::resume_unwind(panic)
+                        }
+                    }
+                };
+                #[cfg(target_arch = "wasm32")]
+                let ended = sup.run(inbox).await;
+                abandoned.reported();
+                ended
+            },
         );
         if let Ok(mut live) = self.inner.live.lock() {
             live.insert(id, addr.clone());
@@ -600,20 +744,29 @@ impl Runtime {
                 let Some(run) = run_of_supervisor(&report.actor) else {
                     continue;
                 };
+                let release = Release::new(weak.clone(), run.clone());
                 if matches!(report.exit, agent_kernel::actor::ActorExit::Stopped) {
+                    drop(release);
                     continue;
                 }
-                executor.spawn(Box::pin(Self::interrupt_lost(weak.clone(), run, report)));
+                executor.spawn(Box::pin(Self::interrupt_lost(
+                    weak.clone(),
+                    run,
+                    report,
+                    release,
+                )));
             }
         })
     }
 
     /// The run of a supervisor that ended as `report` says, interrupted if
-    /// it panicked or lost its storage.
+    /// it panicked or lost its storage; `_release` releases the run's hold
+    /// once that is done (or given up).
     async fn interrupt_lost(
         weak: std::sync::Weak<Inner>,
         run: RunId,
         report: agent_kernel::actor::ActorReport,
+        _release: Release,
     ) {
         {
             let lost = match report.exit {
@@ -687,29 +840,64 @@ impl Runtime {
         self.spawn(writer, guard).await
     }
 
+    /// Send a command to the run's supervisor. One found live may end
+    /// before it reads the command (its run ended, or it was interrupted
+    /// and had handled its one command): a command it never received
+    /// (`Stopped`) goes to the supervisor spawned for the run now, once;
+    /// one it dropped unanswered is answered from the stored run, as for a
+    /// run that had already ended when the run is final.
     async fn command(
         &self,
         run: &RunId,
-        make: impl FnOnce(agent_kernel::actor::Reply<Result<(), RunError>>) -> Msg,
+        make: impl Fn(agent_kernel::actor::Reply<Result<(), RunError>>) -> Msg,
     ) -> Result<(), RunError> {
         let addr = self.supervisor(run).await?;
-        addr.ask(make).await?
+        let undelivered = match addr.ask(&make).await {
+            Ok(result) => return result,
+            Err(e @ agent_kernel::ActorError::Stopped { .. }) => e,
+            Err(e) => return Err(self.ended_before_reading(run, e).await),
+        };
+        tracing::debug!(run = %run, error = %undelivered, "the run's supervisor ended before the command; sending it to the next");
+        let addr = self.supervisor(run).await?;
+        match addr.ask(&make).await {
+            Ok(result) => result,
+            Err(e) => Err(self.ended_before_reading(run, e).await),
+        }
+    }
+
+    /// The answer to a command whose supervisor ended without answering:
+    /// `WrongStatus` when the run is final now, else `lost`.
+    async fn ended_before_reading(&self, run: &RunId, lost: agent_kernel::ActorError) -> RunError {
+        match load_run(&*self.host().storage, run).await {
+            Ok((record, _)) if record.status.is_final() => RunError::WrongStatus {
+                run: run.clone(),
+                status: record.status,
+                expected: "not final",
+                action: "this command",
+            },
+            Ok(_) => RunError::Actor(lost),
+            Err(e) => e,
+        }
     }
 
     // ------------------------------------------------------------- commands
 
     /// Approve a pending approval: a one-time capability is minted and the call runs.
     pub async fn approve(&self, run: &RunId, request: &RequestId) -> Result<(), RunError> {
-        let request = request.clone();
-        self.command(run, |reply| Msg::Approve { request, reply })
-            .await
+        self.command(run, |reply| Msg::Approve {
+            request: request.clone(),
+            reply,
+        })
+        .await
     }
 
     /// Deny a pending approval: the model gets a denial result and the run goes on.
     pub async fn deny(&self, run: &RunId, request: &RequestId) -> Result<(), RunError> {
-        let request = request.clone();
-        self.command(run, |reply| Msg::Deny { request, reply })
-            .await
+        self.command(run, |reply| Msg::Deny {
+            request: request.clone(),
+            reply,
+        })
+        .await
     }
 
     /// Answer an `ask_user` question.
@@ -719,11 +907,9 @@ impl Runtime {
         request: &RequestId,
         text: &str,
     ) -> Result<(), RunError> {
-        let request = request.clone();
-        let text = text.to_owned();
         self.command(run, |reply| Msg::Respond {
-            request,
-            text,
+            request: request.clone(),
+            text: text.to_owned(),
             reply,
         })
         .await
@@ -731,9 +917,8 @@ impl Runtime {
 
     /// Decide about a call whose effect is unknown.
     pub async fn decide(&self, run: &RunId, call: &CallId, choice: Choice) -> Result<(), RunError> {
-        let call = call.clone();
         self.command(run, |reply| Msg::Decide {
-            call,
+            call: call.clone(),
             choice,
             reply,
         })
@@ -746,24 +931,7 @@ impl Runtime {
     /// over a call that ends at the same moment, so the run still ends
     /// `cancelled` instead of going on to its next round.
     pub async fn stop(&self, run: &RunId) -> Result<(), RunError> {
-        let addr = match self.supervisor(run).await {
-            Ok(addr) => addr,
-            Err(e) => return Err(e),
-        };
-        match addr.ask(|reply| Msg::Stop { reply }).await {
-            Ok(result) => result,
-            // The supervisor ended (the run finished) before it read the
-            // request: answer as for a run that had already ended.
-            Err(_) => match load_run(&*self.host().storage, run).await {
-                Ok((record, _)) => Err(RunError::WrongStatus {
-                    run: run.clone(),
-                    status: record.status,
-                    expected: "not final",
-                    action: "this command",
-                }),
-                Err(e) => Err(e),
-            },
-        }
+        self.command(run, |reply| Msg::Stop { reply }).await
     }
 
     /// Continue an interrupted run — the only way one continues (S2.5).
@@ -799,7 +967,17 @@ impl Runtime {
         let storage = self.host().storage.clone();
         let mut recovered = Vec::new();
         for run in runs {
-            if run.status != RunStatus::Running || self.live_addr(&run.id).is_some() {
+            if run.status != RunStatus::Running {
+                continue;
+            }
+            // Under the spawning lock, so that no supervisor is spawned for
+            // the run between the check that none is live and the
+            // interruption (a command's, which would run it on a record
+            // this then interrupts); the record is read again under the
+            // lease, after the check: a supervisor that ended just before
+            // it has made its writes durable.
+            let _spawn = self.inner.spawning.lock().await;
+            if self.live_addr(&run.id).is_some() {
                 continue;
             }
             let now = self.host().clock.wall_ms();
@@ -948,29 +1126,78 @@ impl Runtime {
             })
     }
 
-    /// Wait until the run is not `running` (awaiting, interrupted or final).
+    /// Wait until the run is not `running` (awaiting, interrupted or final),
+    /// or until no supervisor of this runtime holds it (a run executed
+    /// elsewhere, or whose supervisor ended without settling it, such as
+    /// one that lost its lease): then the stored record, `running` or not.
+    ///
+    /// Whether the run is held is checked before the record is read, so
+    /// that the record read after seeing it not held is final here: every
+    /// write of its supervisors is durable by then. A supervisor that ends
+    /// after the check is heard of by its release (or the status change it
+    /// wrote), both subscribed to before the check. (Read first, then
+    /// checked, a supervisor ending in between gave a stale `running`.)
     pub async fn wait_settled(&self, run: &RunId) -> Result<AgentRun, RunError> {
-        let events = self.subscribe();
+        use futures::StreamExt;
+        let events = self.subscribe().map(Wake::Event);
+        let released = self.inner.held.subscribe().map(Wake::Released);
+        let wakes = futures::stream::select(events, released);
+        futures::pin_mut!(wakes);
         loop {
+            let held = self.inner.held.is_held(run);
+            #[cfg(feature = "test-hooks")]
+            self.run_settle_hook(run).await;
             let record = self.run(run).await?;
-            let live = self.live_addr(run).is_some();
-            if record.status != RunStatus::Running || !live {
+            if record.status != RunStatus::Running || !held {
                 return Ok(record);
             }
-            // Read the record again only when its status moved: every other
-            // event (each activity of every run) would cost a storage read,
-            // four per tool round, queued before the run's own commits.
+            // Read the record again only when its status moved or a
+            // supervisor of it ended: every other event (each activity of
+            // every run) would cost a storage read, four per tool round,
+            // queued before the run's own commits.
             loop {
-                match events.recv().await {
-                    Err(_) => return self.run(run).await,
-                    Ok(RunEvent::Activity(a))
+                match wakes.next().await {
+                    None => return self.run(run).await,
+                    Some(Wake::Released(released)) if &released == run => break,
+                    Some(Wake::Event(RunEvent::Activity(a)))
                         if &a.run == run
                             && matches!(a.kind, ActivityKind::StatusChanged { .. }) =>
                     {
                         break;
                     }
-                    Ok(_) => continue,
+                    Some(_) => continue,
                 }
+            }
+        }
+    }
+
+    /// Run `hook` between `wait_settled`'s check of the run's supervisors
+    /// and its read of the run, from now on (`None`: no more). Test only
+    /// (feature `test-hooks`): it lets a test end a supervisor exactly there.
+    #[cfg(feature = "test-hooks")]
+    pub fn set_settle_hook(&self, hook: Option<SettleHook>) {
+        if let Ok(mut slot) = self.inner.settle_hook.lock() {
+            *slot = hook;
+        }
+    }
+
+    #[cfg(feature = "test-hooks")]
+    async fn run_settle_hook(&self, run: &RunId) {
+        let hook = self.inner.settle_hook.lock().ok().and_then(|h| h.clone());
+        if let Some(hook) = hook {
+            tracing::warn!(run = %run, "{SETTLE_HOOK_MARKER}");
+            hook(self.clone(), run.clone()).await;
+        }
+    }
+
+    /// Wait until no supervisor of this runtime holds `run` (its end
+    /// handled). Test only (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
+    pub async fn wait_released(&self, run: &RunId) {
+        let released = self.inner.held.subscribe();
+        while self.inner.held.is_held(run) {
+            if released.recv().await.is_err() {
+                return;
             }
         }
     }

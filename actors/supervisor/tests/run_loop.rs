@@ -465,22 +465,186 @@ fn s6_deny_gives_the_model_a_denial_and_continues() {
     )));
 }
 
+/// Every 32-byte draw from the host's entropy (a run's `Authority` key is
+/// one), and the entropy underneath.
+struct KeyRecordingEntropy {
+    inner: std::sync::Arc<dyn agent_kernel::host::Entropy>,
+    keys: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl agent_kernel::host::Entropy for KeyRecordingEntropy {
+    fn fill(&self, buf: &mut [u8]) {
+        self.inner.fill(buf);
+        if buf.len() == 32 {
+            self.keys.lock().unwrap().push(buf.to_vec());
+        }
+    }
+}
+
+/// Every form a 32-byte key could be stored in as text or bytes.
+fn key_forms(key: &[u8]) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    vec![
+        key.to_vec(),
+        hex::encode(key).into_bytes(),
+        hex::encode_upper(key).into_bytes(),
+        STANDARD.encode(key).into_bytes(),
+        STANDARD_NO_PAD.encode(key).into_bytes(),
+        URL_SAFE.encode(key).into_bytes(),
+        URL_SAFE_NO_PAD.encode(key).into_bytes(),
+    ]
+}
+
+/// What a token a tool received could be stored as: its wire form, the
+/// canonical JSON under it, its tag and its nonce.
+fn token_forms(wire: &str) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(wire)
+        .expect("a wire form is base64url");
+    let value: serde_json::Value = serde_json::from_slice(&json).expect("canonical JSON");
+    let tag = value["tag"].as_str().expect("a tag").to_owned();
+    let nonce = value["base"]["nonce"].as_str().expect("a nonce").to_owned();
+    assert!(tag.len() == 64 && nonce.len() >= 16, "{value}");
+    vec![
+        wire.as_bytes().to_vec(),
+        json,
+        tag.into_bytes(),
+        nonce.into_bytes(),
+    ]
+}
+
+/// S6.1: no capability is ever persisted. Every stored byte (each record of
+/// every table, with its key, and each blob) is searched for the wire form
+/// of every token a tool really received (as the tools actor got it in its
+/// `Dispatch`), the JSON under it, its tag and nonce, and for the run's
+/// `Authority` key in raw, hex, base64 and base64url forms.
 #[test]
 fn s6_1_no_grant_is_ever_persisted() {
-    let env = common::env(STRICT_WRITE);
-    let run = env.start("write it", strict());
-    env.settle(&run);
-    let pending = env.block(env.runtime.pending(&run)).unwrap();
-    env.block(env.runtime.approve(&run, &pending[0].id))
+    use std::sync::{Arc, Mutex};
+
+    use agent_kernel::actor::{ActorError, spawn_actor};
+    use agent_kernel::ids::OwnerId;
+    use agent_kernel::memory::MemoryHost;
+    use agent_kernel::protocol::ToolsMsg;
+    use agent_supervisor::sim::tools::{ToolLog, spawn_sim_tools};
+    use agent_supervisor::{Runtime, Scenario, ScriptedProvider};
+
+    let mem = MemoryHost::fifo(7);
+    let mut host = mem.host();
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    host.entropy = Arc::new(KeyRecordingEntropy {
+        inner: host.entropy.clone(),
+        keys: keys.clone(),
+    });
+    let log = ToolLog::default();
+    let sim_tools = spawn_sim_tools(
+        host.executor.clone(),
+        host.clock.clone(),
+        log.clone(),
+        SimToolsConfig::default(),
+    );
+    // The tools actor the runtime talks to: it keeps the wire form of each
+    // capability dispatched to a tool, then hands the message on.
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = received.clone();
+    let tools = spawn_actor(
+        &*host.executor,
+        "tools",
+        64,
+        None,
+        move |inbox| async move {
+            while let Ok(msg) = inbox.recv().await {
+                if let ToolsMsg::Dispatch { invocation, .. } = &msg {
+                    seen.lock().unwrap().push(invocation.capability.to_wire());
+                }
+                sim_tools.send(msg).await?;
+            }
+            Ok::<(), ActorError>(())
+        },
+    );
+    let provider = Arc::new(ScriptedProvider::new(
+        Scenario::from_json(STRICT_WRITE).unwrap(),
+        host.clock.clone(),
+    ));
+    let runtime = Runtime::new(
+        host,
+        OwnerId::new("tab-1").unwrap(),
+        tools,
+        provider,
+        RuntimeOptions::default(),
+    );
+    let session = agent_kernel::ids::SessionId::new("session-1").unwrap();
+    let run = mem
+        .block_on_advancing(runtime.start(&session, "write it", strict()))
+        .unwrap()
         .unwrap();
-    env.settle(&run);
-    let storage = env.storage();
+    let settled = mem
+        .block_on_advancing(runtime.wait_settled(&run))
+        .unwrap()
+        .unwrap();
+    assert_eq!(settled.status, RunStatus::AwaitingApproval);
+    let pending = mem
+        .block_on_advancing(runtime.pending(&run))
+        .unwrap()
+        .unwrap();
+    mem.block_on_advancing(runtime.approve(&run, &pending[0].id))
+        .unwrap()
+        .unwrap();
+    let done = mem
+        .block_on_advancing(runtime.wait_settled(&run))
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(log.executions().len(), 1, "the approved write ran");
+
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1, "one capability reached a tool");
+    let keys = keys.lock().unwrap().clone();
+    assert!(!keys.is_empty(), "the run's authority drew its key");
+    let mut needles: Vec<(String, Vec<u8>)> = Vec::new();
+    for wire in &received {
+        for form in token_forms(wire) {
+            needles.push(("a capability a tool received".into(), form));
+        }
+    }
+    for key in &keys {
+        for form in key_forms(key) {
+            needles.push(("an authority key".into(), form));
+        }
+    }
+
+    let storage = mem.storage().clone();
+    let mut stored: Vec<(String, Vec<u8>)> = Vec::new();
     for table in Table::ALL {
-        for (_, bytes) in env.block(storage.scan_prefix(table, "")).unwrap() {
-            let text = String::from_utf8_lossy(&bytes);
+        for (key, bytes) in mem
+            .block_on(storage.scan_prefix(table, ""))
+            .unwrap()
+            .unwrap()
+        {
+            stored.push((format!("{table:?} {key} (key)"), key.clone().into_bytes()));
+            stored.push((format!("{table:?} {key}"), bytes));
+        }
+    }
+    let records = stored.len();
+    for hash in mem.block_on(storage.list_blobs()).unwrap().unwrap() {
+        let bytes = mem
+            .block_on(storage.get_blob(&hash))
+            .unwrap()
+            .unwrap()
+            .expect("a listed blob exists");
+        stored.push((format!("blob {hash}"), bytes));
+    }
+    assert!(
+        records > 10 && stored.len() > records,
+        "records and blobs were searched"
+    );
+    for (what, needle) in &needles {
+        for (place, bytes) in &stored {
             assert!(
-                !text.contains("nonce") && !text.contains("\"tag\""),
-                "a capability was stored in {table:?}"
+                !bytes.windows(needle.len()).any(|w| w == needle.as_slice()),
+                "{what} is stored in {place}"
             );
         }
     }

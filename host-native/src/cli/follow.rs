@@ -29,15 +29,19 @@ pub(crate) async fn follow(
 ) -> anyhow::Result<u8> {
     let interactive = std::io::stdin().is_terminal() && !cli.json;
     let fancy = std::io::stderr().is_terminal() && !cli.json;
+    // The run's activities shown so far, by sequence number: the live
+    // stream and the stored tail below show each once.
+    let shown = ShownActivities::default();
     loop {
         let printer = Printer::new(fancy, cli.json, app.runtime().run(run).await.ok());
         let watcher = {
             let events = events.clone();
             let run = run.clone();
+            let shown = &shown;
             async move {
                 let mut printer = printer;
                 while let Ok(event) = events.recv().await {
-                    if event.run() == &run {
+                    if event.run() == &run && shown.first_time(&event) {
                         printer.event(&event);
                     }
                 }
@@ -54,10 +58,21 @@ pub(crate) async fn follow(
                 futures::future::Either::Right((_, waiter)) => waiter.await?,
             }
         };
-        // Drain what is left of the events of this stretch.
+        // Drain what is left of the events of this stretch. The record
+        // read may be ahead of the live stream (a commit's activities are
+        // announced after it is durable), so the stored activities after
+        // the last one shown follow: the store is the source of truth (S1.1).
         while let Ok(event) = events.try_recv() {
-            if event.run() == run && cli.json {
+            if event.run() == run && cli.json && shown.first_time(&event) {
                 print_event(&event);
+            }
+        }
+        if cli.json && shown.any() {
+            for activity in app.runtime().activities(run).await? {
+                let event = RunEvent::Activity(activity);
+                if shown.first_time(&event) {
+                    print_event(&event);
+                }
             }
         }
         if interactive && settled.status == RunStatus::AwaitingApproval {
@@ -132,6 +147,29 @@ pub(crate) async fn follow(
             }
         }
         return Ok(code_for(&card.run));
+    }
+}
+
+/// The highest activity sequence number of the followed run shown so far.
+#[derive(Default)]
+struct ShownActivities(std::cell::Cell<Option<u64>>);
+
+impl ShownActivities {
+    fn any(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    /// Whether `event` is to be shown: every live-only event, and an
+    /// activity newer than every activity shown (which it then is).
+    fn first_time(&self, event: &RunEvent) -> bool {
+        let RunEvent::Activity(activity) = event else {
+            return true;
+        };
+        if self.0.get().is_some_and(|seq| activity.seq <= seq) {
+            return false;
+        }
+        self.0.set(Some(activity.seq));
+        true
     }
 }
 
