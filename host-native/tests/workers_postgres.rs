@@ -947,8 +947,7 @@ fn s14_a_worker_paused_past_its_lease_is_fenced_and_the_session_never_has_two_ex
     let place = Place {
         root: root.path().to_owned(),
         url: database.url(),
-        config: write_config(root.path(), tickets.port),
-        model_base: format!("http://127.0.0.1:{model}/v1"),
+        config: write_config(root.path(), tickets.port, model),
     };
     let mut fleet = Fleet::audited(place.clone(), 2);
     fleet.spawn(0);
