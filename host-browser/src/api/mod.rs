@@ -150,6 +150,7 @@ fn assemble(
         }
         None => (None, None),
     };
+    let html_extractor: Option<Arc<dyn agent_tools::builtin::document::ReadableExtractor>> = None;
     let fetch = match &config.gateway {
         Some(gateway) => {
             let client = GatewayClient::new(
@@ -177,6 +178,7 @@ fn assemble(
         provider,
         javascript,
         pdf_reader,
+        html_extractor,
         fetch,
         secrets,
         plugins: config.plugins.clone(),

@@ -51,6 +51,18 @@ pub enum PdfResponse {
     },
 }
 
+impl From<Result<Extracted, super::document::ExtractError>> for PdfResponse {
+    fn from(outcome: Result<Extracted, super::document::ExtractError>) -> PdfResponse {
+        match outcome {
+            Ok(extracted) => PdfResponse::Ok(extracted),
+            Err(e) => PdfResponse::Err {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
 /// The answer to a script request given as JSON text, as JSON text:
 /// every outcome, a malformed request included, is a [`ScriptResponse`].
 #[cfg(feature = "quickjs")]
@@ -99,13 +111,7 @@ pub fn answer_pdf(bytes: &[u8], request: &str) -> String {
                 format: Some(DocumentFormat::Pdf),
                 ..DocumentHint::default()
             };
-            match super::document::extract(bytes, &hint, &req.limits) {
-                Ok(extracted) => PdfResponse::Ok(extracted),
-                Err(e) => PdfResponse::Err {
-                    code: e.code().to_owned(),
-                    message: e.to_string(),
-                },
-            }
+            PdfResponse::from(super::document::extract(bytes, &hint, &req.limits))
         }
     };
     encode(&response)
