@@ -238,6 +238,8 @@ mod scanning {
         /// Whether nesting and element counts are checked (the file and
         /// object streams) or only values (other streams).
         structured: bool,
+        /// The value just counted was an integer.
+        prev_int: bool,
         /// The limit on `values` and the refusal over it.
         values_limit: usize,
         over_values: fn(usize) -> PdfRefusal,
@@ -245,14 +247,23 @@ mod scanning {
 
     impl Tokens<'_> {
         fn value(&mut self) -> Result<(), PdfRefusal> {
+            self.counted(false)
+        }
+
+        /// Count one value; `int` for an integer. The second of two
+        /// integers in a row may yet become one reference with the first
+        /// (`a b R`), so it is checked as if it had.
+        fn counted(&mut self, int: bool) -> Result<(), PdfRefusal> {
+            let slack = usize::from(int && self.prev_int);
+            self.prev_int = int;
             self.values += 1;
-            if self.values > self.values_limit {
+            if self.values - slack > self.values_limit {
                 return Err((self.over_values)(self.values_limit));
             }
             if let Some(top) = self.open.last_mut() {
                 *top += 1;
-                self.longest_array = self.longest_array.max(*top);
-                if self.structured && *top > self.limits.max_array_len {
+                self.longest_array = self.longest_array.max(*top - slack);
+                if self.structured && *top - slack > self.limits.max_array_len {
                     return Err(PdfRefusal::ArrayTooLong {
                         limit: self.limits.max_array_len,
                     });
@@ -261,11 +272,12 @@ mod scanning {
             Ok(())
         }
 
-        /// `a b R`: three tokens that make one reference.
+        /// `a b R`: the two integers before make one reference.
         fn reference(&mut self) {
-            self.values = self.values.saturating_sub(2);
+            self.prev_int = false;
+            self.values = self.values.saturating_sub(1);
             if let Some(top) = self.open.last_mut() {
-                *top = top.saturating_sub(2);
+                *top = top.saturating_sub(1);
             }
         }
 
@@ -281,8 +293,18 @@ mod scanning {
             Ok(())
         }
 
-        fn close(&mut self) {
-            self.open.pop();
+        /// Close the innermost container: its elements are final now.
+        fn close(&mut self) -> Result<(), PdfRefusal> {
+            self.prev_int = false;
+            if let Some(top) = self.open.pop() {
+                self.longest_array = self.longest_array.max(top);
+                if self.structured && top > self.limits.max_array_len {
+                    return Err(PdfRefusal::ArrayTooLong {
+                        limit: self.limits.max_array_len,
+                    });
+                }
+            }
+            Ok(())
         }
     }
 
@@ -369,6 +391,7 @@ mod scanning {
                 longest_array: 0,
                 deepest: 0,
                 structured,
+                prev_int: false,
                 values_limit: if structured {
                     limits.max_values
                 } else {
@@ -422,7 +445,7 @@ mod scanning {
                         keys.other(t.open.len());
                     }
                     b'>' if b.get(i + 1) == Some(&b'>') => {
-                        t.close();
+                        t.close()?;
                         keys.closed(t.open.len());
                         if top_level && t.open.is_empty() {
                             last_dict = Some(std::mem::take(&mut dict));
@@ -435,7 +458,7 @@ mod scanning {
                         i += 1;
                     }
                     b']' => {
-                        t.close();
+                        t.close()?;
                         keys.closed(t.open.len());
                         i += 1;
                     }
@@ -480,8 +503,8 @@ mod scanning {
                                 continue;
                             }
                             _ => {
-                                t.value()?;
                                 was_int = !word.is_empty() && word.iter().all(u8::is_ascii_digit);
+                                t.counted(was_int)?;
                                 if in_dict {
                                     if was_int {
                                         keys.integer(t.open.len(), word, &mut dict);
