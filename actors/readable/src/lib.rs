@@ -15,23 +15,30 @@
 //!
 //! 1. [`prescan`] reads the markup once, linearly and without recursion,
 //!    and refuses it over [`HtmlLimits`] (input bytes, nesting depth,
-//!    elements) **before any parser runs**, with a conservative estimate of
-//!    the tree the parser could build (see [`prescan`] for the rule).
+//!    elements, depth sum, attributes per tag and in all) **before any
+//!    parser runs**, with a conservative estimate of the tree the parser
+//!    could build (see [`prescan`] for the rule).
 //! 2. The parsed tree is measured exactly and without recursion
 //!    ([`tree::measure`]) and refused over the same limits before
 //!    readability runs.
-//! 3. Natively, [`on_extraction_stack`] runs the work on a thread of its
-//!    own with a known stack ([`EXTRACTION_STACK_BYTES`], several times the
-//!    measured need at the depth limit) — not on whatever stack a blocking
-//!    pool happens to give — and [`ExtractionSlots`] lets only a fixed
-//!    number of extractions run at once. A caller's deadline can answer
-//!    early, but the work it leaves behind is bounded by the limits, so it
-//!    ends soon after (see README, "Limits of fetch_url and
-//!    extract_document").
+//! 3. The work runs where it can be stopped: both tools hand HTML to a
+//!    host's [`ReadableExtractor`] ([`extractor`]), natively a sandbox
+//!    process with an address-space cap that the host kills at the
+//!    deadline (`agentrt __document-sandbox`), in the browser a Worker
+//!    terminated at the deadline. Every such place computes the same
+//!    [`answer`]. [`ExtractionSlots`] lets only a fixed number of
+//!    extractions run at once; a call holds its slot while its place
+//!    works, so a stopped place frees it at once. Without an extractor
+//!    (tests of the tools) the work runs in process, natively on a thread
+//!    of its own with a known stack ([`on_extraction_stack`],
+//!    [`EXTRACTION_STACK_BYTES`], several times the measured need at the
+//!    depth limit), which the sandbox child uses too; a caller's deadline
+//!    there only answers early, and the work it leaves behind is bounded
+//!    by the limits.
 //!
-//! In the browser the same code runs in wasm32: the same pre-scan and
-//! measurement bound the work on the page's thread, so a hostile page can
-//! neither freeze the tab for long nor exhaust the wasm stack.
+//! The same code builds for wasm32: the same pre-scan and measurement
+//! bound the work wherever it runs, so a hostile page can neither run for
+//! long nor exhaust the wasm stack.
 //!
 //! A page over a limit is [`ReadableError::Refused`] with its own
 //! [`HtmlRefusal`]; the tools turn it into their typed outcomes.

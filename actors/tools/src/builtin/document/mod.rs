@@ -1,7 +1,10 @@
 //! `extract_document`: text from workspace files and attachments (plain
 //! text, Markdown, HTML, JSON, CSV, PDF), bounded, with its tool definition
 //! and the tool (on the one tool-actor shell, `agent_kernel::tool`) that
-//! reads through a host-supplied [`DocumentSource`].
+//! reads through a host-supplied [`DocumentSource`]. HTML and PDFs go to
+//! the host's places that can be stopped at the deadline when it gives
+//! them ([`ReadableExtractor`], [`PdfReader`]); [`pdf_scan`] owns the PDF
+//! pre-scan limits.
 
 pub mod extract;
 pub mod pdf_scan;
@@ -26,7 +29,7 @@ use serde_json::{Value, json};
 use agent_readable::on_extraction_stack;
 pub use agent_readable::{
     BoundedReadable, ExtractionLost, ExtractionSlots, ExtractorError, HtmlLimits, HtmlRefusal,
-    ReadableExtractor, ReadableRequest,
+    ReadableError, ReadableExtractor, ReadableRequest, TextStyle,
 };
 pub use extract::{
     DocumentFormat, DocumentHint, ExtractError, ExtractLimits, Extracted, detect_format, extract,
@@ -137,10 +140,13 @@ pub struct DocumentTool {
     /// that `fetch_url` shares ([`ExtractionSlots::shared`]).
     pub slots: ExtractionSlots,
     /// The longest an invocation waits for its extraction (slot included):
-    /// past it the call fails `document_timeout`. The extraction itself is
-    /// bounded by the limits (HTML: bytes, depth, elements, checked before
-    /// parsing; PDF: pages and bytes per page), so work left behind at the
-    /// deadline ends soon after, and its slot stays taken until it does.
+    /// past it the call fails `document_timeout`. With a host's places
+    /// ([`DocumentTool::pdf_reader`], [`DocumentTool::html_extractor`]) the
+    /// place is stopped there and the slot is free at once; in process the
+    /// extraction is bounded by the limits (HTML: bytes, depth, elements,
+    /// attributes, checked before parsing; PDF: the pre-scan's limits,
+    /// pages and bytes per page), so work left behind ends soon after, and
+    /// its slot stays taken until it does.
     pub deadline: Duration,
     /// Where PDFs are read: in process when `None`.
     pub pdf_reader: Option<Arc<dyn PdfReader>>,
