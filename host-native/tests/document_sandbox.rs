@@ -51,8 +51,9 @@ fn parent_of(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Live document sandboxes of this process working in `workdir`.
-fn sandboxes_in(workdir: &Path) -> BTreeSet<u32> {
+/// Live document sandboxes of this process working in `workdir` (any
+/// when `None`).
+fn sandboxes_in_opt(workdir: Option<&Path>) -> BTreeSet<u32> {
     let mut found = BTreeSet::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -71,12 +72,16 @@ fn sandboxes_in(workdir: &Path) -> BTreeSet<u32> {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
         if cmdline.split(|b| *b == 0).nth(1) == Some(SUBCOMMAND.as_bytes())
-            && cwd.as_deref() == Some(workdir)
+            && (workdir.is_none() || cwd.as_deref() == workdir)
         {
             found.insert(pid);
         }
     }
     found
+}
+
+fn sandboxes_in(workdir: &Path) -> BTreeSet<u32> {
+    sandboxes_in_opt(Some(workdir))
 }
 
 /// Wait until `pids` are all gone from `/proc` (killed and reaped), up to
@@ -507,4 +512,138 @@ async fn past_the_prescan_the_address_space_cap_ends_the_child_not_the_host() {
         assert!(own_peak_resident_bytes() < ADDRESS_SPACE_CAP / 2);
         small_pdf_is_read(&sandbox).await;
     }
+}
+
+// ---------------------------------------------------------------------------
+// end to end, in the app's actors
+// ---------------------------------------------------------------------------
+
+/// `extract_document` outcomes of a run: the path → its text or failure
+/// code, read back from the journal's blobs.
+async fn extraction_outcomes(
+    app: &agent_host_native::app::App,
+    run: &agent_kernel::RunId,
+    tool: &str,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    use agent_kernel::host::StorageExt;
+    use agent_kernel::journal::JournalRecord;
+    use agent_kernel::protocol::ToolResult;
+    let storage = app.native().host().storage.clone();
+    let journal: Vec<JournalRecord> = storage
+        .scan_records(&format!("{run}/"))
+        .await
+        .expect("journal");
+    let mut outcomes = std::collections::BTreeMap::new();
+    for record in journal.iter().filter(|j| j.tool == tool) {
+        let args = storage
+            .get_blob(&record.args.hash)
+            .await
+            .expect("read")
+            .expect("arguments blob");
+        let args: serde_json::Value = serde_json::from_slice(&args).expect("arguments");
+        let path = args["path"].as_str().expect("path").to_owned();
+        let result = match &record.result {
+            Some(blob) => storage.get_blob(&blob.hash).await.expect("read"),
+            None => None,
+        };
+        let outcome = match result.map(|b| serde_json::from_slice::<ToolResult>(&b)) {
+            Some(Ok(ToolResult::Success(s))) => s.content["text"].clone(),
+            Some(Ok(ToolResult::Error(f))) => serde_json::json!({ "code": f.code, "message": f.message }),
+            other => serde_json::json!({ "state": format!("{:?} {other:?}", record.state) }),
+        };
+        outcomes.insert(path, outcome);
+    }
+    outcomes
+}
+
+/// The finding's documents attached to a session (the ASCIIHex-over-Flate
+/// PDF bomb and the 200,000-attribute page), read by a run with
+/// `extract_document` in the app's actor: typed failures, the run settles,
+/// the next small document (written by the model) is read, and the host is
+/// alive and far below the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_reads_the_findings_documents_settles_with_typed_failures() {
+    use agent_host_native::app::{App, AppOptions};
+    use agent_host_native::script_sandbox::SandboxCommand as ScriptCommand;
+    use agent_kernel::SessionId;
+    use agent_kernel::run::RunStatus;
+    use agent_supervisor::{RunConfig, Scenario, ScriptedProvider};
+    use serde_json::json;
+
+    let bomb = String::from_utf8(pdf_bomb(BOMB_INTEGERS, true)).expect("ASCII");
+    let page = attribute_page(200_000);
+    let write = |path: &str, content: &str, mime: &str| {
+        json!({"text": "Writing.", "tool_calls": [{"name": "workspace_write",
+            "arguments": {"path": path, "content": content, "mime": mime}}]})
+    };
+    let read = |path: &str| {
+        json!({"text": "Reading.", "tool_calls": [{"name": "extract_document",
+            "arguments": {"path": path}}]})
+    };
+    let turns = vec![
+        write("small.html", SMALL_PAGE, "text/html"),
+        read("bomb.pdf"),
+        read("page.html"),
+        read("small.html"),
+        json!({"text": "Done."}),
+    ];
+    let scenario = Scenario::from_json(&json!({ "turns": turns }).to_string()).expect("scenario");
+    let data = tempfile::tempdir().expect("data");
+    let native = agent_host_native::host::NativeHost::open_with(data.path(), Default::default())
+        .await
+        .expect("host");
+    let provider = std::sync::Arc::new(ScriptedProvider::new(
+        scenario,
+        native.host().clock.clone(),
+    ));
+    let options = AppOptions {
+        script_sandbox: Some(ScriptCommand::agentrt(BIN)),
+        ..AppOptions::default()
+    };
+    let app = App::on_host(native, options, provider).await.expect("app");
+    let session = SessionId::new("documents").expect("session");
+    let _lease = app.open_session(&session).await.expect("lease");
+    // The person attaches the finding's documents.
+    let workspace = app.workspaces().get(&session).expect("open").workspace;
+    for (path, bytes, mime) in [
+        ("bomb.pdf", bomb.into_bytes(), "application/pdf"),
+        ("page.html", page.into_bytes(), "text/html"),
+    ] {
+        let path = agent_workspace::WorkspacePath::parse(path).expect("path");
+        workspace
+            .create(&path, bytes, mime, agent_workspace::Source::User)
+            .await
+            .expect("attach");
+    }
+    let run = app
+        .runtime()
+        .start(&session, "Read the documents.", RunConfig::default())
+        .await
+        .expect("start");
+    let mut seen = BTreeSet::new();
+    let settled = loop {
+        seen.extend(sandboxes_in_opt(None));
+        if let Ok(done) =
+            tokio::time::timeout(Duration::from_millis(10), app.runtime().wait_settled(&run)).await
+        {
+            break done.expect("run");
+        }
+    };
+    // The reads ran in document sandboxes, not in this process.
+    assert!(!seen.is_empty());
+    assert_eq!(settled.status, RunStatus::Completed);
+    let writes = extraction_outcomes(&app, &run, "workspace_write").await;
+    let outcomes = extraction_outcomes(&app, &run, "extract_document").await;
+    assert_eq!(outcomes.len(), 3, "{outcomes:?} {writes:?}");
+    assert_eq!(outcomes["bomb.pdf"]["code"], "document_too_complex", "{outcomes:?} {writes:?}");
+    assert_eq!(outcomes["page.html"]["code"], "document_too_complex", "{outcomes:?}");
+    assert!(
+        outcomes["small.html"]
+            .as_str()
+            .is_some_and(|t| t.contains("served at once")),
+        "{outcomes:?}"
+    );
+    // Resuming the settled run does not re-run the reads into a crash.
+    let _ = app.runtime().resume(&run).await;
+    assert!(own_peak_resident_bytes() < ADDRESS_SPACE_CAP / 2);
 }
