@@ -548,7 +548,9 @@ async fn extraction_outcomes(
         };
         let outcome = match result.map(|b| serde_json::from_slice::<ToolResult>(&b)) {
             Some(Ok(ToolResult::Success(s))) => s.content["text"].clone(),
-            Some(Ok(ToolResult::Error(f))) => serde_json::json!({ "code": f.code, "message": f.message }),
+            Some(Ok(ToolResult::Error(f))) => {
+                serde_json::json!({ "code": f.code, "message": f.message })
+            }
             other => serde_json::json!({ "state": format!("{:?} {other:?}", record.state) }),
         };
         outcomes.insert(path, outcome);
@@ -592,10 +594,8 @@ async fn a_run_that_reads_the_findings_documents_settles_with_typed_failures() {
     let native = agent_host_native::host::NativeHost::open_with(data.path(), Default::default())
         .await
         .expect("host");
-    let provider = std::sync::Arc::new(ScriptedProvider::new(
-        scenario,
-        native.host().clock.clone(),
-    ));
+    let provider =
+        std::sync::Arc::new(ScriptedProvider::new(scenario, native.host().clock.clone()));
     let options = AppOptions {
         script_sandbox: Some(ScriptCommand::agentrt(BIN)),
         ..AppOptions::default()
@@ -635,8 +635,14 @@ async fn a_run_that_reads_the_findings_documents_settles_with_typed_failures() {
     let writes = extraction_outcomes(&app, &run, "workspace_write").await;
     let outcomes = extraction_outcomes(&app, &run, "extract_document").await;
     assert_eq!(outcomes.len(), 3, "{outcomes:?} {writes:?}");
-    assert_eq!(outcomes["bomb.pdf"]["code"], "document_too_complex", "{outcomes:?} {writes:?}");
-    assert_eq!(outcomes["page.html"]["code"], "document_too_complex", "{outcomes:?}");
+    assert_eq!(
+        outcomes["bomb.pdf"]["code"], "document_too_complex",
+        "{outcomes:?} {writes:?}"
+    );
+    assert_eq!(
+        outcomes["page.html"]["code"], "document_too_complex",
+        "{outcomes:?}"
+    );
     assert!(
         outcomes["small.html"]
             .as_str()
