@@ -653,3 +653,76 @@ async fn a_run_that_reads_the_findings_documents_settles_with_typed_failures() {
     let _ = app.runtime().resume(&run).await;
     assert!(own_peak_resident_bytes() < ADDRESS_SPACE_CAP / 2);
 }
+
+// ---------------------------------------------------------------------------
+// fetch_url's reader
+// ---------------------------------------------------------------------------
+
+/// `fetch_url`'s reader with the sandbox as its extractor, against a real
+/// loopback server: the finding's attribute page (about 1.2 MB) is
+/// `page_too_complex` at once, not 30 s of CPU per read, and the next
+/// small page is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_reads_pages_through_the_sandbox() {
+    use agent_fetch::testing::TestLoopback;
+    use agent_fetch::{
+        CancelToken, FetchError, ReaderConfig, SystemResolver, UrlPolicy, WebReader,
+    };
+    use agent_host_native::host::{SystemClock, TokioExecutor};
+
+    let hostile = attribute_page(200_000);
+    let app = axum::Router::new()
+        .route(
+            "/hostile",
+            axum::routing::get(move || {
+                let body = hostile.clone();
+                async move { ([("content-type", "text/html")], body) }
+            }),
+        )
+        .route(
+            "/small",
+            axum::routing::get(|| async { ([("content-type", "text/html")], SMALL_PAGE) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    let executor = std::sync::Arc::new(TokioExecutor::current().expect("runtime"));
+    let policy = UrlPolicy::public_web(std::sync::Arc::new(SystemResolver::new(executor.clone())))
+        .allowing_test_servers(TestLoopback::for_tests_only(), [addr]);
+    let clock = std::sync::Arc::new(SystemClock::new(tokio::runtime::Handle::current()));
+    let sandbox = sandbox();
+    let reader = WebReader::new(
+        policy,
+        ReaderConfig::direct_only(),
+        Default::default(),
+        clock,
+    )
+    .with_blocking(executor)
+    .with_readable_extractor(std::sync::Arc::new(sandbox.clone()));
+    let start = Instant::now();
+    let (refused, pids) = with_pids(
+        &sandbox,
+        reader.read(&format!("http://{addr}/hostile"), CancelToken::never()),
+    )
+    .await;
+    let refused = refused.expect_err("refused");
+    assert!(
+        matches!(
+            refused.reason,
+            FetchError::PageTooComplex {
+                refusal: HtmlRefusal::TooManyAttributesOnElement { .. }
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(refused.reason.code(), "page_too_complex");
+    assert!(start.elapsed() < AT_ONCE, "{:?}", start.elapsed());
+    assert!(!pids.is_empty(), "extracted in a sandbox process");
+    let page = reader
+        .read(&format!("http://{addr}/small"), CancelToken::never())
+        .await
+        .expect("the small page is read");
+    assert!(page.text.contains("served at once"), "{page:?}");
+}
