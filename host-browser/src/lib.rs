@@ -9,6 +9,8 @@
 //! - [`worker`]: the dedicated Workers that run `run_javascript` and read
 //!   PDFs in the Worker module (`agent-worker-module`), loaded on first use (S5.7);
 //! - [`pdf_reader`] (feature `runtime`): `extract_document`'s PDF reader on such a Worker;
+//! - [`html_extractor`] (feature `runtime`): readable text of HTML on such a
+//!   Worker, terminated at the deadline;
 //! - [`platform`]: clock, entropy and executor from the browser;
 //! - [`subscriptions`]: the runtime's registry of live event subscriptions
 //!   (they live until closed, not until their JS handle is collected);
@@ -25,6 +27,8 @@ pub mod subscriptions;
 
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]
 pub mod api;
+#[cfg(all(target_arch = "wasm32", feature = "runtime"))]
+pub mod html_extractor;
 #[cfg(target_arch = "wasm32")]
 pub mod idb;
 #[cfg(target_arch = "wasm32")]

@@ -1,5 +1,6 @@
 //! The dedicated Workers that run the heavy built-ins (S5.7): a
-//! `run_javascript` script in QuickJS, or a PDF for `extract_document`.
+//! `run_javascript` script in QuickJS, a PDF for `extract_document`, or an
+//! HTML document's readable text (issue 32).
 //! Both live in the Worker's own wasm module (`agent-worker-module`), which
 //! the page fetches and compiles on first use, so the module the page loads
 //! first carries neither (issue 18). Past the hard deadline the Worker is
@@ -25,7 +26,9 @@ use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, W
 use crate::js::describe;
 use crate::platform;
 
-pub use agent_tools::builtin::offload::{PdfRequest, PdfResponse, ScriptRequest, ScriptResponse};
+pub use agent_tools::builtin::offload::{
+    PdfRequest, PdfResponse, ReadableResponse, ScriptRequest, ScriptResponse,
+};
 
 /// The Worker could not do the work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -187,7 +190,7 @@ impl std::fmt::Debug for ModuleWorker {
 /// then answer `run` messages with the module's entry points.
 fn worker_source(glue_blob_url: &str) -> String {
     format!(
-        r#"import init, {{ __agentrt_worker_run as runScript, __agentrt_worker_read_pdf as readPdf }} from {glue};
+        r#"import init, {{ __agentrt_worker_run as runScript, __agentrt_worker_read_pdf as readPdf, __agentrt_worker_readable as readReadable }} from {glue};
 let ready = null;
 self.onmessage = async (event) => {{
   const m = event.data;
@@ -208,7 +211,9 @@ self.onmessage = async (event) => {{
   if (m.kind === 'run') {{
     await ready;
     try {{
-      const response = m.op === 'pdf' ? readPdf(m.bytes, m.request) : runScript(m.request);
+      const response = m.op === 'pdf' ? readPdf(m.bytes, m.request)
+        : m.op === 'readable' ? readReadable(m.request)
+        : runScript(m.request);
       self.postMessage({{ kind: 'result', id: m.id, response }});
     }} catch (e) {{
       // A trap (a panic aborts in wasm32) leaves the instance unusable.
@@ -419,6 +424,19 @@ impl ModuleWorker {
             serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
         let bytes = js_sys::Uint8Array::from(bytes);
         let answer = self.call("pdf", &text, Some(bytes), hard_deadline).await?;
+        serde_json::from_str(&answer).map_err(|e| WorkerError::Failed(e.to_string()))
+    }
+
+    /// Extract one HTML document's readable text; terminate the Worker if
+    /// no answer comes within `hard_deadline`.
+    pub async fn readable(
+        &self,
+        request: &agent_tools::builtin::document::ReadableRequest,
+        hard_deadline: Duration,
+    ) -> Result<ReadableResponse, WorkerError> {
+        let text =
+            serde_json::to_string(request).map_err(|e| WorkerError::Failed(e.to_string()))?;
+        let answer = self.call("readable", &text, None, hard_deadline).await?;
         serde_json::from_str(&answer).map_err(|e| WorkerError::Failed(e.to_string()))
     }
 

@@ -298,3 +298,89 @@ async fn pdfs_are_read_in_the_worker_and_a_malformed_one_is_a_typed_error() {
         "a malformed file needs no new Worker"
     );
 }
+
+/// One `<p>` with `count` distinct attributes.
+fn attribute_page(count: usize) -> String {
+    let mut html = String::from("<html><body><p");
+    for i in 0..count {
+        html.push_str(&format!(" a{i:x}"));
+    }
+    html.push_str(">text</p></body></html>");
+    html
+}
+
+fn readable_request(
+    html: String,
+    limits: agent_tools::builtin::document::HtmlLimits,
+) -> agent_tools::builtin::document::ReadableRequest {
+    agent_tools::builtin::document::ReadableRequest {
+        html,
+        url: None,
+        style: agent_tools::builtin::document::TextStyle::Formatted,
+        limits,
+        max_chars: 40_000,
+    }
+}
+
+/// Issue 32: HTML's readable text is extracted in a Worker; the finding's
+/// attribute page is refused by the pre-scan there; with the attribute
+/// limits lifted its quadratic parse is stopped at the deadline by
+/// terminating the Worker, and the next small page is read at once.
+#[wasm_bindgen_test]
+async fn html_is_extracted_in_the_worker_and_a_parse_past_its_deadline_is_terminated() {
+    use agent_host_browser::html_extractor::WorkerHtmlExtractor;
+    use agent_tools::builtin::document::{
+        ExtractorError, HtmlLimits, HtmlRefusal, ReadableError, ReadableExtractor,
+    };
+    let worker = Rc::new(test_worker());
+    let extractor = WorkerHtmlExtractor::new(worker.clone());
+    let small = "<html><head><title>Small</title></head><body><article><p>A small page read in the Worker after the hostile one.</p></article></body></html>";
+    let page = extractor
+        .extract(
+            readable_request(small.into(), HtmlLimits::DEFAULT),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the small page is read");
+    assert!(page.text.contains("read in the Worker"), "{page:?}");
+    let refused = extractor
+        .extract(
+            readable_request(attribute_page(200_000), HtmlLimits::DEFAULT),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(
+        refused,
+        Err(ExtractorError::Readable(ReadableError::Refused(
+            HtmlRefusal::TooManyAttributesOnElement {
+                limit: HtmlLimits::DEFAULT.max_attributes_per_element
+            }
+        )))
+    );
+    let started = worker.workers_started();
+    let lifted = HtmlLimits {
+        max_attributes_per_element: usize::MAX,
+        max_attributes: usize::MAX,
+        ..HtmlLimits::DEFAULT
+    };
+    let stopped = extractor
+        .extract(
+            readable_request(attribute_page(200_000), lifted),
+            Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!(
+        stopped,
+        Err(ExtractorError::TimedOut { deadline_ms: 1_000 })
+    );
+    // Terminated and replaced: a new Worker serves the next page.
+    assert_eq!(worker.workers_started(), started + 1);
+    let page = extractor
+        .extract(
+            readable_request(small.into(), HtmlLimits::DEFAULT),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the next small page is read");
+    assert!(page.text.contains("read in the Worker"), "{page:?}");
+}

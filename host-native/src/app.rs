@@ -27,6 +27,7 @@ use agent_tools::builtin::javascript::{JavascriptTool, ScriptPlace};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::document_sandbox::{self, DocumentSandbox};
 use crate::host::{HostError, NativeHost, NativeHostOptions};
 use crate::script_sandbox::{SandboxCommand, ScriptSandbox};
 
@@ -249,7 +250,11 @@ pub struct AppOptions {
     /// Run `run_javascript` scripts in sandbox processes started with this
     /// command, killed at their deadline (`agentrt` always does); `None`
     /// runs them on blocking threads of this process, bounded only by the
-    /// engine's soft deadline (tests of other parts).
+    /// engine's soft deadline (tests of other parts). When it is `agentrt
+    /// __script-sandbox`, outside documents (HTML for `fetch_url` and
+    /// `extract_document`, PDFs) are read in `agentrt __document-sandbox`
+    /// of the same binary ([`crate::document_sandbox`]); otherwise in
+    /// process.
     pub script_sandbox: Option<SandboxCommand>,
 }
 
@@ -298,6 +303,22 @@ impl App {
             js = js.run_in(ScriptPlace::Runner(Arc::new(sandbox)));
         }
         let js = js.spawn(None).map_err(AppError::Tools)?;
+        // Outside documents (HTML, PDF) are read in the document sandbox of
+        // the same `agentrt` binary, capped and killed at the deadline.
+        let documents = match options.script_sandbox.as_ref().and_then(|c| {
+            c.sibling(
+                crate::script_sandbox::SUBCOMMAND,
+                document_sandbox::SUBCOMMAND,
+            )
+        }) {
+            Some(command) => Some(
+                DocumentSandbox::new(command, agent_readable::ExtractionSlots::SHARED_SLOTS)
+                    .map_err(|e| {
+                        AppError::Tools(format!("cannot prepare the document sandbox: {e}"))
+                    })?,
+            ),
+            None => None,
+        };
         let policy = options.url_policy.clone().unwrap_or_else(|| {
             UrlPolicy::public_web(Arc::new(SystemResolver::new(host.executor.clone())))
         });
@@ -316,6 +337,10 @@ impl App {
             host.clock.clone(),
         )
         .with_blocking(host.executor.clone());
+        let reader = match &documents {
+            Some(sandbox) => reader.with_readable_extractor(Arc::new(sandbox.clone())),
+            None => reader,
+        };
         // Deep Research planning's `web_search` (S9.4), when configured.
         let search: Option<Arc<dyn agent_research::search::SearchBackend>> =
             match &options.config.search {
@@ -330,7 +355,11 @@ impl App {
             owner: native.owner().clone(),
             provider,
             javascript: Some(js),
-            pdf_reader: None,
+            pdf_reader: documents
+                .clone()
+                .map(|d| Arc::new(d) as Arc<dyn agent_tools::builtin::document::PdfReader>),
+            html_extractor: documents
+                .map(|d| Arc::new(d) as Arc<dyn agent_readable::ReadableExtractor>),
             fetch: Some(Arc::new(reader)),
             secrets: options.config.secret_resolver(),
             plugins: options.config.plugins.clone(),

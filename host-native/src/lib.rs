@@ -20,8 +20,12 @@
 //! - `pause` (feature `test-hooks`, never in a release build): a test-only
 //!   pause at a named journal boundary (SIGKILL tests); the same feature
 //!   turns on the supervisor's deliberate faults (`Sabotage`);
+//! - [`sandbox`]: the one mechanism of the killable sandbox processes
+//!   (spawn, pipes, framing, kill at the deadline, reaping);
 //! - [`script_sandbox`]: the killable process `run_javascript` scripts run
 //!   in (`agentrt __script-sandbox`);
+//! - [`document_sandbox`]: the killable, address-space-capped process that
+//!   reads HTML and PDFs (`agentrt __document-sandbox`);
 //! - [`queue`]: runs handed to workers through the store (`agentrt run
 //!   --detach`, `agentrt resume --detach`, an embedder's call);
 //! - [`worker`]: `agentrt worker`, which executes queued runs, many workers
@@ -34,6 +38,7 @@
 pub mod app;
 pub mod config;
 pub mod demo;
+pub mod document_sandbox;
 pub mod gateway;
 pub mod host;
 pub mod mcp_gateway;
@@ -46,6 +51,7 @@ pub mod queue;
 pub mod relay;
 #[cfg(feature = "sim")]
 pub mod research_sim;
+pub mod sandbox;
 pub mod script_sandbox;
 pub mod sqlite;
 #[cfg(feature = "sim")]

@@ -25,7 +25,7 @@ use agent_host_native::config::{Config, parse_approval};
 use agent_host_native::host::{NativeHost, TokioExecutor};
 #[cfg(feature = "test-hooks")]
 use agent_host_native::pause;
-use agent_host_native::{demo, script_sandbox};
+use agent_host_native::{demo, document_sandbox, script_sandbox};
 use agent_kernel::budget::Budget;
 use agent_kernel::host::{LeaseError, Storage, StorageExt};
 use agent_kernel::run::{AgentRun, PendingKind, RunMode};
@@ -65,6 +65,11 @@ fn main() -> ExitCode {
         == Some(std::ffi::OsStr::new(script_sandbox::SUBCOMMAND))
     {
         return script_sandbox::serve_stdio();
+    }
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(document_sandbox::SUBCOMMAND))
+    {
+        return document_sandbox::serve_stdio();
     }
     // Never a stack trace: a panic prints one line and exits 4.
     std::panic::set_hook(Box::new(|info| {
@@ -749,8 +754,18 @@ async fn serve(
         },
         None => agent_fetch::ReaderConfig::direct_only(),
     };
+    // Pages the gateway reads for the browser are extracted in the
+    // document sandbox too (capped, killed at the deadline).
+    let documents = document_sandbox::DocumentSandbox::new(
+        document_sandbox::DocumentSandbox::command(
+            std::env::current_exe().context("cannot find the agentrt executable")?,
+        ),
+        agent_readable::ExtractionSlots::SHARED_SLOTS,
+    )
+    .context("cannot prepare the document sandbox")?;
     let reader = agent_fetch::WebReader::new(policy, reader_config, Default::default(), clock)
-        .with_blocking(executor);
+        .with_blocking(executor)
+        .with_readable_extractor(Arc::new(documents));
     for (flag, dir) in [("--www", &www), ("--pkg", &pkg)] {
         if let Some(dir) = dir.as_ref().filter(|d| !d.is_dir()) {
             return Err(usage(format!(

@@ -497,6 +497,7 @@ impl TabSim {
                 provider,
                 javascript: None,
                 pdf_reader: None,
+                html_extractor: None,
                 fetch: self.wiring.fetch.clone(),
                 secrets: self.wiring.secrets.clone(),
                 plugins: Vec::new(),

@@ -140,6 +140,7 @@ async fn env(
             provider: provider(scripted),
             javascript: None,
             pdf_reader: None,
+            html_extractor: None,
             fetch: None,
             secrets: Config::default().secret_resolver(),
             plugins: Vec::new(),

@@ -272,6 +272,7 @@ impl Fixture {
             }),
             javascript: None,
             pdf_reader: None,
+            html_extractor: None,
             fetch: None,
             secrets: Arc::new(NoSecrets),
             plugins: Vec::new(),

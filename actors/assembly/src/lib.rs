@@ -55,7 +55,7 @@ use agent_research::start::{
     START_DEEP_RESEARCH, StartDeepResearch, start_deep_research_definition,
 };
 use agent_supervisor::{ModelProvider, RunError, Runtime, RuntimeOptions};
-use agent_tools::builtin::document::{DocumentTool, PdfReader};
+use agent_tools::builtin::document::{DocumentTool, PdfReader, ReadableExtractor};
 use agent_tools::registry::Exposure;
 use agent_tools::{
     PluginManifest, Registry, RegistryError, SecretResolver, ToolRegistration, ToolsHandle,
@@ -179,6 +179,10 @@ pub struct Parts {
     /// Where `extract_document` reads PDFs: in process when `None` (the
     /// native host); the browser's Worker module in a tab.
     pub pdf_reader: Option<Arc<dyn PdfReader>>,
+    /// Where `extract_document` extracts HTML's readable text: in process
+    /// when `None`; natively the document sandbox process, in a tab the
+    /// Worker module.
+    pub html_extractor: Option<Arc<dyn ReadableExtractor>>,
     /// What `fetch_url` reads through, or `None` (not offered).
     pub fetch: Option<Arc<dyn FetchBackend>>,
     /// Resolves the secret handles plugins name.
@@ -270,6 +274,7 @@ impl Assembly {
             Arc::new(WorkspaceDocuments::new(workspaces.clone())),
         )
         .read_pdfs_with(parts.pdf_reader)
+        .extract_html_with(parts.html_extractor)
         .spawn(None)
         .map_err(|detail| AssemblyError::Spawn {
             tool: "extract_document",

@@ -86,6 +86,7 @@ fn parts(
         provider,
         javascript: None,
         pdf_reader: None,
+        html_extractor: None,
         fetch: None,
         secrets: Arc::new(NoSecrets),
         plugins: vec![tickets_plugin()],

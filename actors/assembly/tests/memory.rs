@@ -50,6 +50,7 @@ fn assembly(mem: &MemoryHost, by_prompt: &[(&str, &str)]) -> Assembly {
         provider: Arc::new(ScriptedProvider::new(scenario, mem.host().clock)),
         javascript: None,
         pdf_reader: None,
+        html_extractor: None,
         fetch: None,
         secrets: Arc::new(NoSecrets),
         plugins: Vec::new(),

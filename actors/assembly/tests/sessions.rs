@@ -125,6 +125,7 @@ fn fixture(turns: &str) -> Fixture {
         provider,
         javascript: None,
         pdf_reader: None,
+        html_extractor: None,
         fetch: None,
         secrets: Arc::new(NoSecrets),
         plugins: vec![tickets_plugin()],

@@ -3,7 +3,7 @@
 //! Markdown from HTML (through `agent-readable`, which bounds it; no page
 //! JavaScript runs), the character limit, and challenge-page detection.
 
-use agent_readable::{HtmlLimits, ReadableError, TextStyle};
+use agent_readable::{BoundedReadable, HtmlLimits, ReadableError, ReadableRequest, TextStyle};
 use encoding_rs::{Encoding, UTF_8, WINDOWS_1252};
 use reqwest::header::HeaderMap;
 
@@ -162,8 +162,78 @@ pub fn truncate_chars(mut text: String, max: usize) -> (String, bool) {
     }
 }
 
+/// A response body on its way to readable text: done already (text,
+/// Markdown, JSON), or HTML that still needs readable-text extraction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prepared {
+    Done(Extracted),
+    /// The request for [`agent_readable::answer`] (wherever it runs); its
+    /// answer becomes text through [`html_extracted`].
+    Html {
+        request: ReadableRequest,
+        content_type: String,
+    },
+}
+
+/// Classify and decode a response body; HTML is prepared for extraction
+/// within `html` limits as Markdown of at most `max_chars` characters.
+pub fn prepare(
+    content_type: Option<&str>,
+    body: &[u8],
+    url: &str,
+    max_chars: usize,
+    html: &HtmlLimits,
+) -> Result<Prepared, FetchError> {
+    let (kind, mime) = classify(content_type, body)?;
+    let text = decode(body, content_type, kind);
+    match kind {
+        ContentKind::Html => Ok(Prepared::Html {
+            request: ReadableRequest {
+                html: text,
+                url: Some(url.to_owned()),
+                style: TextStyle::Markdown,
+                limits: *html,
+                max_chars,
+            },
+            content_type: mime,
+        }),
+        ContentKind::Text | ContentKind::Markdown | ContentKind::Json => {
+            let (text, text_truncated) = truncate_chars(text, max_chars);
+            Ok(Prepared::Done(Extracted {
+                title: None,
+                text,
+                content_type: mime,
+                text_truncated,
+            }))
+        }
+    }
+}
+
+/// The readable text of an HTML page from the extraction's answer: a page
+/// over a limit is [`FetchError::PageTooComplex`]; no article is empty text.
+pub fn html_extracted(
+    answer: Result<BoundedReadable, ReadableError>,
+    content_type: String,
+) -> Result<Extracted, FetchError> {
+    match answer {
+        Ok(page) => Ok(Extracted {
+            title: page.title,
+            text: page.text,
+            content_type,
+            text_truncated: page.truncated,
+        }),
+        Err(ReadableError::NoArticle { title }) => Ok(Extracted {
+            title,
+            text: String::new(),
+            content_type,
+            text_truncated: false,
+        }),
+        Err(ReadableError::Refused(refusal)) => Err(FetchError::PageTooComplex { refusal }),
+    }
+}
+
 /// Turn a response body into readable text within `max_chars`; HTML
-/// within `html` limits.
+/// within `html` limits, extracted here.
 pub fn extract(
     content_type: Option<&str>,
     body: &[u8],
@@ -171,19 +241,13 @@ pub fn extract(
     max_chars: usize,
     html: &HtmlLimits,
 ) -> Result<Extracted, FetchError> {
-    let (kind, mime) = classify(content_type, body)?;
-    let text = decode(body, content_type, kind);
-    let (title, text) = match kind {
-        ContentKind::Html => readable_html(&text, Some(url), html)?,
-        ContentKind::Text | ContentKind::Markdown | ContentKind::Json => (None, text),
-    };
-    let (text, text_truncated) = truncate_chars(text, max_chars);
-    Ok(Extracted {
-        title,
-        text,
-        content_type: mime,
-        text_truncated,
-    })
+    match prepare(content_type, body, url, max_chars, html)? {
+        Prepared::Done(extracted) => Ok(extracted),
+        Prepared::Html {
+            request,
+            content_type,
+        } => html_extracted(agent_readable::answer(&request), content_type),
+    }
 }
 
 /// Markers of anti-bot challenge pages, searched case-insensitively in the

@@ -12,7 +12,7 @@ use agent_kernel::host::{Clock, Executor, timeout};
 use futures::FutureExt;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 
-use agent_readable::{ExtractionSlots, on_extraction_stack};
+use agent_readable::{ExtractionSlots, ExtractorError, ReadableExtractor, on_extraction_stack};
 
 use crate::content;
 use crate::jina::{self, JinaVerdict};
@@ -91,6 +91,8 @@ pub struct DirectReader {
     blocking: Option<Arc<dyn Executor>>,
     /// How many extractions run at once (shared with `extract_document`).
     extraction: ExtractionSlots,
+    /// Where HTML's readable text is extracted: here when `None`.
+    extractor: Option<Arc<dyn ReadableExtractor>>,
 }
 
 fn network(e: reqwest::Error) -> FetchError {
@@ -157,7 +159,15 @@ impl DirectReader {
             clock,
             blocking: None,
             extraction: ExtractionSlots::shared().clone(),
+            extractor: None,
         }
+    }
+
+    /// Extract HTML's readable text in `extractor` (a place the host can
+    /// stop at the deadline) instead of on this process's threads.
+    pub fn with_readable_extractor(mut self, extractor: Arc<dyn ReadableExtractor>) -> Self {
+        self.extractor = Some(extractor);
+        self
     }
 
     /// Run extractions in `slots` instead of the process-wide pool.
@@ -348,6 +358,36 @@ impl DirectReader {
             .acquire()
             .await
             .map_err(|e| lost(e.to_string()))?;
+        if let Some(extractor) = &self.extractor {
+            // In a place the host can stop (a sandbox process, a Worker):
+            // the slot is held while it works and free when it is stopped.
+            let extracted = match content::prepare(
+                content_type.as_deref(),
+                &raw.body,
+                &raw.final_url,
+                max_chars,
+                &html,
+            )? {
+                content::Prepared::Done(extracted) => extracted,
+                content::Prepared::Html {
+                    request,
+                    content_type,
+                } => {
+                    let deadline = self.limits.total_timeout;
+                    let answer = match extractor.extract(request, deadline).await {
+                        Ok(page) => Ok(page),
+                        Err(ExtractorError::Readable(refused)) => Err(refused),
+                        Err(ExtractorError::TimedOut { deadline_ms }) => {
+                            return Err(FetchError::Timeout { ms: deadline_ms });
+                        }
+                        Err(ExtractorError::Lost(detail)) => return Err(lost(detail)),
+                    };
+                    content::html_extracted(answer, content_type)?
+                }
+            };
+            drop(slot);
+            return Ok(self.page(requested, raw, extracted));
+        }
         let body = raw.body.clone();
         let url = raw.final_url.clone();
         let job = move || {
@@ -363,7 +403,11 @@ impl DirectReader {
                 .map_err(|e| lost(format!("text extraction did not finish: {e}")))?,
         }
         .map_err(|e| lost(e.to_string()))??;
-        Ok(Page {
+        Ok(self.page(requested, raw, extracted))
+    }
+
+    fn page(&self, requested: String, raw: RawResponse, extracted: content::Extracted) -> Page {
+        Page {
             requested_url: requested,
             final_url: raw.final_url,
             reader: ReaderUsed::Direct,
@@ -377,7 +421,7 @@ impl DirectReader {
             text_truncated: extracted.text_truncated,
             redirects: raw.redirects,
             fetched_at_ms: self.clock.wall_ms(),
-        })
+        }
     }
 }
 
@@ -431,6 +475,13 @@ impl WebReader {
     /// Run extractions in `slots` instead of the process-wide pool.
     pub fn with_extraction_slots(mut self, slots: ExtractionSlots) -> Self {
         self.direct = self.direct.with_extraction_slots(slots);
+        self
+    }
+
+    /// Extract HTML's readable text in `extractor` (see
+    /// [`DirectReader::with_readable_extractor`]).
+    pub fn with_readable_extractor(mut self, extractor: Arc<dyn ReadableExtractor>) -> Self {
+        self.direct = self.direct.with_readable_extractor(extractor);
         self
     }
 

@@ -5,8 +5,8 @@
 //! `cargo run --release -p agent-readable --example measure -- DEPTH STACK_KIB [SHAPE]`
 //! SHAPE is `divs` (nested divs around a paragraph, the default), `flat`
 //! (N paragraphs side by side), `tinyflat` (N `<p>x</p>`), `deepwide` (N
-//! short paragraphs inside 500 nested divs) or `mixed` (nested lists,
-//! tables and formatting).
+//! short paragraphs inside 500 nested divs), `attrs` (N paragraphs of
+//! 1,000 attributes each) or `mixed` (nested lists, tables and formatting).
 
 use std::time::Instant;
 
@@ -30,6 +30,20 @@ fn main() {
             h
         }
         "tinyflat" => "<p>x</p>".repeat(depth),
+        "attrs" => {
+            // DEPTH paragraphs, each with 1,000 distinct attributes (the
+            // per-tag limit): the worst attribute page within the limits
+            // at DEPTH = 400 (400,000 attributes in all).
+            let mut h = String::new();
+            for i in 0..depth {
+                h.push_str("<p");
+                for a in 0..1000 {
+                    h.push_str(&format!(" a{a}=\"{i}\""));
+                }
+                h.push_str(&format!(">Paragraph {i} with words enough to score.</p>"));
+            }
+            h
+        }
         "mixed" => {
             let mut h = String::new();
             for i in 0..depth / 4 {
@@ -51,6 +65,8 @@ fn main() {
         max_depth: usize::MAX,
         max_elements: usize::MAX,
         max_depth_sum: usize::MAX,
+        max_attributes_per_element: usize::MAX,
+        max_attributes: usize::MAX,
     };
     let bytes = html.len();
     let worker = std::thread::Builder::new()

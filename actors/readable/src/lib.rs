@@ -15,27 +15,35 @@
 //!
 //! 1. [`prescan`] reads the markup once, linearly and without recursion,
 //!    and refuses it over [`HtmlLimits`] (input bytes, nesting depth,
-//!    elements) **before any parser runs**, with a conservative estimate of
-//!    the tree the parser could build (see [`prescan`] for the rule).
+//!    elements, depth sum, attributes per tag and in all) **before any
+//!    parser runs**, with a conservative estimate of the tree the parser
+//!    could build (see [`prescan`] for the rule).
 //! 2. The parsed tree is measured exactly and without recursion
 //!    ([`tree::measure`]) and refused over the same limits before
 //!    readability runs.
-//! 3. Natively, [`on_extraction_stack`] runs the work on a thread of its
-//!    own with a known stack ([`EXTRACTION_STACK_BYTES`], several times the
-//!    measured need at the depth limit) — not on whatever stack a blocking
-//!    pool happens to give — and [`ExtractionSlots`] lets only a fixed
-//!    number of extractions run at once. A caller's deadline can answer
-//!    early, but the work it leaves behind is bounded by the limits, so it
-//!    ends soon after (see README, "Limits of fetch_url and
-//!    extract_document").
+//! 3. The work runs where it can be stopped: both tools hand HTML to a
+//!    host's [`ReadableExtractor`] ([`extractor`]), natively a sandbox
+//!    process with an address-space cap that the host kills at the
+//!    deadline (`agentrt __document-sandbox`), in the browser a Worker
+//!    terminated at the deadline. Every such place computes the same
+//!    [`answer`]. [`ExtractionSlots`] lets only a fixed number of
+//!    extractions run at once; a call holds its slot while its place
+//!    works, so a stopped place frees it at once. Without an extractor
+//!    (tests of the tools) the work runs in process, natively on a thread
+//!    of its own with a known stack ([`on_extraction_stack`],
+//!    [`EXTRACTION_STACK_BYTES`], several times the measured need at the
+//!    depth limit), which the sandbox child uses too; a caller's deadline
+//!    there only answers early, and the work it leaves behind is bounded
+//!    by the limits.
 //!
-//! In the browser the same code runs in wasm32: the same pre-scan and
-//! measurement bound the work on the page's thread, so a hostile page can
-//! neither freeze the tab for long nor exhaust the wasm stack.
+//! The same code builds for wasm32: the same pre-scan and measurement
+//! bound the work wherever it runs, so a hostile page can neither run for
+//! long nor exhaust the wasm stack.
 //!
 //! A page over a limit is [`ReadableError::Refused`] with its own
 //! [`HtmlRefusal`]; the tools turn it into their typed outcomes.
 
+pub mod extractor;
 pub mod prescan;
 mod slots;
 pub mod tree;
@@ -43,6 +51,10 @@ pub mod tree;
 use dom_smoothie::{Config, ParsePolicy, Readability, ReadabilityError, TextMode};
 use serde::{Deserialize, Serialize};
 
+pub use extractor::{
+    BoundedReadable, ExtractorError, ReadableExtractor, ReadableRequest, answer, answer_limit,
+    clip_chars,
+};
 pub use prescan::{Estimate, prescan};
 pub use slots::{
     EXTRACTION_STACK_BYTES, ExtractionLost, ExtractionSlot, ExtractionSlots, on_extraction_stack,
@@ -66,11 +78,35 @@ pub struct HtmlLimits {
     /// 200,000 paragraphs inside 500 nested `<div>`s are within both and
     /// took 111 s.
     pub max_depth_sum: usize,
+    /// Attributes on one tag. html5ever checks each new attribute of a tag
+    /// against all earlier ones (to drop duplicates), so one tag costs the
+    /// square of its attribute count: one `<p>` with 200,000 attributes
+    /// took 7.7 s, 1.4 million about 6 minutes.
+    #[serde(default = "default_max_attributes_per_element")]
+    pub max_attributes_per_element: usize,
+    /// Attributes on all tags of the document together (end tags included:
+    /// the tokenizer reads theirs too).
+    #[serde(default = "default_max_attributes")]
+    pub max_attributes: usize,
+}
+
+fn default_max_attributes_per_element() -> usize {
+    HtmlLimits::DEFAULT.max_attributes_per_element
+}
+
+fn default_max_attributes() -> usize {
+    HtmlLimits::DEFAULT.max_attributes
 }
 
 impl HtmlLimits {
     /// 8 MiB, depth 512 (Chromium's HTML parser also stops nesting at 512),
-    /// 200,000 elements, a depth sum of 2,000,000. Measured with
+    /// 200,000 elements, a depth sum of 2,000,000, 1,000 attributes on one
+    /// tag and 400,000 in all (two per element at the element limit; a
+    /// large article page has well under one per element on average).
+    /// The slowest attribute page within them, 400 tags of 1,000
+    /// attributes each (`examples/measure.rs`, shape `attrs`), took 0.33 s
+    /// in a release build (0.01 s of it the pre-scan).
+    /// Measured with
     /// `examples/measure.rs` (release, this project's 2-core VM): the
     /// slowest pages within them take about 1.5 s (200,000 tiny paragraphs;
     /// 3,700 paragraphs inside 500 nested `<div>`s), 512 nested `<div>`s
@@ -80,6 +116,8 @@ impl HtmlLimits {
         max_depth: 512,
         max_elements: 200_000,
         max_depth_sum: 2_000_000,
+        max_attributes_per_element: 1_000,
+        max_attributes: 400_000,
     };
 }
 
@@ -103,6 +141,15 @@ pub enum HtmlRefusal {
         "the HTML's elements are nested more than {limit} levels in sum (elements times their depth)"
     )]
     TooMuchNesting { limit: usize },
+    #[error("a tag of the HTML has more than {limit} attributes")]
+    TooManyAttributesOnElement { limit: usize },
+    #[error("the HTML has more than {limit} attributes in all")]
+    TooManyAttributes { limit: usize },
+    /// The place that extracted it ended without an answer on its own
+    /// (natively: the sandbox process reached its address-space cap, or
+    /// overflowed its stack): the document needs more than it may use.
+    #[error("the extraction needed more than the extractor may use ({detail})")]
+    OverMemoryCap { detail: String },
 }
 
 impl HtmlRefusal {
@@ -113,12 +160,16 @@ impl HtmlRefusal {
             HtmlRefusal::TooDeep { .. } => "too_deep",
             HtmlRefusal::TooManyElements { .. } => "too_many_elements",
             HtmlRefusal::TooMuchNesting { .. } => "too_much_nesting",
+            HtmlRefusal::TooManyAttributesOnElement { .. } => "too_many_attributes_on_element",
+            HtmlRefusal::TooManyAttributes { .. } => "too_many_attributes",
+            HtmlRefusal::OverMemoryCap { .. } => "over_memory_cap",
         }
     }
 }
 
 /// The output form of readable text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TextStyle {
     /// Markdown: headings, lists and links (what `fetch_url` returns).
     Markdown,
@@ -127,7 +178,7 @@ pub enum TextStyle {
 }
 
 /// Readable text and the title of a page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Readable {
     pub title: Option<String>,
     /// Trimmed; may be empty when the article has no text.
@@ -135,7 +186,8 @@ pub struct Readable {
 }
 
 /// Why no readable text came out.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReadableError {
     /// Over a limit: never parsed, or never handed to readability.
     #[error("{0}")]

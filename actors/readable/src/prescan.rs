@@ -51,6 +51,12 @@
 //!   and never closes them (`</body>` and `</html>` leave them open, as the
 //!   parser puts later content back into the body).
 //!
+//! Attributes are counted as the tokenizer begins each attribute name,
+//! per tag and in all, and refused over
+//! [`HtmlLimits::max_attributes_per_element`] and
+//! [`HtmlLimits::max_attributes`]: the parser's cost for one tag grows with
+//! the square of its attributes (each is checked against the earlier ones).
+//!
 //! The estimate also sums every element's depth (as it is created), the
 //! measure of work for pages both deep and large. It is checked as it grows, so the scan stops at the first
 //! element over a limit; its work is linear in the input plus the element
@@ -70,6 +76,8 @@ pub struct Estimate {
     pub elements: usize,
     /// The largest sum of all elements' depths.
     pub depth_sum: usize,
+    /// Attributes on all tags (start and end tags).
+    pub attributes: usize,
 }
 
 fn is_void(name: &str) -> bool {
@@ -304,9 +312,27 @@ struct Scan<'l> {
     elements: usize,
     deepest: usize,
     depth_sum: usize,
+    attributes: usize,
 }
 
 impl Scan<'_> {
+    /// Count the `count` attributes of one tag, against both attribute
+    /// limits, before the tag is handed on.
+    fn attributes(&mut self, count: usize) -> Result<(), HtmlRefusal> {
+        if count > self.limits.max_attributes_per_element {
+            return Err(HtmlRefusal::TooManyAttributesOnElement {
+                limit: self.limits.max_attributes_per_element,
+            });
+        }
+        self.attributes += count;
+        if self.attributes > self.limits.max_attributes {
+            return Err(HtmlRefusal::TooManyAttributes {
+                limit: self.limits.max_attributes,
+            });
+        }
+        Ok(())
+    }
+
     fn count_element(&mut self) -> Result<(), HtmlRefusal> {
         self.elements += 1;
         if self.elements > self.limits.max_elements {
@@ -625,7 +651,7 @@ fn is_space(b: u8) -> bool {
 
 /// The end of the tag whose name ends at `i` (the index just past `>`) and
 /// whether it was self-closing, or `None` when the input ends inside it.
-fn tag_end(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
+fn tag_end(b: &[u8], mut i: usize) -> Option<(usize, bool, usize)> {
     #[derive(Clone, Copy)]
     enum S {
         BeforeName,
@@ -639,6 +665,9 @@ fn tag_end(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
         SelfClosing,
     }
     let mut s = S::BeforeName;
+    // Attribute names begun (the tokenizer's "attribute name" state is
+    // entered once per attribute).
+    let mut attributes = 0usize;
     // The state right after the tag name behaves like "before attribute
     // name" except that `/` goes to self-closing; both do here.
     while i < b.len() {
@@ -647,13 +676,16 @@ fn tag_end(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
             S::BeforeName => match c {
                 c if is_space(c) => {}
                 b'/' => s = S::SelfClosing,
-                b'>' => return Some((i + 1, false)),
-                _ => s = S::Name,
+                b'>' => return Some((i + 1, false, attributes)),
+                _ => {
+                    attributes += 1;
+                    s = S::Name;
+                }
             },
             S::Name => match c {
                 c if is_space(c) => s = S::AfterName,
                 b'/' => s = S::SelfClosing,
-                b'>' => return Some((i + 1, false)),
+                b'>' => return Some((i + 1, false, attributes)),
                 b'=' => s = S::BeforeValue,
                 _ => {}
             },
@@ -661,14 +693,17 @@ fn tag_end(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
                 c if is_space(c) => {}
                 b'/' => s = S::SelfClosing,
                 b'=' => s = S::BeforeValue,
-                b'>' => return Some((i + 1, false)),
-                _ => s = S::Name,
+                b'>' => return Some((i + 1, false, attributes)),
+                _ => {
+                    attributes += 1;
+                    s = S::Name;
+                }
             },
             S::BeforeValue => match c {
                 c if is_space(c) => {}
                 b'"' => s = S::Double,
                 b'\'' => s = S::Single,
-                b'>' => return Some((i + 1, false)),
+                b'>' => return Some((i + 1, false, attributes)),
                 _ => s = S::Unquoted,
             },
             S::Double => {
@@ -683,20 +718,20 @@ fn tag_end(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
             }
             S::Unquoted => match c {
                 c if is_space(c) => s = S::BeforeName,
-                b'>' => return Some((i + 1, false)),
+                b'>' => return Some((i + 1, false, attributes)),
                 _ => {}
             },
             S::AfterQuoted => match c {
                 c if is_space(c) => s = S::BeforeName,
                 b'/' => s = S::SelfClosing,
-                b'>' => return Some((i + 1, false)),
+                b'>' => return Some((i + 1, false, attributes)),
                 _ => {
                     s = S::BeforeName;
                     continue; // reconsume
                 }
             },
             S::SelfClosing => match c {
-                b'>' => return Some((i + 1, true)),
+                b'>' => return Some((i + 1, true, attributes)),
                 _ => {
                     s = S::BeforeName;
                     continue; // reconsume
@@ -782,16 +817,23 @@ fn tag_name(b: &[u8], from: usize) -> usize {
     i
 }
 
+/// The refusal of `html` for its size alone, if it is over
+/// [`HtmlLimits::max_input_bytes`] (the pre-scan's first check; a host
+/// makes it before sending a page elsewhere to be read).
+pub fn size_refusal(html: &str, limits: &HtmlLimits) -> Option<HtmlRefusal> {
+    (html.len() > limits.max_input_bytes).then_some(HtmlRefusal::TooLarge {
+        bytes: html.len(),
+        limit: limits.max_input_bytes,
+    })
+}
+
 /// Check `html` against `limits` without parsing it: the input size, then
 /// the estimated depth and element count (see the module documentation).
 pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal> {
-    let b = html.as_bytes();
-    if b.len() > limits.max_input_bytes {
-        return Err(HtmlRefusal::TooLarge {
-            bytes: b.len(),
-            limit: limits.max_input_bytes,
-        });
+    if let Some(refusal) = size_refusal(html, limits) {
+        return Err(refusal);
     }
+    let b = html.as_bytes();
     let mut scan = Scan {
         limits,
         open: Vec::new(),
@@ -801,6 +843,7 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
         elements: 0,
         deepest: 0,
         depth_sum: 0,
+        attributes: 0,
     };
     // html (depth 1), head and body (depth 2).
     for depth in [1, 2, 2] {
@@ -843,9 +886,10 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
                 Some(c) if c.is_ascii_alphabetic() => {
                     let end = tag_name(b, i + 2);
                     let name = &b[i + 2..end];
-                    let Some((after, _)) = tag_end(b, end) else {
+                    let Some((after, _, attributes)) = tag_end(b, end) else {
                         break;
                     };
+                    scan.attributes(attributes)?;
                     i = after;
                     Token::End { name }
                 }
@@ -862,9 +906,10 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
             Some(c) if c.is_ascii_alphabetic() => {
                 let end = tag_name(b, i + 1);
                 let name = &b[i + 1..end];
-                let Some((after, self_closing)) = tag_end(b, end) else {
+                let Some((after, self_closing, attributes)) = tag_end(b, end) else {
                     break;
                 };
+                scan.attributes(attributes)?;
                 i = after;
                 Token::Start { name, self_closing }
             }
@@ -906,5 +951,6 @@ pub fn prescan(html: &str, limits: &HtmlLimits) -> Result<Estimate, HtmlRefusal>
         depth: scan.deepest,
         elements: scan.elements,
         depth_sum: scan.depth_sum,
+        attributes: scan.attributes,
     })
 }

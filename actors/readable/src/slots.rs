@@ -9,9 +9,12 @@
 //! (`agent_kernel::actor::run_blocking`), so it never blocks an async task.
 //!
 //! [`ExtractionSlots`] bounds how many extractions run at once. A slot is
-//! held until the extraction really ends — also when the caller stopped
-//! waiting at a deadline — so slots count work that is running, and a burst
-//! of hostile pages cannot pile up more work than there are slots.
+//! held until the extraction really ends: for work in process, also when
+//! the caller stopped waiting at a deadline (the slot moves into the job);
+//! for work in a place the host stops at the deadline (a sandbox process,
+//! a Worker), until the place answers or is stopped. So slots count work
+//! that is running, and a burst of hostile pages cannot pile up more work
+//! than there are slots.
 //!
 //! In the browser (wasm32) there are no threads: the job runs where it is
 //! called (the host's blocking path is a task on the page's event loop),

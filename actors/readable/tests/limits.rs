@@ -48,6 +48,8 @@ fn parsed_shape(html: &str) -> agent_readable::Shape {
         max_depth: usize::MAX,
         max_elements: usize::MAX,
         max_depth_sum: usize::MAX,
+        max_attributes_per_element: usize::MAX,
+        max_attributes: usize::MAX,
     };
     measure(&dom_query::Document::from(html), &unlimited).expect("no limits")
 }
@@ -166,6 +168,100 @@ both! {
         );
     }
 
+    fn attributes_per_tag_at_below_and_above_the_limit() {
+        // One tag with `n` attributes: quoted, unquoted, bare and after `/`;
+        // an end tag's attributes count too (the tokenizer reads them).
+        let tag = |n: usize| {
+            let mut html = String::from("<article><p");
+            for i in 0..n {
+                match i % 4 {
+                    0 => html.push_str(&format!(" a{i}=\"v\"")),
+                    1 => html.push_str(&format!(" a{i}=v")),
+                    2 => html.push_str(&format!(" a{i}")),
+                    _ => html.push_str(&format!("/a{i}='v'")),
+                }
+            }
+            html.push_str(">Some words of a paragraph that readability keeps.</p></article>");
+            html
+        };
+        for limit in [1usize, 7, 1_000] {
+            let limits = HtmlLimits { max_attributes_per_element: limit, ..HtmlLimits::DEFAULT };
+            for (n, ok) in [(limit - 1, true), (limit, true), (limit + 1, false)] {
+                let result = readable_text(&tag(n), None, TextStyle::Formatted, &limits);
+                if ok {
+                    assert!(result.is_ok(), "limit {limit}, {n} attributes: {result:?}");
+                } else {
+                    assert_eq!(
+                        result,
+                        Err(ReadableError::Refused(HtmlRefusal::TooManyAttributesOnElement { limit })),
+                        "limit {limit}, {n} attributes"
+                    );
+                }
+            }
+        }
+        let limits = HtmlLimits { max_attributes_per_element: 2, ..HtmlLimits::DEFAULT };
+        assert_eq!(prescan("<p>x</p a b>", &limits).map(|e| e.attributes), Ok(2));
+        assert_eq!(
+            prescan("<p>x</p a b c>", &limits),
+            Err(HtmlRefusal::TooManyAttributesOnElement { limit: 2 })
+        );
+        // A tag cut off by the end of input is no tag (and counts nothing).
+        assert_eq!(prescan("<p a b c", &limits).map(|e| e.attributes), Ok(0));
+    }
+
+    fn attributes_in_all_at_below_and_above_the_limit() {
+        // `tags` paragraphs of 3 attributes each.
+        let page = |tags: usize| {
+            (0..tags)
+                .map(|i| format!("<p class=c{i} id=p{i} title=t>Paragraph {i} with words enough to score.</p>"))
+                .collect::<String>()
+        };
+        for limit in [3usize, 30, 3_000] {
+            let limits = HtmlLimits { max_attributes: limit, ..HtmlLimits::DEFAULT };
+            let tags = limit / 3;
+            for (html, ok) in [(page(tags - 1), true), (page(tags), true), (page(tags) + "<b x>", false)] {
+                let result = readable_text(&html, None, TextStyle::Formatted, &limits);
+                if ok {
+                    assert!(result.is_ok(), "limit {limit}: {result:?}");
+                } else {
+                    assert_eq!(
+                        result,
+                        Err(ReadableError::Refused(HtmlRefusal::TooManyAttributes { limit })),
+                    );
+                }
+            }
+        }
+    }
+
+    fn the_attribute_pages_of_the_finding_are_refused_by_the_prescan() {
+        // One `<p>` with 200,000 and with 1.4 million distinct attributes
+        // (8 MB, under the input limit): quadratic in html5ever (7.7 s and
+        // about 6 minutes), refused before it runs.
+        for count in [200_000usize, 1_400_000] {
+            let mut html = String::from("<p");
+            for i in 0..count {
+                // Distinct names of base-36 digits.
+                html.push_str(" a");
+                let mut n = i;
+                loop {
+                    html.push(char::from_digit((n % 36) as u32, 36).unwrap());
+                    n /= 36;
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+            html.push_str(">x</p>");
+            assert!(html.len() <= HtmlLimits::DEFAULT.max_input_bytes);
+            assert_eq!(
+                readable_text(&html, None, TextStyle::Formatted, &HtmlLimits::DEFAULT),
+                Err(ReadableError::Refused(HtmlRefusal::TooManyAttributesOnElement {
+                    limit: HtmlLimits::DEFAULT.max_attributes_per_element
+                }))
+            );
+        }
+    }
+
     fn re_created_formatting_elements_are_counted() {
         // Unclosed <b>s popped by </div> are re-created by the parser at the
         // next text: few bytes, many elements.
@@ -250,6 +346,8 @@ both! {
                 max_depth: usize::MAX,
                 max_elements: usize::MAX,
                 max_depth_sum: usize::MAX,
+                max_attributes_per_element: usize::MAX,
+                max_attributes: usize::MAX,
             })
             .expect("no limits");
             assert!(
@@ -294,6 +392,8 @@ both! {
             max_depth: usize::MAX,
             max_elements: usize::MAX,
             max_depth_sum: usize::MAX,
+            max_attributes_per_element: usize::MAX,
+            max_attributes: usize::MAX,
         };
         for sample in 0..1500 {
             let len = 20 + (next() % 300) as usize;

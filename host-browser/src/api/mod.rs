@@ -37,6 +37,7 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
 
+use crate::html_extractor::WorkerHtmlExtractor;
 use crate::js_tool::spawn_js_tool;
 use crate::locks::{LockBackend, Notice, SessionLease, SessionLeases};
 use crate::page::PageEvents;
@@ -126,30 +127,34 @@ fn assemble(
     // One Worker module for the tab, fetched and compiled on first use; a
     // Worker of its own for scripts and one for PDFs, so a PDF never waits
     // behind a script.
-    let (javascript, pdf_reader) = match config.worker_glue_url.clone().or_else(default_glue_url) {
-        Some(glue) => {
-            let module = match config.worker_wasm_url.clone() {
-                Some(wasm_url) => WorkerModule::Separate {
-                    glue_url: glue,
-                    wasm_url,
-                },
-                None => WorkerModule::beside_glue(&glue),
-            };
-            let source = WorkerSource::new(module);
-            let scripts = Rc::new(ModuleWorker::new(source.clone(), "agentrt-run-javascript"));
-            let pdfs = Rc::new(ModuleWorker::new(source, "agentrt-read-pdf"));
-            let javascript = spawn_js_tool(
-                host.executor.clone(),
-                host.clock.clone(),
-                scripts,
-                JsLimits::DEFAULT,
-            )
-            .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
-            let pdf_reader: Arc<dyn PdfReader> = Arc::new(WorkerPdfReader::new(pdfs));
-            (Some(javascript), Some(pdf_reader))
-        }
-        None => (None, None),
-    };
+    let (javascript, pdf_reader, html_extractor) =
+        match config.worker_glue_url.clone().or_else(default_glue_url) {
+            Some(glue) => {
+                let module = match config.worker_wasm_url.clone() {
+                    Some(wasm_url) => WorkerModule::Separate {
+                        glue_url: glue,
+                        wasm_url,
+                    },
+                    None => WorkerModule::beside_glue(&glue),
+                };
+                let source = WorkerSource::new(module);
+                let scripts = Rc::new(ModuleWorker::new(source.clone(), "agentrt-run-javascript"));
+                let pdfs = Rc::new(ModuleWorker::new(source.clone(), "agentrt-read-pdf"));
+                let pages = Rc::new(ModuleWorker::new(source, "agentrt-readable-text"));
+                let javascript = spawn_js_tool(
+                    host.executor.clone(),
+                    host.clock.clone(),
+                    scripts,
+                    JsLimits::DEFAULT,
+                )
+                .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
+                let pdf_reader: Arc<dyn PdfReader> = Arc::new(WorkerPdfReader::new(pdfs));
+                let html_extractor: Arc<dyn agent_tools::builtin::document::ReadableExtractor> =
+                    Arc::new(WorkerHtmlExtractor::new(pages));
+                (Some(javascript), Some(pdf_reader), Some(html_extractor))
+            }
+            None => (None, None, None),
+        };
     let fetch = match &config.gateway {
         Some(gateway) => {
             let client = GatewayClient::new(
@@ -177,6 +182,7 @@ fn assemble(
         provider,
         javascript,
         pdf_reader,
+        html_extractor,
         fetch,
         secrets,
         plugins: config.plugins.clone(),

@@ -1,9 +1,11 @@
 //! The browser Worker's own wasm module (S5.7, issue 18): what the page's
 //! first module leaves out because the first run may never need it,
-//! QuickJS (`run_javascript`) and the PDF reader (`extract_document`).
+//! QuickJS (`run_javascript`) and the PDF reader (`extract_document`); it
+//! also extracts HTML's readable text, so that a Worker's `terminate()`
+//! stops that parser too.
 //! The page compiles this module on first use and hands it to a dedicated
-//! Worker (`agent-host-browser`'s `worker` module), which calls the two
-//! entry points below; the Worker's `terminate()` is the hard stop of both.
+//! Worker (`agent-host-browser`'s `worker` module), which calls the entry
+//! points below; the Worker's `terminate()` is the hard stop of each.
 //!
 //! The entry points only decode, run and encode: the request and answer
 //! types and the work itself are `agent_tools::builtin::offload`'s, shared
@@ -19,6 +21,15 @@ use wasm_bindgen::prelude::*;
 pub fn worker_run(request: &str) -> String {
     let now = agent_tools::builtin::javascript::browser_monotonic();
     agent_tools::builtin::offload::answer_script(request, move || now())
+}
+
+/// Extract one HTML document's readable text under a `ReadableRequest`
+/// (JSON); answers a `ReadableResponse` (JSON). html5ever and readability
+/// run here so that terminating the Worker stops them (issue 32).
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen(js_name = __agentrt_worker_readable)]
+pub fn worker_readable(request: &str) -> String {
+    agent_tools::builtin::offload::answer_readable(request)
 }
 
 /// Read one PDF (`bytes`) under a `PdfRequest` (JSON); answers a

@@ -1,8 +1,10 @@
 //! The messages between a host and a place that runs the heavy built-ins
 //! apart from it (the browser's Worker module, `agent-worker-module`): one
-//! `run_javascript` script, or one PDF for `extract_document`, and their
-//! answers. Both sides use these types and [`answer_script`] /
-//! [`answer_pdf`], so the place and the host cannot disagree on a field.
+//! `run_javascript` script, one PDF for `extract_document`, or one HTML
+//! document's readable text (both tools), and their answers. Both sides
+//! use these types and [`answer_script`] / [`answer_pdf`] /
+//! [`answer_readable`], so the place and the host cannot disagree on a
+//! field.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,6 +51,47 @@ pub enum PdfResponse {
         code: String,
         message: String,
     },
+}
+
+impl From<Result<Extracted, super::document::ExtractError>> for PdfResponse {
+    fn from(outcome: Result<Extracted, super::document::ExtractError>) -> PdfResponse {
+        match outcome {
+            Ok(extracted) => PdfResponse::Ok(extracted),
+            Err(e) => PdfResponse::Err {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+/// What the place answered for an HTML document
+/// ([`agent_readable::ReadableRequest`] as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadableResponse {
+    Ok(agent_readable::BoundedReadable),
+    Err(agent_readable::ReadableError),
+    /// The request could not be read.
+    BadRequest {
+        message: String,
+    },
+}
+
+/// The answer to a readable-text request (JSON text), as JSON text: every
+/// outcome, a malformed request included, is a [`ReadableResponse`].
+pub fn answer_readable(request: &str) -> String {
+    let response = match serde_json::from_str::<agent_readable::ReadableRequest>(request) {
+        Err(e) => ReadableResponse::BadRequest {
+            message: format!("bad request to the Worker: {e}"),
+        },
+        Ok(request) => match agent_readable::answer(&request) {
+            Ok(page) => ReadableResponse::Ok(page),
+            Err(e) => ReadableResponse::Err(e),
+        },
+    };
+    serde_json::to_string(&response)
+        .unwrap_or_else(|_| r#"{"bad_request":{"message":"unencodable response"}}"#.to_owned())
 }
 
 /// The answer to a script request given as JSON text, as JSON text:
@@ -99,13 +142,7 @@ pub fn answer_pdf(bytes: &[u8], request: &str) -> String {
                 format: Some(DocumentFormat::Pdf),
                 ..DocumentHint::default()
             };
-            match super::document::extract(bytes, &hint, &req.limits) {
-                Ok(extracted) => PdfResponse::Ok(extracted),
-                Err(e) => PdfResponse::Err {
-                    code: e.code().to_owned(),
-                    message: e.to_string(),
-                },
-            }
+            PdfResponse::from(super::document::extract(bytes, &hint, &req.limits))
         }
     };
     encode(&response)

@@ -7,7 +7,11 @@
 
 use std::fmt;
 
-use agent_readable::{HtmlLimits, HtmlRefusal, ReadableError, TextStyle};
+use agent_readable::{
+    BoundedReadable, HtmlLimits, HtmlRefusal, ReadableError, ReadableRequest, TextStyle,
+};
+
+use super::pdf_scan::{PdfLimits, PdfRefusal};
 use serde::{Deserialize, Serialize};
 
 /// The formats `extract_document` reads.
@@ -117,6 +121,10 @@ pub struct ExtractLimits {
     /// Bounds on HTML (input bytes, nesting depth, elements), checked
     /// before any parser runs.
     pub html: HtmlLimits,
+    /// Bounds on the objects and decoded bytes of a PDF, checked by
+    /// [`super::pdf_scan`] before `lopdf` builds any object.
+    #[serde(default)]
+    pub pdf: PdfLimits,
 }
 
 impl ExtractLimits {
@@ -127,6 +135,7 @@ impl ExtractLimits {
         max_pdf_pages: 1_000,
         max_pdf_page_bytes: 16 * 1024 * 1024,
         html: HtmlLimits::DEFAULT,
+        pdf: PdfLimits::DEFAULT,
     };
 }
 
@@ -198,6 +207,10 @@ pub enum ExtractError {
     /// was not handed to the readability extractor.
     #[error("{refusal}; the page is too complex to extract safely, so its text was not extracted")]
     TooComplex { refusal: HtmlRefusal },
+    /// A PDF over one of its limits (objects, values, array length,
+    /// nesting, decoded bytes): it was not handed to the PDF parser.
+    #[error("{refusal}; the PDF is too complex to read safely, so its text was not extracted")]
+    PdfTooComplex { refusal: PdfRefusal },
     /// A valid document without extractable text.
     #[error("the {format} document has no extractable text: {detail}")]
     NoText {
@@ -214,7 +227,9 @@ impl ExtractError {
             ExtractError::Unsupported { .. } => "document_unsupported",
             ExtractError::Malformed { .. } => "document_malformed",
             ExtractError::Encrypted => "document_encrypted",
-            ExtractError::TooComplex { .. } => "document_too_complex",
+            ExtractError::TooComplex { .. } | ExtractError::PdfTooComplex { .. } => {
+                "document_too_complex"
+            }
             ExtractError::NoText { .. } => "document_no_text",
         }
     }
@@ -526,11 +541,27 @@ fn html_declared_charset(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding>
     encoding_rs::Encoding::for_label(&rest[..end])
 }
 
-fn extract_html(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, ExtractError> {
+/// The request that hands an HTML document to readable-text extraction:
+/// decoded by its BOM or declared charset (strictly), as formatted text of
+/// at most `limits.max_chars` characters, within `limits.html`.
+pub fn html_request(bytes: &[u8], limits: &ExtractLimits) -> Result<ReadableRequest, ExtractError> {
+    let html = decode_text(bytes, DocumentFormat::Html, html_declared_charset(bytes))?;
+    Ok(ReadableRequest {
+        html,
+        url: None,
+        style: TextStyle::Formatted,
+        limits: limits.html,
+        max_chars: limits.max_chars,
+    })
+}
+
+/// The extraction's answer for an HTML document, wherever it was computed
+/// ([`agent_readable::answer`] in process, in a sandbox or in a Worker).
+pub fn html_extracted(
+    answer: Result<BoundedReadable, ReadableError>,
+) -> Result<Extracted, ExtractError> {
     let format = DocumentFormat::Html;
-    let html = decode_text(bytes, format, html_declared_charset(bytes))?;
-    let page = match agent_readable::readable_text(&html, None, TextStyle::Formatted, &limits.html)
-    {
+    let page = match answer {
         Ok(page) => page,
         Err(ReadableError::Refused(refusal)) => return Err(ExtractError::TooComplex { refusal }),
         Err(ReadableError::NoArticle { .. }) => {
@@ -546,9 +577,21 @@ fn extract_html(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Extra
             detail: "the page's readable content is empty".into(),
         });
     }
-    let mut out = bounded(format, page.text, limits.max_chars);
-    out.title = page.title;
-    Ok(out)
+    Ok(Extracted {
+        format,
+        text: page.text,
+        truncated: page.truncated,
+        chars: page.chars,
+        total_chars: Some(page.total_chars),
+        title: page.title,
+        pages: None,
+        rows: None,
+    })
+}
+
+fn extract_html(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, ExtractError> {
+    let request = html_request(bytes, limits)?;
+    html_extracted(agent_readable::answer(&request))
 }
 
 #[cfg(feature = "pdf")]
@@ -559,7 +602,13 @@ fn extract_pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Extrac
     if !header_window.windows(5).any(|w| w == b"%PDF-") {
         return Err(malformed(format, "there is no %PDF- header"));
     }
-    let document = guarded(|| lopdf::Document::load_mem(bytes))
+    super::pdf_scan::scan(bytes, &limits.pdf)
+        .map_err(|refusal| ExtractError::PdfTooComplex { refusal })?;
+    let options = lopdf::LoadOptions {
+        max_decompressed_size: Some(limits.pdf.max_stream_bytes),
+        ..lopdf::LoadOptions::default()
+    };
+    let document = guarded(|| lopdf::Document::load_mem_with_options(bytes, options))
         .ok_or_else(|| malformed(format, "the PDF parser failed on this file"))?
         .map_err(|e| match e {
             lopdf::Error::Decryption(_) | lopdf::Error::InvalidPassword => ExtractError::Encrypted,

@@ -1,9 +1,13 @@
 //! `extract_document`: text from workspace files and attachments (plain
 //! text, Markdown, HTML, JSON, CSV, PDF), bounded, with its tool definition
 //! and the tool (on the one tool-actor shell, `agent_kernel::tool`) that
-//! reads through a host-supplied [`DocumentSource`].
+//! reads through a host-supplied [`DocumentSource`]. HTML and PDFs go to
+//! the host's places that can be stopped at the deadline when it gives
+//! them ([`ReadableExtractor`], [`PdfReader`]); [`pdf_scan`] owns the PDF
+//! pre-scan limits.
 
 pub mod extract;
+pub mod pdf_scan;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,10 +27,15 @@ pub use agent_kernel::protocol::{
 use serde_json::{Value, json};
 
 use agent_readable::on_extraction_stack;
-pub use agent_readable::{ExtractionLost, ExtractionSlots, HtmlLimits, HtmlRefusal};
+pub use agent_readable::{
+    BoundedReadable, ExtractionLost, ExtractionSlots, ExtractorError, HtmlLimits, HtmlRefusal,
+    ReadableError, ReadableExtractor, ReadableRequest, TextStyle,
+};
 pub use extract::{
     DocumentFormat, DocumentHint, ExtractError, ExtractLimits, Extracted, detect_format, extract,
+    html_extracted, html_request,
 };
+pub use pdf_scan::{PdfLimits, PdfRefusal};
 
 use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
 use agent_kernel::{MaybeSend, MaybeSync};
@@ -131,13 +140,18 @@ pub struct DocumentTool {
     /// that `fetch_url` shares ([`ExtractionSlots::shared`]).
     pub slots: ExtractionSlots,
     /// The longest an invocation waits for its extraction (slot included):
-    /// past it the call fails `document_timeout`. The extraction itself is
-    /// bounded by the limits (HTML: bytes, depth, elements, checked before
-    /// parsing; PDF: pages and bytes per page), so work left behind at the
-    /// deadline ends soon after, and its slot stays taken until it does.
+    /// past it the call fails `document_timeout`. With a host's places
+    /// ([`DocumentTool::pdf_reader`], [`DocumentTool::html_extractor`]) the
+    /// place is stopped there and the slot is free at once; in process the
+    /// extraction is bounded by the limits (HTML: bytes, depth, elements,
+    /// attributes, checked before parsing; PDF: the pre-scan's limits,
+    /// pages and bytes per page), so work left behind ends soon after, and
+    /// its slot stays taken until it does.
     pub deadline: Duration,
     /// Where PDFs are read: in process when `None`.
     pub pdf_reader: Option<Arc<dyn PdfReader>>,
+    /// Where HTML's readable text is extracted: in process when `None`.
+    pub html_extractor: Option<Arc<dyn ReadableExtractor>>,
 }
 
 impl DocumentTool {
@@ -161,7 +175,18 @@ impl DocumentTool {
             slots: ExtractionSlots::shared().clone(),
             deadline: Self::DEFAULT_DEADLINE,
             pdf_reader: None,
+            html_extractor: None,
         }
+    }
+
+    /// This tool with HTML's readable text extracted by `extractor` (or in
+    /// process, for `None`).
+    pub fn extract_html_with(
+        mut self,
+        extractor: Option<Arc<dyn ReadableExtractor>>,
+    ) -> DocumentTool {
+        self.html_extractor = extractor;
+        self
     }
 
     /// This tool with PDFs read by `reader` (or in process, for `None`).
@@ -316,18 +341,22 @@ impl Tool for DocActor {
             mime: document.mime.as_deref(),
             format,
         };
-        if let Some(reader) = &self.tool.pdf_reader
-            && document.bytes.len() <= limits.max_input_bytes
-            && detect_format(&document.bytes, &hint) == Ok(DocumentFormat::Pdf)
-        {
-            let outcome = match reader
-                .read_pdf(document.bytes, limits, self.tool.deadline)
-                .await
-            {
-                Ok(extracted) => Outcome::Extracted(extracted),
-                Err(PdfReadError::Failed { code, message }) => Outcome::Refused { code, message },
-                Err(PdfReadError::Lost(lost)) => Outcome::Lost(lost),
-            };
+        // HTML and PDF go to the host's places that can be stopped, when it
+        // gave them: the call holds an extraction slot only while its place
+        // works, and the place is stopped at the deadline, so the slot is
+        // free again at once.
+        let detected = if document.bytes.len() <= limits.max_input_bytes {
+            detect_format(&document.bytes, &hint).ok()
+        } else {
+            None
+        };
+        let offloaded = match detected {
+            Some(DocumentFormat::Pdf) => self.tool.pdf_reader.clone().map(Offload::Pdf),
+            Some(DocumentFormat::Html) => self.tool.html_extractor.clone().map(Offload::Html),
+            _ => None,
+        };
+        if let Some(place) = offloaded {
+            let outcome = self.offload(place, document.bytes, limits).await;
             return finish(ctx, path, mime, size, hash, trust, outcome);
         }
         let slots = self.tool.slots.clone();
@@ -379,6 +408,69 @@ impl Tool for DocActor {
     }
 }
 
+/// How long past its deadline the tool waits for a place's own answer.
+pub const PLACE_ANSWER_GRACE: Duration = Duration::from_secs(2);
+
+/// A place outside the tool that reads one document.
+enum Offload {
+    Pdf(Arc<dyn PdfReader>),
+    Html(Arc<dyn ReadableExtractor>),
+}
+
+impl DocActor {
+    /// Read `bytes` in `place` within the tool's deadline, holding one of
+    /// the extraction slots while the place works.
+    async fn offload(&self, place: Offload, bytes: Vec<u8>, limits: ExtractLimits) -> Outcome {
+        let clock = &*self.tool.clock;
+        let deadline = self.tool.deadline;
+        let timed_out = || Outcome::Refused {
+            code: "document_timeout".into(),
+            message: format!(
+                "the extraction did not finish within its {} ms deadline; try again when fewer documents are being read",
+                deadline.as_millis()
+            ),
+        };
+        let started = clock.monotonic();
+        let slot = match timeout(clock, deadline, self.tool.slots.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(lost)) => return Outcome::Lost(lost.to_string()),
+            Err(_) => return timed_out(),
+        };
+        let left = deadline.saturating_sub(clock.monotonic().saturating_sub(started));
+        let work = async move {
+            match place {
+                Offload::Pdf(reader) => match reader.read_pdf(bytes, limits, left).await {
+                    Ok(extracted) => Outcome::Extracted(extracted),
+                    Err(PdfReadError::Failed { code, message }) => {
+                        Outcome::Refused { code, message }
+                    }
+                    Err(PdfReadError::Lost(lost)) => Outcome::Lost(lost),
+                },
+                Offload::Html(extractor) => match html_request(&bytes, &limits) {
+                    Err(error) => Outcome::from_error(&error),
+                    Ok(request) => match extractor.extract(request, left).await {
+                        Ok(page) => Outcome::from_result(html_extracted(Ok(page))),
+                        Err(ExtractorError::Readable(refused)) => {
+                            Outcome::from_result(html_extracted(Err(refused)))
+                        }
+                        Err(ExtractorError::TimedOut { .. }) => timed_out(),
+                        Err(ExtractorError::Lost(lost)) => Outcome::Lost(lost),
+                    },
+                },
+            }
+        };
+        // The place stops the work at `left`; should it not answer, the
+        // call does not wait for it much longer (dropping the wait drops
+        // the place's handle on the work, which stops it too).
+        let outcome = match timeout(clock, left.saturating_add(PLACE_ANSWER_GRACE), work).await {
+            Ok(outcome) => outcome,
+            Err(_) => timed_out(),
+        };
+        drop(slot);
+        outcome
+    }
+}
+
 /// How one extraction ended, wherever it ran.
 enum Outcome {
     Extracted(Extracted),
@@ -389,6 +481,22 @@ enum Outcome {
     },
     /// The place it ran in was lost; it may be retried.
     Lost(String),
+}
+
+impl Outcome {
+    fn from_error(error: &ExtractError) -> Outcome {
+        Outcome::Refused {
+            code: error.code().to_owned(),
+            message: error.to_string(),
+        }
+    }
+
+    fn from_result(result: Result<Extracted, ExtractError>) -> Outcome {
+        match result {
+            Ok(extracted) => Outcome::Extracted(extracted),
+            Err(error) => Outcome::from_error(&error),
+        }
+    }
 }
 
 /// The call's answer for `outcome`: the text with its provenance and a
