@@ -654,6 +654,87 @@ mod tests {
         }
     }
 
+    /// Issue 32: a key goes only to the endpoint its section names, however
+    /// that URL is spelled; another scheme, host, port, path or kind gets
+    /// none; the public endpoint gets the usual variable; `[provider]` is
+    /// matched before `[providers.NAME]`.
+    #[test]
+    fn a_key_goes_only_to_the_endpoint_its_section_names() {
+        let text = "[provider]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\napi_key_env = \"DEFAULT_KEY\"\n\n[providers.same]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\napi_key_env = \"SAME_KEY\"\n\n[providers.other]\nkind = \"openai-compatible\"\nbase_url = \"https://models.example/api\"\nmodel = \"m\"\n";
+        let config = parse(text).expect("config");
+        let oa = ProviderKind::OpenaiCompatible;
+        let named = |v: &str| EndpointKey::Variable {
+            variable: v.to_owned(),
+            required: true,
+        };
+        let usual = |kind: ProviderKind| EndpointKey::Variable {
+            variable: kind.key_variable().to_owned(),
+            required: false,
+        };
+        for same in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.0.0.1:8080/v1/",
+            "HTTP://127.0.0.1:8080/v1",
+        ] {
+            assert_eq!(
+                config.key_for_endpoint(oa, Some(same)),
+                named("DEFAULT_KEY"),
+                "{same}"
+            );
+        }
+        for other in [
+            "https://127.0.0.1:8080/v1",
+            "http://localhost:8080/v1",
+            "http://127.0.0.1:8081/v1",
+            "http://127.0.0.1:8080/v2",
+            "http://127.0.0.1:8080/v1/chat",
+            "http://127.0.0.1:8080/v1?to=elsewhere",
+            "http://127.0.0.1:8080",
+            "not a url",
+        ] {
+            assert_eq!(
+                config.key_for_endpoint(oa, Some(other)),
+                EndpointKey::None,
+                "{other}"
+            );
+        }
+        // Another kind at the configured URL: no key.
+        assert_eq!(
+            config.key_for_endpoint(ProviderKind::Anthropic, Some("http://127.0.0.1:8080/v1")),
+            EndpointKey::None
+        );
+        // A section without api_key_env: the usual variable, at its endpoint only.
+        for spelled in [
+            "https://models.example/api",
+            "https://models.example:443/api/",
+        ] {
+            assert_eq!(
+                config.key_for_endpoint(oa, Some(spelled)),
+                usual(oa),
+                "{spelled}"
+            );
+        }
+        assert_eq!(
+            config.key_for_endpoint(oa, Some("http://models.example/api")),
+            EndpointKey::None
+        );
+        // The public endpoint: the usual variable, written out or not.
+        for kind in [oa, ProviderKind::Gemini, ProviderKind::Anthropic] {
+            assert_eq!(config.key_for_endpoint(kind, None), usual(kind));
+            assert_eq!(
+                config.key_for_endpoint(kind, Some(kind.default_base_url())),
+                usual(kind)
+            );
+        }
+        // With no configuration at all, only the public endpoints get a key.
+        let empty = parse("").expect("empty");
+        assert_eq!(empty.key_for_endpoint(oa, None), usual(oa));
+        assert_eq!(
+            empty.key_for_endpoint(oa, Some("http://127.0.0.1:8080/v1")),
+            EndpointKey::None
+        );
+    }
+
     /// S14.2: named providers beside `[provider]`, each checked like it;
     /// a name is 1 to 64 characters of `A-Z a-z 0-9 - _ .` (at, below and
     /// above the limit); a name the file lacks is a typed error.

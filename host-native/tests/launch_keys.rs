@@ -228,13 +228,11 @@ fn rewrite_launch(
     provider: serde_json::Value,
 ) {
     let launch = serde_json::json!({"run": run, "provider": provider});
-    rt.block_on(
-        store(rt, place).commit(Batch::new().put(
-            Table::Meta,
-            launch_key(run),
-            serde_json::to_vec(&launch).expect("encode"),
-        )),
-    )
+    rt.block_on(store(rt, place).commit(Batch::new().put(
+        Table::Meta,
+        launch_key(run),
+        serde_json::to_vec(&launch).expect("encode"),
+    )))
     .expect("rewrite");
 }
 
@@ -398,4 +396,3 @@ fn start_and_respond_against_the_configured_endpoint_send_its_key() {
     }
     assert!(drain(&attacker_log).is_empty());
 }
-

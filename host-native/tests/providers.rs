@@ -171,7 +171,9 @@ fn each_provider_runs_with_its_key_from_the_environment_and_without_one_on_a_loc
         let config = dir.path().join("agentrt.toml");
         std::fs::write(
             &config,
-            format!("[provider]\nkind = \"{provider}\"\nbase_url = \"{base}/\"\nmodel = \"{model}\"\n"),
+            format!(
+                "[provider]\nkind = \"{provider}\"\nbase_url = \"{base}/\"\nmodel = \"{model}\"\n"
+            ),
         )
         .expect("config");
         let config = config.to_string_lossy().into_owned();
