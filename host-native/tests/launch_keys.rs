@@ -261,7 +261,8 @@ fn bearer(seen: &str) -> Option<&str> {
 /// attacker's URL (with another variable, with none, or in the old
 /// `openai_compatible` form), `agentrt respond` sends the attacker only a
 /// keyless request: none of the configured key, the usual variable or
-/// `SECRET_PASSWORD`.
+/// `SECRET_PASSWORD`; nor does `agentrt resume` of the run it left
+/// interrupted.
 #[test]
 fn a_rewritten_launch_record_sends_no_key_to_another_endpoint() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -308,6 +309,24 @@ fn a_rewritten_launch_record_sends_no_key_to_another_endpoint() {
         );
         for seen in &reached {
             assert_eq!(bearer(seen), None, "{provider}: {seen}");
+        }
+        assert!(drain(&model_log).is_empty(), "{provider}");
+
+        // The attacker's answer left the run interrupted; `agentrt resume`
+        // continues it from the same record, by the same rule.
+        let shown = agentrt(&place, &["--json", "show", &run]);
+        let card: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+        assert_eq!(card["status"], "interrupted", "{provider}: {card}");
+        let out = agentrt(&place, &["resume", &run]);
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_no_secret(&attacker_log, &format!("resume {provider}"));
+        let reached = drain(&attacker_log);
+        assert!(
+            !reached.is_empty(),
+            "{provider}: resume asked the stored endpoint: {said}"
+        );
+        for seen in &reached {
+            assert_eq!(bearer(seen), None, "resume {provider}: {seen}");
         }
         assert!(drain(&model_log).is_empty(), "{provider}");
     }
