@@ -7,8 +7,12 @@
 //!
 //! A run's model provider is recorded beside it ([`Launch`], `Table::Meta`
 //! key `agentrt/launch/<run>`), so that a later process (`approve`, `resume`)
-//! talks to the same model. The record holds no secret: an API key is named
-//! by its environment variable and read again by that process.
+//! talks to the same model. The record holds no secret and names no
+//! environment variable: the key that goes to the recorded endpoint is the
+//! one this process's own configuration gives that endpoint
+//! ([`Config::key_for_endpoint`]), or none, so a record rewritten in a
+//! shared store cannot send a person's variables elsewhere (issue 32). An
+//! `api_key_env` field in a record written before that is ignored.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,7 +30,7 @@ use agent_tools::ToolsHandle;
 use agent_tools::builtin::javascript::{JavascriptTool, ScriptPlace};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::config::{Config, EndpointKey};
 use crate::document_sandbox::{self, DocumentSandbox};
 use crate::host::{HostError, NativeHost, NativeHostOptions};
 use crate::script_sandbox::{SandboxCommand, ScriptSandbox};
@@ -72,8 +76,8 @@ impl From<AssemblyError> for AppError {
     }
 }
 
-/// Which model a run talks to, as recorded beside it (never a key: only
-/// the name of the variable it is read from).
+/// Which model a run talks to, as recorded beside it (never a key, nor the
+/// name of a variable holding one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProviderSpec {
@@ -85,12 +89,9 @@ pub enum ProviderSpec {
         /// `None`: the provider's public endpoint.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         base_url: Option<String>,
+        /// The key, if any, is the one [`Config::key_for_endpoint`] gives
+        /// this endpoint; an `api_key_env` in an old record is ignored.
         model: String,
-        /// The variable the key is read from when it was named explicitly
-        /// (then it must be set); otherwise the provider's usual variable,
-        /// when set (a keyless local server needs none).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        api_key_env: Option<String>,
         #[serde(default)]
         capabilities: CapabilityOverrides,
     },
@@ -106,12 +107,7 @@ pub enum ProviderSpec {
         model: Option<String>,
     },
     /// Launch records written before `Remote`: an OpenAI-compatible endpoint.
-    OpenaiCompatible {
-        base_url: String,
-        model: String,
-        #[serde(default)]
-        api_key_env: Option<String>,
-    },
+    OpenaiCompatible { base_url: String, model: String },
 }
 
 impl ProviderSpec {
@@ -169,7 +165,7 @@ pub async fn provider_for(
             remote(
                 p.kind,
                 p.base_url.clone(),
-                p.api_key_env.as_deref(),
+                p.endpoint_key(),
                 p.capabilities,
                 clock,
             )
@@ -187,49 +183,49 @@ pub async fn provider_for(
         ProviderSpec::Remote {
             provider,
             base_url,
-            api_key_env,
             capabilities,
             ..
         } => remote(
             *provider,
             base_url.clone(),
-            api_key_env.as_deref(),
+            config.key_for_endpoint(*provider, base_url.as_deref()),
             *capabilities,
             clock,
         ),
-        ProviderSpec::OpenaiCompatible {
-            base_url,
-            api_key_env,
-            ..
-        } => remote(
+        ProviderSpec::OpenaiCompatible { base_url, .. } => remote(
             ProviderKind::OpenaiCompatible,
             Some(base_url.clone()),
-            api_key_env.as_deref(),
+            config.key_for_endpoint(ProviderKind::OpenaiCompatible, Some(base_url)),
             CapabilityOverrides::default(),
             clock,
         ),
     }
 }
 
-/// A remote provider, its key from the environment: from `api_key_env`
-/// when one was named (then it must be set), else from the provider's
-/// usual variable when that is set.
+/// A remote provider, its key from the environment variable
+/// [`Config::key_for_endpoint`] chose for this endpoint (a required one must
+/// be set; an optional one counts when set and not empty), or keyless.
 fn remote(
     kind: ProviderKind,
     base_url: Option<String>,
-    api_key_env: Option<&str>,
+    key: EndpointKey,
     capabilities: CapabilityOverrides,
     clock: Arc<dyn agent_kernel::host::Clock>,
 ) -> Result<Arc<dyn ModelProvider>, AppError> {
-    let api_key = match api_key_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
+    let api_key = match key {
+        EndpointKey::Variable {
+            variable,
+            required: true,
+        } => Some(std::env::var(&variable).map_err(|_| {
             AppError::Provider(format!(
-                "environment variable {var} (the API key) is not set; export it and retry"
+                "environment variable {variable} (the API key) is not set; export it and retry"
             ))
         })?),
-        None => std::env::var(kind.key_variable())
-            .ok()
-            .filter(|k| !k.is_empty()),
+        EndpointKey::Variable {
+            variable,
+            required: false,
+        } => std::env::var(variable).ok().filter(|k| !k.is_empty()),
+        EndpointKey::None => None,
     };
     RemoteModel {
         kind,

@@ -6,6 +6,13 @@
 //! time-to-live. Secrets are never in the file: it names environment
 //! variables, read when a request is about to be sent.
 //!
+//! It owns the rule of which key, if any, may go to a model endpoint
+//! ([`Config::key_for_endpoint`], issue 32): a key variable is read only
+//! for the endpoint (kind, scheme, host, port, path) a section of this
+//! file names, or the provider's usual variable for its public endpoint;
+//! any other endpoint (one typed after `--base-url`, or one a stored
+//! launch record names) gets no key.
+//!
 //! See `host-native/agentrt.example.toml` for a documented example.
 
 use std::collections::BTreeMap;
@@ -390,6 +397,80 @@ impl Config {
     }
 }
 
+/// Which key, if any, may go to a model endpoint (issue 32).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointKey {
+    /// Read from this environment variable; `required`: the configuration
+    /// named it, so it must be set.
+    Variable { variable: String, required: bool },
+    /// No key: the endpoint is one no section of the configuration names.
+    None,
+}
+
+impl ProviderConfig {
+    /// The key this section sends to its own endpoint: the variable it
+    /// names (which must then be set), else the provider's usual one.
+    pub fn endpoint_key(&self) -> EndpointKey {
+        match &self.api_key_env {
+            Some(variable) => EndpointKey::Variable {
+                variable: variable.clone(),
+                required: true,
+            },
+            None => EndpointKey::Variable {
+                variable: self.kind.key_variable().to_owned(),
+                required: false,
+            },
+        }
+    }
+}
+
+/// An endpoint as compared for [`Config::key_for_endpoint`]: scheme, host,
+/// port (the scheme's default when none is written), path without trailing
+/// slashes, and query; `None` for the provider's public endpoint. A URL that
+/// does not parse is its own text, equal to nothing but itself.
+fn endpoint_identity(kind: ProviderKind, base_url: Option<&str>) -> String {
+    let text = base_url.unwrap_or(kind.default_base_url());
+    match url::Url::parse(text) {
+        Ok(url) => format!(
+            "{}://{}:{}{}?{}",
+            url.scheme(),
+            url.host_str().unwrap_or(""),
+            url.port_or_known_default()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            url.path().trim_end_matches('/'),
+            url.query().unwrap_or("")
+        ),
+        Err(_) => format!("unparsed:{text}"),
+    }
+}
+
+impl Config {
+    /// The one owner of "which key may go to this endpoint" (issue 32):
+    /// the key of the first section (`[provider]`, then `[providers.NAME]`
+    /// by name) of the same kind naming the same endpoint; else, for the
+    /// provider's public endpoint, its usual variable; else none. Never a
+    /// variable named anywhere but this process's configuration.
+    pub fn key_for_endpoint(&self, kind: ProviderKind, base_url: Option<&str>) -> EndpointKey {
+        let wanted = endpoint_identity(kind, base_url);
+        let configured = self
+            .provider
+            .iter()
+            .chain(self.providers.values())
+            .find(|p| p.kind == kind && endpoint_identity(p.kind, p.base_url.as_deref()) == wanted);
+        if let Some(section) = configured {
+            return section.endpoint_key();
+        }
+        if wanted == endpoint_identity(kind, None) {
+            return EndpointKey::Variable {
+                variable: kind.key_variable().to_owned(),
+                required: false,
+            };
+        }
+        EndpointKey::None
+    }
+}
+
 /// A provider section (`[provider]`, `[providers.NAME]`): an http(s)
 /// endpoint without credentials, a model.
 fn check_provider(section: &str, p: &ProviderConfig) -> Result<(), String> {
@@ -571,6 +652,87 @@ mod tests {
             let err = parse(bad).expect_err(bad).to_string();
             assert!(err.contains(needle), "{bad}: {err}");
         }
+    }
+
+    /// Issue 32: a key goes only to the endpoint its section names, however
+    /// that URL is spelled; another scheme, host, port, path or kind gets
+    /// none; the public endpoint gets the usual variable; `[provider]` is
+    /// matched before `[providers.NAME]`.
+    #[test]
+    fn a_key_goes_only_to_the_endpoint_its_section_names() {
+        let text = "[provider]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\napi_key_env = \"DEFAULT_KEY\"\n\n[providers.same]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\napi_key_env = \"SAME_KEY\"\n\n[providers.other]\nkind = \"openai-compatible\"\nbase_url = \"https://models.example/api\"\nmodel = \"m\"\n";
+        let config = parse(text).expect("config");
+        let oa = ProviderKind::OpenaiCompatible;
+        let named = |v: &str| EndpointKey::Variable {
+            variable: v.to_owned(),
+            required: true,
+        };
+        let usual = |kind: ProviderKind| EndpointKey::Variable {
+            variable: kind.key_variable().to_owned(),
+            required: false,
+        };
+        for same in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.0.0.1:8080/v1/",
+            "HTTP://127.0.0.1:8080/v1",
+        ] {
+            assert_eq!(
+                config.key_for_endpoint(oa, Some(same)),
+                named("DEFAULT_KEY"),
+                "{same}"
+            );
+        }
+        for other in [
+            "https://127.0.0.1:8080/v1",
+            "http://localhost:8080/v1",
+            "http://127.0.0.1:8081/v1",
+            "http://127.0.0.1:8080/v2",
+            "http://127.0.0.1:8080/v1/chat",
+            "http://127.0.0.1:8080/v1?to=elsewhere",
+            "http://127.0.0.1:8080",
+            "not a url",
+        ] {
+            assert_eq!(
+                config.key_for_endpoint(oa, Some(other)),
+                EndpointKey::None,
+                "{other}"
+            );
+        }
+        // Another kind at the configured URL: no key.
+        assert_eq!(
+            config.key_for_endpoint(ProviderKind::Anthropic, Some("http://127.0.0.1:8080/v1")),
+            EndpointKey::None
+        );
+        // A section without api_key_env: the usual variable, at its endpoint only.
+        for spelled in [
+            "https://models.example/api",
+            "https://models.example:443/api/",
+        ] {
+            assert_eq!(
+                config.key_for_endpoint(oa, Some(spelled)),
+                usual(oa),
+                "{spelled}"
+            );
+        }
+        assert_eq!(
+            config.key_for_endpoint(oa, Some("http://models.example/api")),
+            EndpointKey::None
+        );
+        // The public endpoint: the usual variable, written out or not.
+        for kind in [oa, ProviderKind::Gemini, ProviderKind::Anthropic] {
+            assert_eq!(config.key_for_endpoint(kind, None), usual(kind));
+            assert_eq!(
+                config.key_for_endpoint(kind, Some(kind.default_base_url())),
+                usual(kind)
+            );
+        }
+        // With no configuration at all, only the public endpoints get a key.
+        let empty = parse("").expect("empty");
+        assert_eq!(empty.key_for_endpoint(oa, None), usual(oa));
+        assert_eq!(
+            empty.key_for_endpoint(oa, Some("http://127.0.0.1:8080/v1")),
+            EndpointKey::None
+        );
     }
 
     /// S14.2: named providers beside `[provider]`, each checked like it;

@@ -602,14 +602,15 @@ fn model_setup(config: &Config, flags: ModelFlags<'_>) -> anyhow::Result<(Source
             Source::Scenario(text)
         }
         (None, Some(p)) => {
-            // The config file's provider section still names the
-            // key variable and capabilities of the same provider.
+            // The config file's provider section of the same provider still
+            // gives its capabilities; its key goes only to the endpoint it
+            // names (`Config::key_for_endpoint`, issue 32), chosen when the
+            // provider is built.
             let same = config.provider.as_ref().filter(|c| c.kind == p.kind());
             Source::Provider(ProviderSpec::Remote {
                 provider: p.kind(),
                 base_url: base_url.clone(),
                 model: model.clone().unwrap_or_default(),
-                api_key_env: same.and_then(|c| c.api_key_env.clone()),
                 capabilities: same.map(|c| c.capabilities).unwrap_or_default(),
             })
         }
@@ -618,7 +619,6 @@ fn model_setup(config: &Config, flags: ModelFlags<'_>) -> anyhow::Result<(Source
                 provider: p.kind,
                 base_url: p.base_url.clone(),
                 model: p.model.clone(),
-                api_key_env: p.api_key_env.clone(),
                 capabilities: p.capabilities,
             }),
             None => {

@@ -619,7 +619,6 @@ mod tests {
             provider: agent_supervisor::ProviderKind::OpenaiCompatible,
             base_url: Some("http://127.0.0.1:9/v1".into()),
             model: "m".into(),
-            api_key_env: Some("WORKER_DB_PASSWORD".into()),
             capabilities: Default::default(),
         };
         let storage = interrupted_run(remote).await;
@@ -656,7 +655,6 @@ mod tests {
             provider: agent_supervisor::ProviderKind::OpenaiCompatible,
             base_url: Some("http://127.0.0.1:9/v1".into()),
             model: "m".into(),
-            api_key_env: Some("WORKER_DB_PASSWORD".into()),
             capabilities: Default::default(),
         };
         assert_eq!(

@@ -166,7 +166,20 @@ fn each_provider_runs_with_its_key_from_the_environment_and_without_one_on_a_loc
     for (provider, path, variable, model) in PROVIDERS {
         let dir = private_dir();
         let base = format!("http://127.0.0.1:{port}/{path}");
+        // The key goes only to an endpoint the configuration names (issue
+        // 32): this section names the loopback one, with the usual variable.
+        let config = dir.path().join("agentrt.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[provider]\nkind = \"{provider}\"\nbase_url = \"{base}/\"\nmodel = \"{model}\"\n"
+            ),
+        )
+        .expect("config");
+        let config = config.to_string_lossy().into_owned();
         let args = [
+            "--config",
+            &config,
             "run",
             "say hello",
             "--provider",
@@ -202,6 +215,21 @@ fn each_provider_runs_with_its_key_from_the_environment_and_without_one_on_a_loc
                 assert_eq!(headers["anthropic-version"], "2023-06-01");
             }
         }
+
+        // The same endpoint without the configuration naming it: the key
+        // in the environment is not sent (issue 32), and the run works.
+        let out = agentrt(dir.path(), &args[2..], &[(variable, MARKER)]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{provider} unconfigured: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (_, headers) = seen.lock().expect("seen").pop().expect("a request");
+        assert!(
+            !headers.values().any(|v| v.contains(MARKER)),
+            "{provider}: an unconfigured endpoint got the key: {headers:?}"
+        );
 
         // A keyless local server: no key, no auth header, and it works.
         let out = agentrt(dir.path(), &args, &[]);

@@ -103,10 +103,10 @@ pub(crate) enum Command {
         /// A scripted scenario (JSON) instead of a model.
         #[arg(long, value_name = "FILE", conflicts_with = "provider")]
         scenario: Option<PathBuf>,
-        /// A model provider. Its API key comes from the variable named in
-        /// the config file, else OPENAI_API_KEY, GEMINI_API_KEY or
-        /// ANTHROPIC_API_KEY; a keyless server (llama.cpp, Ollama) at
-        /// --base-url needs none. Not with --detach (S14.2).
+        /// A model provider. Its API key comes from the variable the config
+        /// section naming the same endpoint names, else OPENAI_API_KEY,
+        /// GEMINI_API_KEY or ANTHROPIC_API_KEY; a keyless server (llama.cpp,
+        /// Ollama) at --base-url needs none. Not with --detach (S14.2).
         #[arg(long, value_enum, requires = "model")]
         provider: Option<ProviderArg>,
         /// A provider of the configuration by name ([providers.NAME]); with
@@ -115,7 +115,10 @@ pub(crate) enum Command {
         /// are the configuration's, never the queue's.
         #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "provider"])]
         provider_name: Option<String>,
-        /// The provider's endpoint (default: its public one).
+        /// The provider's endpoint (default: its public one). A key goes
+        /// only to an endpoint a config section names (its base_url), or
+        /// the usual variable to the public endpoint; any other URL gets
+        /// no key: name it in [providers.NAME] if it needs one.
         #[arg(long, value_name = "URL", requires = "provider")]
         base_url: Option<String>,
         #[arg(long, value_name = "NAME")]
