@@ -390,7 +390,7 @@ async fn mcp_preflight() -> Response {
 }
 
 /// The model relay's routes: the token in the header the provider's format
-/// carries its key in ([`crate::relay::relay_token`]).
+/// carries its key in ([`crate::relay::relay_tokens`]).
 fn relay_api(state: GatewayState) -> Router {
     Router::new()
         .route(
@@ -414,8 +414,8 @@ async fn relay_token_guard(
 ) -> Response {
     let origin = request.headers().get(header::ORIGIN).cloned();
     if request.method() != Method::OPTIONS {
-        let ok = crate::relay::relay_token(request.headers())
-            .is_some_and(|t| same_secret(t.as_bytes(), state.token.as_bytes()));
+        let ok = crate::relay::relay_tokens(request.headers())
+            .any(|t| same_secret(t.as_bytes(), state.token.as_bytes()));
         if !ok {
             let mut resp = refuse(
                 StatusCode::UNAUTHORIZED,
@@ -431,14 +431,15 @@ async fn relay_token_guard(
     resp
 }
 
-async fn relay_preflight() -> Response {
+async fn relay_preflight(headers: HeaderMap) -> Response {
+    let requested = headers
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .and_then(|v| v.to_str().ok());
     let mut resp = preflight().await;
-    resp.headers_mut().insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static(
-            "authorization, content-type, x-goog-api-key, x-api-key, anthropic-version, anthropic-dangerous-direct-browser-access",
-        ),
-    );
+    if let Ok(allowed) = HeaderValue::from_str(&crate::relay::relay_allow_headers(requested)) {
+        resp.headers_mut()
+            .insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allowed);
+    }
     resp
 }
 

@@ -8,11 +8,17 @@
 //!
 //! It is no open proxy: only the providers `--relay` names, only their
 //! streaming endpoint of each format (`chat/completions`,
-//! `models/<model>:streamGenerateContent`, `messages`), only POST with a
-//! JSON body of at most [`MAX_RELAY_BODY_BYTES`], and every protection of
+//! `models/<model>:streamGenerateContent`, `messages`, each also under the
+//! version segment the provider's own SDK puts before it: `v1/`, `v1beta/`,
+//! `v1/`, so `openai`, `@anthropic-ai/sdk` and `@google/genai` work with
+//! `<gateway>/v1/relay/<provider>` as their base URL and the token as their
+//! API key), only POST with a JSON body of at most
+//! [`MAX_RELAY_BODY_BYTES`] that asks for a stream, and every protection of
 //! the gateway (Host, Origin, token, connection limits and the request
-//! timeout) holds. The page's own auth headers are dropped; the upstream
-//! gets the server's key in the format's header.
+//! timeout) holds. A refusal past the token check is in the provider's own
+//! error format, so its SDK shows the message. The page's own headers are
+//! dropped (its token, any key it sent, the SDK's `x-stainless-*`); the
+//! upstream gets the server's key in the format's header.
 //!
 //! The gateway's request timeout bounds the wait for the answer's head only:
 //! a long answer streams on past it for as long as the upstream keeps
@@ -190,23 +196,114 @@ impl Relay {
     }
 }
 
-/// True when `rest` is the streaming endpoint of `kind`'s format, and
-/// nothing else (no other path of the provider is reachable).
-fn streaming_endpoint(kind: ProviderKind, rest: &str) -> bool {
+/// What a relayed path names, after the SDK's version segment.
+#[derive(Debug, PartialEq, Eq)]
+enum Endpoint {
+    /// The streaming endpoint of the format; the path under the target's
+    /// base URL (`chat/completions`, `messages`,
+    /// `models/<model>:streamGenerateContent`).
+    Streaming(String),
+    /// Gemini's non-streaming `models/<model>:generateContent`.
+    NonStreaming,
+    /// Any other path of the provider: never reachable.
+    Other,
+}
+
+/// A Gemini model id as it appears in the path: bounded, no separators.
+fn valid_model(model: &str) -> bool {
+    !model.is_empty()
+        && model.len() <= 200
+        && model
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        && !model.contains("..")
+}
+
+/// Read `rest` (the path after `/v1/relay/<provider>/`). Each format's
+/// path is accepted as the provider's own SDK posts it under the relay as
+/// base URL (the OpenAI SDK `chat/completions`, or `v1/chat/completions`
+/// with a `/v1` base; the Anthropic SDK always `v1/messages`; google-genai
+/// `v1beta/models/<model>:streamGenerateContent`) and as the agent's model
+/// client posts it (without the version segment); the version segment is
+/// the target base URL's own and is not repeated upstream.
+fn endpoint(kind: ProviderKind, rest: &str) -> Endpoint {
+    let version = match kind {
+        ProviderKind::OpenaiCompatible | ProviderKind::Anthropic => "v1/",
+        ProviderKind::Gemini => "v1beta/",
+    };
+    let path = rest.strip_prefix(version).unwrap_or(rest);
     match kind {
-        ProviderKind::OpenaiCompatible => rest == "chat/completions",
-        ProviderKind::Anthropic => rest == "messages",
-        ProviderKind::Gemini => rest
-            .strip_prefix("models/")
-            .and_then(|m| m.strip_suffix(":streamGenerateContent"))
-            .is_some_and(|model| {
-                !model.is_empty()
-                    && model.len() <= 200
-                    && model
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-                    && !model.contains("..")
-            }),
+        ProviderKind::OpenaiCompatible if path == "chat/completions" => {
+            Endpoint::Streaming(path.to_owned())
+        }
+        ProviderKind::Anthropic if path == "messages" => Endpoint::Streaming(path.to_owned()),
+        ProviderKind::Gemini => {
+            let Some(call) = path.strip_prefix("models/") else {
+                return Endpoint::Other;
+            };
+            match call.split_once(':') {
+                Some((model, "streamGenerateContent")) if valid_model(model) => {
+                    Endpoint::Streaming(path.to_owned())
+                }
+                Some((model, "generateContent")) if valid_model(model) => Endpoint::NonStreaming,
+                _ => Endpoint::Other,
+            }
+        }
+        _ => Endpoint::Other,
+    }
+}
+
+/// A relay refusal in the error format of `kind`'s API, so the provider's
+/// SDK reads its message (OpenAI `{error: {message, type, code}}`,
+/// Anthropic `{type: "error", error: {type, message}}`, Gemini
+/// `{error: {code, message, status}}`).
+fn refuse_in_format(kind: ProviderKind, status: StatusCode, code: &str, message: &str) -> Response {
+    use axum::response::IntoResponse;
+    let body = match kind {
+        ProviderKind::OpenaiCompatible => serde_json::json!({
+            "error": { "message": message, "type": "invalid_request_error", "code": code }
+        }),
+        ProviderKind::Anthropic => serde_json::json!({
+            "type": "error",
+            "error": {
+                "type": match status {
+                    StatusCode::NOT_FOUND => "not_found_error",
+                    StatusCode::BAD_GATEWAY => "api_error",
+                    _ => "invalid_request_error",
+                },
+                "message": message,
+            }
+        }),
+        ProviderKind::Gemini => serde_json::json!({
+            "error": {
+                "code": status.as_u16(),
+                "message": message,
+                "status": match status {
+                    StatusCode::NOT_FOUND => "NOT_FOUND",
+                    StatusCode::BAD_GATEWAY => "UNAVAILABLE",
+                    _ => "INVALID_ARGUMENT",
+                },
+            }
+        }),
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+/// The request body, checked: JSON, and for the formats that say so in
+/// the body (OpenAI-compatible and Anthropic), a streaming request.
+fn check_body(kind: ProviderKind, body: &[u8]) -> Result<(), &'static str> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|_| "the body must be the JSON of a model request")?;
+    let streaming = value.get("stream") == Some(&serde_json::Value::Bool(true));
+    match kind {
+        ProviderKind::Gemini => Ok(()),
+        ProviderKind::OpenaiCompatible if !streaming => Err(
+            "this relay forwards only streaming requests: send \"stream\": true (chat.completions.create({ stream: true }) or chat.completions.stream())",
+        ),
+        ProviderKind::Anthropic if !streaming => Err(
+            "this relay forwards only streaming requests: send \"stream\": true (messages.stream() or messages.create({ stream: true }))",
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -229,45 +326,57 @@ pub async fn forward(
             "this gateway does not relay that provider; start agentrt serve with --relay PROVIDER",
         );
     };
-    if !streaming_endpoint(target.kind, &rest) {
-        return refuse(
-            StatusCode::NOT_FOUND,
-            "not_relayed",
-            "only the provider's streaming endpoint is relayed",
-        );
-    }
-    let query = match (target.kind, query.as_deref()) {
+    let kind = target.kind;
+    let path = match endpoint(kind, &rest) {
+        Endpoint::Streaming(path) => path,
+        Endpoint::NonStreaming => {
+            return refuse_in_format(
+                kind,
+                StatusCode::BAD_REQUEST,
+                "streaming_only",
+                "this relay forwards only streaming requests: use models.generateContentStream (models/<model>:streamGenerateContent?alt=sse)",
+            );
+        }
+        Endpoint::Other => {
+            return refuse_in_format(
+                kind,
+                StatusCode::NOT_FOUND,
+                "not_relayed",
+                "only the provider's streaming endpoint is relayed",
+            );
+        }
+    };
+    let query = match (kind, query.as_deref()) {
         (ProviderKind::Gemini, Some("alt=sse")) => "?alt=sse",
         (_, None) => "",
         _ => {
-            return refuse(
+            return refuse_in_format(
+                kind,
                 StatusCode::BAD_REQUEST,
                 "bad_request",
                 "no query is relayed except Gemini's alt=sse",
             );
         }
     };
-    if serde_json::from_slice::<serde_json::Value>(&body).is_err() {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "the body must be the JSON of a model request",
-        );
+    if let Err(why) = check_body(kind, &body) {
+        return refuse_in_format(kind, StatusCode::BAD_REQUEST, "bad_request", why);
     }
-    let url = format!("{}/{rest}{query}", target.base_url);
+    let url = format!("{}/{path}{query}", target.base_url);
+    // Only these headers go upstream: the page's own (its token in the
+    // key's header, an SDK's x-stainless-*, any key it sent) never do.
     let mut req = relay
         .client
         .post(url)
         .header(header::CONTENT_TYPE, "application/json")
         .body(body);
     if let Some(key) = &target.api_key {
-        req = match target.kind {
+        req = match kind {
             ProviderKind::OpenaiCompatible => req.bearer_auth(&**key),
             ProviderKind::Gemini => req.header("x-goog-api-key", &**key),
             ProviderKind::Anthropic => req.header("x-api-key", &**key),
         };
     }
-    if target.kind == ProviderKind::Anthropic {
+    if kind == ProviderKind::Anthropic {
         let version = headers
             .get("anthropic-version")
             .and_then(|v| v.to_str().ok())
@@ -278,12 +387,13 @@ pub async fn forward(
     let upstream = match req.send().await {
         Ok(r) => r,
         Err(e) => {
-            return refuse(
+            return refuse_in_format(
+                kind,
                 StatusCode::BAD_GATEWAY,
                 "upstream_unreachable",
                 &format!(
                     "the {} endpoint could not be reached: {}",
-                    target.kind.as_str(),
+                    kind.as_str(),
                     e.without_url()
                 ),
             );
@@ -349,16 +459,44 @@ pub(crate) fn bounded(
     })
 }
 
-/// The token a relayed request carries in place of the provider's key: in
-/// the header its format puts the key in.
-pub fn relay_token(headers: &HeaderMap) -> Option<&str> {
-    if let Some(token) = bearer(headers) {
-        return Some(token);
+/// The tokens a relayed request may carry in place of the provider's key:
+/// in any header a format puts its key in (`Authorization: Bearer`,
+/// `x-goog-api-key`, `x-api-key`). The request passes when one of them is
+/// the gateway token, so an SDK that sends a second credential header
+/// (the Anthropic SDK's `authToken` beside its `apiKey`) still works.
+pub fn relay_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    bearer(headers).into_iter().chain(
+        ["x-goog-api-key", "x-api-key"]
+            .into_iter()
+            .flat_map(|h| headers.get_all(h).iter())
+            .filter_map(|v| v.to_str().ok())
+            .map(str::trim),
+    )
+}
+
+/// The request headers a page's SDK may send to the relay (the preflight's
+/// allow list). They are accepted, never forwarded: only the format's key
+/// header and `anthropic-version` go upstream.
+pub const RELAY_ALLOW_HEADERS: &str = "authorization, content-type, accept, x-goog-api-key, x-goog-api-client, x-api-key, anthropic-version, anthropic-beta, anthropic-dangerous-direct-browser-access";
+
+/// The preflight's allow list for one request: [`RELAY_ALLOW_HEADERS`] and
+/// the `x-stainless-*` headers (the OpenAI and Anthropic SDKs' client
+/// description, a set that changes by SDK version) the page asks for.
+pub fn relay_allow_headers(requested: Option<&str>) -> String {
+    let mut allowed = RELAY_ALLOW_HEADERS.to_owned();
+    for name in requested.unwrap_or("").split(',').map(str::trim).take(32) {
+        let name = name.to_ascii_lowercase();
+        let stainless = name.strip_prefix("x-stainless-").is_some_and(|suffix| {
+            !suffix.is_empty()
+                && suffix.len() <= 40
+                && suffix.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        });
+        if stainless {
+            allowed.push_str(", ");
+            allowed.push_str(&name);
+        }
     }
-    ["x-goog-api-key", "x-api-key"]
-        .iter()
-        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
-        .map(str::trim)
+    allowed
 }
 
 #[cfg(test)]
@@ -368,24 +506,113 @@ mod tests {
     #[test]
     fn only_each_formats_streaming_endpoint_is_relayed() {
         use ProviderKind::*;
-        assert!(streaming_endpoint(OpenaiCompatible, "chat/completions"));
-        assert!(streaming_endpoint(Anthropic, "messages"));
-        assert!(streaming_endpoint(
-            Gemini,
-            "models/gemini-2.5-flash:streamGenerateContent"
-        ));
+        let streaming = |p: &str| Endpoint::Streaming(p.to_owned());
+        for (kind, rest, upstream) in [
+            (OpenaiCompatible, "chat/completions", "chat/completions"),
+            (OpenaiCompatible, "v1/chat/completions", "chat/completions"),
+            (Anthropic, "messages", "messages"),
+            (Anthropic, "v1/messages", "messages"),
+            (
+                Gemini,
+                "models/gemini-2.5-flash:streamGenerateContent",
+                "models/gemini-2.5-flash:streamGenerateContent",
+            ),
+            (
+                Gemini,
+                "v1beta/models/gemini-2.5-flash:streamGenerateContent",
+                "models/gemini-2.5-flash:streamGenerateContent",
+            ),
+        ] {
+            assert_eq!(endpoint(kind, rest), streaming(upstream), "{kind:?} {rest}");
+        }
+        assert_eq!(
+            endpoint(Gemini, "v1beta/models/x:generateContent"),
+            Endpoint::NonStreaming
+        );
+        assert_eq!(
+            endpoint(Gemini, "models/x:generateContent"),
+            Endpoint::NonStreaming
+        );
+        let long = format!("models/{}:streamGenerateContent", "m".repeat(200));
+        assert_eq!(endpoint(Gemini, &long), streaming(&long), "200 bytes");
+        let longer = format!("models/{}:streamGenerateContent", "m".repeat(201));
         for (kind, rest) in [
             (OpenaiCompatible, "models"),
+            (OpenaiCompatible, "responses"),
+            (OpenaiCompatible, "v1/v1/chat/completions"),
+            (OpenaiCompatible, "v1beta/chat/completions"),
             (OpenaiCompatible, "chat/completions/../files"),
             (Anthropic, "messages/batches"),
-            (Gemini, "models/x:generateContent"),
+            (Anthropic, "v1/messages/count_tokens"),
+            (Anthropic, "v1beta/messages"),
+            (Gemini, "v1/models/x:streamGenerateContent"),
+            (Gemini, "v1beta/v1beta/models/x:streamGenerateContent"),
+            (Gemini, "models/x:countTokens"),
             (Gemini, "models/../files:streamGenerateContent"),
             (Gemini, "models/a/b:streamGenerateContent"),
             (Gemini, "models/:streamGenerateContent"),
+            (Gemini, "models/:generateContent"),
+            (Gemini, "models/a:b:streamGenerateContent"),
+            (Gemini, longer.as_str()),
             (Gemini, "files"),
+            (Gemini, "v1beta/files"),
         ] {
-            assert!(!streaming_endpoint(kind, rest), "{kind:?} {rest}");
+            assert_eq!(endpoint(kind, rest), Endpoint::Other, "{kind:?} {rest}");
         }
+    }
+
+    #[test]
+    fn only_a_streaming_json_request_is_forwarded() {
+        use ProviderKind::*;
+        for kind in [OpenaiCompatible, Anthropic] {
+            assert!(check_body(kind, br#"{"stream": true}"#).is_ok());
+            for body in [
+                &br#"{}"#[..],
+                br#"{"stream": false}"#,
+                br#"{"stream": "true"}"#,
+                b"[]",
+                b"not json",
+            ] {
+                let why = check_body(kind, body).expect_err("refused");
+                assert!(why.contains("stream") || why.contains("JSON"), "{why}");
+            }
+        }
+        // Gemini says streaming in the path, not the body.
+        assert!(check_body(Gemini, b"{}").is_ok());
+        assert!(check_body(Gemini, b"not json").is_err());
+    }
+
+    #[test]
+    fn the_token_may_sit_in_any_key_header_beside_another_credential() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer page-auth"),
+        );
+        h.insert("x-api-key", HeaderValue::from_static(" tok "));
+        let all: Vec<&str> = relay_tokens(&h).collect();
+        assert_eq!(all, ["page-auth", "tok"]);
+        assert_eq!(relay_tokens(&HeaderMap::new()).count(), 0);
+    }
+
+    #[test]
+    fn the_preflight_allows_the_sdks_headers_and_no_others() {
+        let allowed = relay_allow_headers(Some(
+            "x-stainless-os, X-Stainless-Retry-Count,x-evil, x-stainless-, x-stainless-a_b",
+        ));
+        assert!(
+            allowed.ends_with(", x-stainless-os, x-stainless-retry-count"),
+            "{allowed}"
+        );
+        assert!(!allowed.contains("x-evil"));
+        assert_eq!(relay_allow_headers(None), RELAY_ALLOW_HEADERS);
+        let many = vec!["x-stainless-a"; 40].join(",");
+        assert_eq!(
+            relay_allow_headers(Some(&many))
+                .matches("x-stainless-a")
+                .count(),
+            32
+        );
     }
 
     #[test]

@@ -120,7 +120,7 @@ async fn a_relayed_request_reaches_the_provider_with_the_servers_key_and_streams
         .header("x-api-key", TOKEN)
         .header("anthropic-version", "2023-06-01")
         .header("anthropic-dangerous-direct-browser-access", "true")
-        .body("{}")
+        .body(r#"{"stream": true}"#)
         .send()
         .await
         .unwrap();
@@ -143,6 +143,10 @@ async fn a_relayed_request_reaches_the_provider_with_the_servers_key_and_streams
         )
         .header("origin", &origin)
         .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "x-api-key, anthropic-version, x-stainless-os",
+        )
         .send()
         .await
         .unwrap();
@@ -151,6 +155,10 @@ async fn a_relayed_request_reaches_the_provider_with_the_servers_key_and_streams
         .to_str()
         .unwrap();
     assert!(allowed.contains("x-api-key") && allowed.contains("x-goog-api-key"));
+    assert!(
+        allowed.contains("x-stainless-os"),
+        "the SDK's own headers: {allowed}"
+    );
 }
 
 /// A request's path, headers and body, and the status it must get.
@@ -189,7 +197,7 @@ async fn nothing_else_reaches_the_provider() {
             404,
         ),
         (
-            "/v1/relay/gemini/models/x:generateContent".into(),
+            "/v1/relay/gemini/models/x:countTokens".into(),
             vec![("x-goog-api-key", TOKEN.into())],
             "{}",
             404,
@@ -213,12 +221,38 @@ async fn nothing_else_reaches_the_provider() {
             "{}",
             404,
         ),
-        // A body that is not JSON.
+        // A body that is not JSON, a request that does not stream (400 in
+        // the provider's error format).
         (
             "/v1/relay/anthropic/messages".into(),
             vec![("x-api-key", TOKEN.into())],
             "not json",
             400,
+        ),
+        (
+            "/v1/relay/anthropic/v1/messages".into(),
+            vec![("x-api-key", TOKEN.into())],
+            r#"{"stream": false}"#,
+            400,
+        ),
+        (
+            "/v1/relay/gemini/models/x:generateContent".into(),
+            vec![("x-goog-api-key", TOKEN.into())],
+            "{}",
+            400,
+        ),
+        (
+            "/v1/relay/gemini/v1beta/models/m:generateContent".into(),
+            vec![("x-goog-api-key", TOKEN.into())],
+            "{}",
+            400,
+        ),
+        // Another path under the SDK's version segment.
+        (
+            "/v1/relay/anthropic/v1/messages/batches".into(),
+            vec![("x-api-key", TOKEN.into())],
+            r#"{"stream": true}"#,
+            404,
         ),
     ];
     for (path, headers, body, status) in cases {

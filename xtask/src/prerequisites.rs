@@ -1,8 +1,8 @@
 //! The prerequisites of the gate and the demo: each checked first and
 //! installed only when missing (the wasm target, wasm-bindgen-cli, clang,
 //! Chromium and ChromeDriver, the rustfmt and clippy components, the npm
-//! packages of the e2e suite, of the type check and of the MCP reference
-//! server, PostgreSQL for agent-store-postgres's tests); one that cannot be
+//! packages of the e2e suite, of the type check, of the MCP reference
+//! server and of the relay's SDK test, PostgreSQL for agent-store-postgres's tests); one that cannot be
 //! had fails loudly.
 
 use std::path::Path;
@@ -22,6 +22,11 @@ pub(crate) const TYPECHECK_DIR: &str = "host-browser/typecheck";
 /// pinned in its package-lock.json) that agent-mcp's interop tests start.
 pub(crate) const MCP_REFERENCE_DIR: &str = "actors/mcp/tests/reference";
 
+/// The official provider SDKs (`openai`, `@anthropic-ai/sdk`,
+/// `@google/genai`, pinned in its package-lock.json) that host-native's
+/// relay test drives through `agentrt serve --relay`.
+pub(crate) const RELAY_SDK_DIR: &str = "host-native/tests/sdk";
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Prereq {
     WasmTarget,
@@ -36,13 +41,15 @@ pub(crate) enum Prereq {
     TypecheckNodeModules,
     /// The MCP reference server, for the native tests of agent-mcp.
     McpReferenceNodeModules,
+    /// The provider SDKs, for host-native's relay test.
+    RelaySdkNodeModules,
     /// Debian's PostgreSQL server binaries (`initdb`, `pg_ctl`), which
     /// agent-store-postgres's tests run as throwaway clusters on loopback.
     Postgres,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 9] = [
+    pub(crate) const ALL: [Prereq; 10] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::Clang,
@@ -51,6 +58,7 @@ impl Prereq {
         Prereq::E2eNodeModules,
         Prereq::TypecheckNodeModules,
         Prereq::McpReferenceNodeModules,
+        Prereq::RelaySdkNodeModules,
         Prereq::Postgres,
     ];
 }
@@ -80,6 +88,9 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
             }
             Prereq::McpReferenceNodeModules => {
                 ensure_node_modules(runner, MCP_REFERENCE_DIR, "MCP reference server")?
+            }
+            Prereq::RelaySdkNodeModules => {
+                ensure_node_modules(runner, RELAY_SDK_DIR, "relay SDK test")?
             }
             Prereq::Postgres => ensure_postgres(runner)?,
         }

@@ -45,8 +45,13 @@ impl Group {
             // clippy for wasm32 runs build scripts, and QuickJS's C needs clang.
             Group::Lint => &[Prereq::RustComponents, Prereq::WasmTarget, Prereq::Clang],
             // agent-mcp's interop tests start the MCP reference server;
-            // agent-store-postgres's tests start PostgreSQL clusters.
-            Group::Native => &[Prereq::McpReferenceNodeModules, Prereq::Postgres],
+            // agent-store-postgres's tests start PostgreSQL clusters;
+            // host-native's relay test drives the provider SDKs in Node.
+            Group::Native => &[
+                Prereq::McpReferenceNodeModules,
+                Prereq::RelaySdkNodeModules,
+                Prereq::Postgres,
+            ],
             Group::Wasm => &[
                 Prereq::WasmTarget,
                 Prereq::WasmBindgen,
