@@ -4,7 +4,7 @@
 //! side and its retries are [`super::http`]'s; the stream loop and the
 //! answer's assembly are [`super::wire`]'s.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use agent_kernel::host::Clock;
 
 use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{ModelHttp, RetryPolicy, check_base_url};
-use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
+use super::wire::{Answer, Step, UsageReport, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
 use crate::transcript::Message;
 
@@ -137,6 +137,7 @@ fn wire_message(m: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let mut v = json!({"role": "assistant", "content": content});
             if !tool_calls.is_empty() {
@@ -181,11 +182,126 @@ impl ModelProvider for OpenAiProvider {
     }
 }
 
-/// Reads Chat Completions chunks: text and tool-call deltas by index, the
-/// usage chunk, `finish_reason`, and `[DONE]`.
+/// Reads Chat Completions chunks: text deltas (a string, or an array of
+/// typed parts whose `text` parts are the answer and whose reasoning-like
+/// parts never are), reasoning (`reasoning_content` / `reasoning` strings,
+/// `reasoning_details`), tool-call deltas by index (a new `id` at an index
+/// that already holds a call with another id starts a new call, as servers
+/// that stream parallel calls all at `index: 0` send them), the usage chunk
+/// (with cached and reasoning tokens), `finish_reason`, and `[DONE]`.
 #[derive(Default)]
 struct ChatDecoder {
     answer: Answer,
+    /// For each wire `index`, the slot in `answer.calls` of its latest call.
+    latest_at_index: BTreeMap<u64, u64>,
+}
+
+/// The part types that carry reasoning, never the answer.
+const REASONING_PART_TYPES: &[&str] = &[
+    "thinking",
+    "reasoning",
+    "reasoning_text",
+    "reasoning_content",
+    "reasoning.text",
+    "reasoning.summary",
+    "summary_text",
+];
+
+/// The text of a reasoning part or field: a string, or the text found in
+/// its `thinking` / `reasoning` / `text` / `content` / `summary` fields,
+/// nested parts included.
+fn reasoning_text(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => out.push_str(s),
+        Value::Array(items) => items.iter().for_each(|i| reasoning_text(i, out)),
+        Value::Object(map) => {
+            for key in ["thinking", "reasoning", "text", "content", "summary"] {
+                if let Some(inner) = map.get(key) {
+                    reasoning_text(inner, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+impl ChatDecoder {
+    /// The `delta.content` value: a string is answer text; an array of
+    /// typed parts is split into answer text and reasoning.
+    fn content(&mut self, content: &Value, out: &mut VecDeque<ModelEvent>) {
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        match content {
+            Value::String(s) => text.push_str(s),
+            Value::Array(parts) => {
+                for part in parts {
+                    let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+                    if REASONING_PART_TYPES.contains(&kind) {
+                        reasoning_text(part, &mut reasoning);
+                    } else if matches!(kind, "text" | "output_text")
+                        && let Some(t) = part.get("text").and_then(Value::as_str)
+                    {
+                        text.push_str(t);
+                    }
+                    // Other parts (images, audio, refusals, unknown types)
+                    // are not answer text.
+                }
+            }
+            _ => {}
+        }
+        if !reasoning.is_empty() {
+            out.push_back(ModelEvent::ReasoningDelta(reasoning));
+        }
+        if !text.is_empty() {
+            out.push_back(ModelEvent::TextDelta(text));
+        }
+    }
+
+    /// One entry of `delta.tool_calls`.
+    fn tool_call(&mut self, position: usize, c: &Value) {
+        let index = c
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(position as u64);
+        let id = c
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let slot = match self.latest_at_index.get(&index).copied() {
+            // A new id where a call with another id already is: a new call.
+            Some(slot) => match (id, self.answer.calls.get(&slot)) {
+                (Some(id), Some(held)) if !held.id.is_empty() && held.id != id => None,
+                _ => Some(slot),
+            },
+            None => None,
+        };
+        let slot = slot.unwrap_or_else(|| {
+            let next = self.answer.calls.len() as u64;
+            self.latest_at_index.insert(index, next);
+            next
+        });
+        let entry = self.answer.call(slot);
+        if let Some(id) = id
+            && entry.id.is_empty()
+        {
+            entry.id.push_str(id);
+        }
+        if let Some(f) = c.get("function") {
+            if let Some(n) = f.get("name").and_then(Value::as_str)
+                && entry.name != n
+            {
+                // The name comes whole in the first delta; a server that
+                // repeats it on later deltas does not double it.
+                entry.name.push_str(n);
+            }
+            match f.get("arguments") {
+                Some(Value::String(a)) => entry.arguments.push_str(a),
+                // A server that sends the arguments as an object.
+                Some(v @ Value::Object(_)) => entry.arguments.push_str(&v.to_string()),
+                _ => {}
+            }
+        }
+    }
 }
 
 impl WireDecoder for ChatDecoder {
@@ -199,16 +315,21 @@ impl WireDecoder for ChatDecoder {
             return Ok(Step::Done);
         }
         let chunk = json_payload(data)?;
-        if chunk.get("error").is_some() {
+        if chunk.get("error").is_some_and(|e| !e.is_null()) {
             return Err(ProviderError::Malformed {
                 detail: "the endpoint sent an error event inside the stream".into(),
             });
         }
-        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            self.answer.usage_at_least(
-                u.get("prompt_tokens").and_then(Value::as_u64),
-                u.get("completion_tokens").and_then(Value::as_u64),
-            );
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.answer.report_usage(UsageReport {
+                input: UsageReport::field(u, "/prompt_tokens"),
+                output: UsageReport::field(u, "/completion_tokens"),
+                cached_input: UsageReport::field(u, "/prompt_tokens_details/cached_tokens")
+                    // DeepSeek's name for the same count.
+                    .or_else(|| UsageReport::field(u, "/prompt_cache_hit_tokens")),
+                cache_write: None,
+                reasoning: UsageReport::field(u, "/completion_tokens_details/reasoning_tokens"),
+            });
         }
         let Some(choice) = chunk
             .get("choices")
@@ -218,26 +339,32 @@ impl WireDecoder for ChatDecoder {
             return Ok(Step::More);
         };
         let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-        if let Some(text) = delta.get("content").and_then(Value::as_str)
-            && !text.is_empty()
-        {
-            out.push_back(ModelEvent::TextDelta(text.to_owned()));
+        let mut reasoning = String::new();
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(Value::String(r)) = delta.get(key) {
+                reasoning.push_str(r);
+            }
+        }
+        if let Some(details) = delta.get("reasoning_details").and_then(Value::as_array) {
+            for d in details {
+                if let Some(t) = d
+                    .get("text")
+                    .or_else(|| d.get("summary"))
+                    .and_then(Value::as_str)
+                {
+                    reasoning.push_str(t);
+                }
+            }
+        }
+        if !reasoning.is_empty() {
+            out.push_back(ModelEvent::ReasoningDelta(reasoning));
+        }
+        if let Some(content) = delta.get("content") {
+            self.content(content, out);
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for (pos, c) in calls.iter().enumerate() {
-                let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
-                let entry = self.answer.call(index);
-                if let Some(id) = c.get("id").and_then(Value::as_str) {
-                    entry.id.push_str(id);
-                }
-                if let Some(f) = c.get("function") {
-                    if let Some(n) = f.get("name").and_then(Value::as_str) {
-                        entry.name.push_str(n);
-                    }
-                    if let Some(a) = f.get("arguments").and_then(Value::as_str) {
-                        entry.arguments.push_str(a);
-                    }
-                }
+                self.tool_call(pos, c);
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
