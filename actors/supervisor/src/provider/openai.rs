@@ -378,3 +378,105 @@ impl WireDecoder for ChatDecoder {
         self.answer.complete(out)
     }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::provider::ModelUsage;
+    use crate::provider::wire::decode_fixture;
+
+    fn decode(body: &str) -> Result<crate::provider::ModelResponse, ProviderError> {
+        decode_fixture(body, ChatDecoder::default())
+    }
+
+    fn calls(r: &crate::provider::ModelResponse) -> Vec<(&str, &str, &str)> {
+        r.tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn parallel_calls_by_index_and_the_final_usage_chunk_with_cached_tokens() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/parallel_tool_calls.sse"
+        ))
+        .unwrap();
+        assert_eq!(
+            calls(&r),
+            [
+                ("call_aaa", "get_weather", r#"{"location": "Paris"}"#),
+                ("call_bbb", "get_time", "{}")
+            ]
+        );
+        assert_eq!(r.finish, Some(FinishReason::ToolCalls));
+        assert_eq!(
+            r.usage,
+            ModelUsage {
+                input_tokens: 2006,
+                output_tokens: 300,
+                cached_input_tokens: 1920,
+                ..ModelUsage::default()
+            }
+        );
+    }
+
+    #[test]
+    fn calls_sharing_an_index_with_distinct_ids_stay_apart() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/shared_index_parallel_calls.sse"
+        ))
+        .unwrap();
+        assert_eq!(
+            calls(&r),
+            [
+                ("call_foo", "foo", "{}"),
+                ("call_Foo", "Foo", "{}"),
+                // A delta without an id goes on with the latest call at its index.
+                ("call_bar", "bar", r#"{"a":1}"#),
+            ]
+        );
+    }
+
+    #[test]
+    fn content_as_typed_parts_gives_the_text_and_keeps_reasoning_apart() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/content_parts_reasoning.sse"
+        ))
+        .unwrap();
+        assert_eq!(r.text, "Hello there!");
+        assert_eq!(r.reasoning, "The user greets me; answer briefly.");
+        assert_eq!(r.finish, Some(FinishReason::Stop));
+    }
+
+    #[test]
+    fn reasoning_content_fields_are_never_the_answer() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/reasoning_content.sse"
+        ))
+        .unwrap();
+        assert_eq!(r.text, "9.8 is larger.");
+        assert_eq!(r.reasoning, "Okay, 9.11 vs 9.8 (checked)");
+        assert_eq!(r.finish, Some(FinishReason::Length));
+        assert_eq!(r.usage.reasoning_tokens, 280);
+        assert_eq!(r.usage.output_tokens, 300);
+    }
+
+    #[test]
+    fn finish_reason_variants_map_to_the_runs_reasons() {
+        for (wire, ours) in [
+            ("stop", FinishReason::Stop),
+            ("eos", FinishReason::Stop),
+            ("length", FinishReason::Length),
+            ("tool_calls", FinishReason::ToolCalls),
+            ("function_call", FinishReason::ToolCalls),
+            ("content_filter", FinishReason::ContentFilter),
+            ("weird", FinishReason::Other("weird".into())),
+        ] {
+            let body = format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"x\"}},\"finish_reason\":\"{wire}\"}}]}}\n\ndata: [DONE]\n\n"
+            );
+            assert_eq!(decode(&body).unwrap().finish, Some(ours), "{wire}");
+        }
+    }
+}
