@@ -575,3 +575,149 @@ impl WireDecoder for GeminiDecoder {
         self.answer.complete(out)
     }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::provider::wire::decode_fixture;
+    use crate::provider::{ModelResponse, ModelUsage};
+    use crate::transcript::Messages;
+
+    fn decode(body: &str) -> Result<ModelResponse, ProviderError> {
+        decode_fixture(body, GeminiDecoder::default())
+    }
+
+    fn continuation(r: &ModelResponse) -> Value {
+        let request = ModelRequest {
+            model: "gemini-2.5-flash".into(),
+            system: None,
+            messages: Messages::from(vec![
+                Message::User {
+                    content: "hi".into(),
+                },
+                Message::Assistant {
+                    content: Some(r.text.clone()).filter(|t| !t.is_empty()),
+                    tool_calls: r.tool_calls.clone(),
+                    native: r.native.clone(),
+                },
+            ]),
+            tools: Arc::from(Vec::new()),
+            temperature: None,
+            max_output_tokens: None,
+        };
+        request_body(&request)["contents"][1]["parts"].clone()
+    }
+
+    #[test]
+    fn streamed_arguments_are_assembled_and_several_calls_kept_apart() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/gemini/streamed_function_calls.sse"
+        ))
+        .expect("partialArgs are not a failure");
+        assert_eq!(r.text, "Checking both cities.");
+        assert_eq!(r.finish, Some(FinishReason::ToolCalls));
+        let calls: Vec<(&str, Value)> = r
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), serde_json::from_str(&c.arguments).unwrap()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    "get_weather",
+                    json!({"location": "Boston, MA", "days": 3, "metric": true, "hours": [null, "noon"]})
+                ),
+                ("get_weather", json!({"location": "Paris"})),
+                ("get_time", json!({})),
+            ]
+        );
+        assert_eq!(r.tool_calls[0].signature.as_deref(), Some("Q2lRQjR5Nk5m"));
+        assert_eq!(
+            r.usage,
+            ModelUsage {
+                input_tokens: 80,
+                output_tokens: 72,
+                cached_input_tokens: 64,
+                cache_write_tokens: 0,
+                reasoning_tokens: 32,
+            },
+            "the last usageMetadata wins"
+        );
+        let parts = continuation(&r);
+        assert_eq!(parts[1]["thoughtSignature"], "Q2lRQjR5Nk5m");
+        assert_eq!(parts[1]["functionCall"]["args"]["location"], "Boston, MA");
+    }
+
+    #[test]
+    fn a_stream_ending_inside_a_streamed_call_is_incomplete() {
+        let body = include_str!("../../tests/fixtures/gemini/streamed_function_calls.sse");
+        let cut: String = body
+            .split("\n\n")
+            .take(3)
+            .map(|e| format!("{e}\n\n"))
+            .collect();
+        let cut = format!(
+            "{cut}data: {{\"candidates\": [{{\"content\": {{\"parts\": []}}, \"finishReason\": \"STOP\"}}]}}\n\n"
+        );
+        let e = decode(&cut).expect_err("open call");
+        assert!(matches!(e, ProviderError::Disconnected { .. }), "{e}");
+    }
+
+    #[test]
+    fn thoughts_are_reasoning_and_a_signed_text_part_goes_back() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/gemini/thought_signed_text.sse"
+        ))
+        .unwrap();
+        assert_eq!(r.text, "Autumn moon rises, silver on the pond.");
+        assert!(r.reasoning.starts_with("**Weighing the question**"));
+        assert_eq!(r.usage.reasoning_tokens, 120);
+        assert_eq!(r.usage.output_tokens, 132);
+        let parts = continuation(&r);
+        assert_eq!(
+            parts,
+            json!([{"text": "Autumn moon rises, silver on the pond."},
+                   {"text": "", "thoughtSignature": "EpYCCpMCAdHtim8b"}])
+        );
+    }
+
+    #[test]
+    fn safety_and_malformed_function_call_are_typed_finishes() {
+        let r = decode(include_str!("../../tests/fixtures/gemini/safety.sse")).unwrap();
+        assert_eq!(r.finish, Some(FinishReason::ContentFilter));
+        let r = decode(include_str!(
+            "../../tests/fixtures/gemini/malformed_function_call.sse"
+        ))
+        .unwrap();
+        assert_eq!(
+            r.finish,
+            Some(FinishReason::Other("malformed_function_call".into()))
+        );
+        assert!(r.tool_calls.is_empty());
+    }
+
+    #[test]
+    fn json_paths_of_partial_args() {
+        assert_eq!(
+            parse_json_path("$.foo.bar[0].data"),
+            Some(vec![
+                PathStep::Key("foo".into()),
+                PathStep::Key("bar".into()),
+                PathStep::Index(0),
+                PathStep::Key("data".into()),
+            ])
+        );
+        assert_eq!(
+            parse_json_path("$['a b']"),
+            Some(vec![PathStep::Key("a b".into())])
+        );
+        assert_eq!(parse_json_path("foo"), None);
+        assert_eq!(parse_json_path("$..x"), None);
+        // The index bound: at it, and past it.
+        let mut v = Value::Null;
+        assert!(slot_at(&mut v, &[PathStep::Index(MAX_PATH_INDEX)]).is_some());
+        let mut v = Value::Null;
+        assert!(slot_at(&mut v, &[PathStep::Index(MAX_PATH_INDEX + 1)]).is_none());
+    }
+}
