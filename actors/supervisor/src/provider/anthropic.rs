@@ -2,12 +2,14 @@
 //! `user` and `assistant` messages of content blocks (`text`, `tool_use`,
 //! `tool_result`), the system prompt in `system`, tools with their
 //! `input_schema`; the stream's `message_start` / `content_block_*` /
-//! `message_delta` / `message_stop` events, tool inputs assembled from
-//! `input_json_delta` fragments, usage from `message_start` and
-//! `message_delta`, and `stop_reason` mapped to the run's finish reasons.
-//! An `overloaded_error` inside the stream breaks it like a disconnect (the
-//! round may be repeated; nothing of it was used). The HTTP side and its
-//! retries are [`super::http`]'s.
+//! `message_delta` / `message_stop` events read by `MessagesDecoder`:
+//! tool inputs assembled from `input_json_delta` fragments of their own
+//! block, thinking and server-side blocks kept for the continuation (an
+//! assistant turn's [`NativeTurn`], sent back as received), usage per field
+//! from the latest report, and `stop_reason` mapped to the run's finish
+//! reasons. An overload `error` event or a spliced stream breaks it like a
+//! disconnect (the round may be repeated; nothing of it was used). The
+//! HTTP side and its retries are [`super::http`]'s.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

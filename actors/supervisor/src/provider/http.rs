@@ -433,3 +433,97 @@ impl ModelHttp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_fractions_and_every_http_date_format() {
+        // 2015-10-21T07:28:00Z and 34 s before it.
+        let now_ms = 1_445_412_480_000 - 34_000;
+        for value in [
+            "34",
+            " 34 ",
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            "Wednesday, 21-Oct-15 07:28:00 GMT",
+            "Wed Oct 21 07:28:00 2015",
+        ] {
+            assert_eq!(
+                retry_after(value, now_ms),
+                Some(Duration::from_secs(34)),
+                "{value}"
+            );
+        }
+        assert_eq!(retry_after("1.5", 0), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now_ms + 60_000),
+            Some(Duration::ZERO),
+            "a date in the past is no wait"
+        );
+        for bad in ["", "soon", "-3", "1e3"] {
+            assert_eq!(retry_after(bad, 0), None, "{bad}");
+        }
+        assert_eq!(retry_after_ms("2500"), Some(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn gemini_retry_info_gives_the_delay() {
+        let body = include_str!("../../tests/fixtures/gemini/retry_info_429.json");
+        assert_eq!(retry_info_delay(body), Some(Duration::from_secs(34)));
+        let fractional = body.replace("\"34s\"", "\"0.5s\"");
+        assert_eq!(
+            retry_info_delay(&fractional),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(retry_info_delay("{\"error\": {\"details\": []}}"), None);
+        assert_eq!(retry_info_delay("not json"), None);
+    }
+
+    #[test]
+    fn the_providers_message_is_kept_bounded_and_sanitised() {
+        let openai = r#"{"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}}"#;
+        assert_eq!(
+            provider_message(openai, &[]).as_deref(),
+            Some(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+            )
+        );
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0.tool_use.input: Input should be a valid dictionary"}}"#;
+        assert_eq!(
+            provider_message(anthropic, &[]).as_deref(),
+            Some("messages.1.content.0.tool_use.input: Input should be a valid dictionary")
+        );
+        let gemini = include_str!("../../tests/fixtures/gemini/retry_info_429.json");
+        let m = provider_message(gemini, &[]).unwrap();
+        assert!(m.starts_with("You exceeded your current quota"), "{m}");
+        assert!(!m.contains('\n'), "control characters removed: {m:?}");
+        // A header value (the key) is never echoed.
+        let key = ("authorization", "Bearer secret-key-123456".to_owned());
+        let echo = r#"{"error": {"message": "Incorrect API key provided: secret-key-123456. Or sk-abc***xyz."}}"#;
+        let m = provider_message(echo, &[key]).unwrap();
+        assert!(
+            !m.contains("secret-key-123456") && !m.contains("sk-abc"),
+            "{m}"
+        );
+        // The bound: at it kept whole, past it cut.
+        for (len, cut) in [
+            (MAX_PROVIDER_MESSAGE_CHARS - 1, false),
+            (MAX_PROVIDER_MESSAGE_CHARS, false),
+            (MAX_PROVIDER_MESSAGE_CHARS + 1, true),
+        ] {
+            let body = json_message(&"é".repeat(len));
+            let m = provider_message(&body, &[]).unwrap();
+            assert_eq!(m.ends_with('…'), cut, "{len}");
+            assert_eq!(
+                m.chars().count(),
+                len.min(MAX_PROVIDER_MESSAGE_CHARS) + usize::from(cut)
+            );
+        }
+        assert_eq!(provider_message("<html>502</html>", &[]), None);
+    }
+
+    fn json_message(m: &str) -> String {
+        serde_json::json!({"error": {"message": m}}).to_string()
+    }
+}
