@@ -370,6 +370,16 @@ impl MessagesDecoder {
     fn block_delta(&mut self, index: u64, delta: &Value, out: &mut VecDeque<ModelEvent>) {
         let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
         let str_field = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
+        if kind == "text_delta" && !self.blocks.contains_key(&index) {
+            // Text for a block whose start was not sent: a text block.
+            self.blocks.insert(
+                index,
+                Block::Text {
+                    text: String::new(),
+                    citations: Vec::new(),
+                },
+            );
+        }
         match (kind, self.blocks.get_mut(&index)) {
             ("text_delta", Some(Block::Text { text, .. })) => {
                 let t = str_field("text");
@@ -628,7 +638,11 @@ mod tests {
                 "text",
                 "mcp_tool_use",
                 "mcp_tool_result",
-                "code_execution_tool_result"
+                "code_execution_tool_result",
+                "web_fetch_tool_result",
+                "bash_code_execution_tool_result",
+                "text_editor_code_execution_tool_result",
+                "container_upload",
             ]
         );
         assert_eq!(
@@ -722,6 +736,20 @@ mod tests {
             max_output_tokens: None,
         });
         assert!(!other.to_string().contains("EqQBCgIYAhIM"), "{other}");
+    }
+
+    #[test]
+    fn a_block_type_this_client_does_not_know_is_kept_opaque() {
+        // Not a documented shape: the rule for any type added later.
+        let body = SERVER_TOOLS.replace(
+            "\"type\":\"container_upload\"",
+            "\"type\":\"a_type_added_later\"",
+        );
+        let r = decode(&body).expect("an unknown block is not a failure");
+        assert!(r.tool_calls.is_empty());
+        let blocks = continuation(&r);
+        assert_eq!(blocks[10]["type"], "a_type_added_later");
+        assert_eq!(blocks[10]["file_id"], "file_011CNha8iCJcU1wXNR6q4V8w");
     }
 
     #[test]
