@@ -304,6 +304,35 @@ impl ChatDecoder {
     }
 }
 
+/// An error object inside the stream: an overload, rate limit or server
+/// failure breaks the stream like a disconnect (the round may be repeated,
+/// then it is an outage, S13.2); any other is a malformed answer.
+fn stream_error(error: &Value) -> ProviderError {
+    let code = error.get("code");
+    let numeric = code
+        .and_then(Value::as_u64)
+        .or_else(|| code.and_then(Value::as_str).and_then(|c| c.parse().ok()));
+    let kind = [error.get("type"), code]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>();
+    let transient = numeric.is_some_and(|c| c == 429 || (500..600).contains(&c))
+        || kind.iter().any(|k| {
+            matches!(
+                *k,
+                "server_error" | "overloaded_error" | "rate_limit_exceeded" | "rate_limit_error"
+            )
+        });
+    if transient {
+        ProviderError::Disconnected { events: 0 }
+    } else {
+        ProviderError::Malformed {
+            detail: "the endpoint sent an error event inside the stream".into(),
+        }
+    }
+}
+
 impl WireDecoder for ChatDecoder {
     fn on_data(
         &mut self,
@@ -315,10 +344,8 @@ impl WireDecoder for ChatDecoder {
             return Ok(Step::Done);
         }
         let chunk = json_payload(data)?;
-        if chunk.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(ProviderError::Malformed {
-                detail: "the endpoint sent an error event inside the stream".into(),
-            });
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            return Err(stream_error(error));
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             self.answer.report_usage(UsageReport {
@@ -460,6 +487,27 @@ mod tests {
         assert_eq!(r.finish, Some(FinishReason::Length));
         assert_eq!(r.usage.reasoning_tokens, 280);
         assert_eq!(r.usage.output_tokens, 300);
+    }
+
+    #[test]
+    fn an_overload_inside_the_stream_may_be_repeated_and_another_error_may_not() {
+        let head = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+        for (error, repeatable) in [
+            (r#"{"message":"Provider returned error","code":502}"#, true),
+            (r#"{"message":"Rate limit","code":429}"#, true),
+            (
+                r#"{"message":"The server had an error","type":"server_error"}"#,
+                true,
+            ),
+            (
+                r#"{"message":"Bad input","type":"invalid_request_error","code":"invalid_value"}"#,
+                false,
+            ),
+        ] {
+            let body = format!("{head}data: {{\"error\":{error}}}\n\n");
+            let e = decode(&body).expect_err(error);
+            assert_eq!(e.round_may_repeat(), repeatable, "{error}: {e}");
+        }
     }
 
     #[test]
