@@ -523,6 +523,23 @@ mod tests {
         assert_eq!(provider_message("<html>502</html>", &[]), None);
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn an_error_body_is_read_up_to_its_bound() {
+        let read = |len: usize| {
+            let body = vec![b'a'; len];
+            let chunks: Vec<Result<bytes::Bytes, agent_http::SendError>> = body
+                .chunks(1000)
+                .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+                .collect();
+            futures::executor::block_on(read_error_body(Box::pin(futures::stream::iter(chunks))))
+                .len()
+        };
+        assert_eq!(read(MAX_ERROR_BODY_BYTES - 1), MAX_ERROR_BODY_BYTES - 1);
+        assert_eq!(read(MAX_ERROR_BODY_BYTES), MAX_ERROR_BODY_BYTES);
+        assert_eq!(read(MAX_ERROR_BODY_BYTES + 1), MAX_ERROR_BODY_BYTES);
+    }
+
     fn json_message(m: &str) -> String {
         serde_json::json!({"error": {"message": m}}).to_string()
     }
