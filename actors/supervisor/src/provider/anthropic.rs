@@ -783,6 +783,29 @@ mod tests {
     }
 
     #[test]
+    fn server_blocks_are_kept_at_their_bound_and_left_out_past_it() {
+        // `{"d":"…","type":"x"}` is 19 bytes and the padding.
+        let with_block = |size: usize| {
+            let block = json!({"type": "x", "d": "p".repeat(size - 19)});
+            assert_eq!(block.to_string().len(), size);
+            format!(
+                "data: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":1}}}}}}\n\n\
+                 data: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{block}}}\n\n\
+                 data: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}}}}\n\n\
+                 data: {{\"type\":\"message_stop\"}}\n\n"
+            )
+        };
+        for (size, kept) in [
+            (MAX_SERVER_BLOCK_BYTES - 1, true),
+            (MAX_SERVER_BLOCK_BYTES, true),
+            (MAX_SERVER_BLOCK_BYTES + 1, false),
+        ] {
+            let r = decode(&with_block(size)).unwrap();
+            assert_eq!(r.native.is_some(), kept, "{size}");
+        }
+    }
+
+    #[test]
     fn server_blocks_past_the_bound_are_left_out_together() {
         let big = "x".repeat(MAX_SERVER_BLOCK_BYTES);
         let body = SERVER_TOOLS.replace("Ev0DCioIAxgCIiQ3NmU4ZmI4OC1k", &big);
