@@ -280,6 +280,7 @@ pub fn turn_messages(own: &[Message], run: &AgentRun, output: Option<&str>) -> V
             Message::Assistant {
                 content,
                 tool_calls,
+                native,
             } => {
                 let calls: Vec<_> = tool_calls
                     .iter()
@@ -291,6 +292,7 @@ pub fn turn_messages(own: &[Message], run: &AgentRun, output: Option<&str>) -> V
                     turn.push(Message::Assistant {
                         content,
                         tool_calls: calls,
+                        native: native.clone(),
                     });
                 }
             }
@@ -310,8 +312,11 @@ pub fn turn_messages(own: &[Message], run: &AgentRun, output: Option<&str>) -> V
             Some(Message::Assistant {
                 content: Some(text),
                 tool_calls,
+                native,
             }) if tool_calls.is_empty() => {
                 *text = format!("{text}\n\n{note}");
+                // The text changed: the provider's own copy of it is stale.
+                *native = None;
             }
             _ => {
                 let content = match output.filter(|o| !o.is_empty()) {
@@ -321,6 +326,7 @@ pub fn turn_messages(own: &[Message], run: &AgentRun, output: Option<&str>) -> V
                 turn.push(Message::Assistant {
                     content: Some(content),
                     tool_calls: Vec::new(),
+                    native: None,
                 });
             }
         }
@@ -370,6 +376,7 @@ impl HistoryMessage {
             HistoryRole::Assistant => Message::Assistant {
                 content: Some(self.content.clone()),
                 tool_calls: Vec::new(),
+                native: None,
             },
         }
     }

@@ -34,6 +34,17 @@ pub struct AssistantToolCall {
     pub signature: Option<String>,
 }
 
+/// An assistant turn's content blocks exactly as one wire format sent them
+/// (see `Message::Assistant::native`): opaque to the runtime, bounded by
+/// the format's decoder, and sent back only to that format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeTurn {
+    /// The wire format that wrote it ("anthropic").
+    pub format: String,
+    /// The turn's content blocks as a JSON array, in the order received.
+    pub blocks: String,
+}
+
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
@@ -49,6 +60,12 @@ pub enum Message {
         content: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<AssistantToolCall>,
+        /// The turn as the provider's own wire format sent it, when that
+        /// format wants parts back that are not the answer nor our calls
+        /// (Anthropic's signed thinking and server-side tool blocks). Only
+        /// the format named in it reads it; every other format ignores it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        native: Option<NativeTurn>,
     },
     Tool {
         tool_call_id: String,
@@ -195,6 +212,7 @@ pub fn tail_of(messages: &[Message]) -> Tail {
     let Message::Assistant {
         content,
         tool_calls,
+        ..
     } = &messages[last_assistant]
     else {
         return Tail::ModelNext;
@@ -758,6 +776,7 @@ mod tests {
         t.messages.push(Message::Assistant {
             content: None,
             tool_calls: vec![call("a"), call("b")],
+            native: None,
         });
         assert!(
             matches!(t.tail(), Tail::ToolsPending { ref pending, .. } if pending == &vec![0, 1])
@@ -775,6 +794,7 @@ mod tests {
         t.messages.push(Message::Assistant {
             content: Some("done".into()),
             tool_calls: vec![],
+            native: None,
         });
         assert_eq!(
             t.tail(),
@@ -796,6 +816,7 @@ mod tests {
         Message::Assistant {
             content: None,
             tool_calls: vec![call(id)],
+            native: None,
         }
     }
 
@@ -828,6 +849,7 @@ mod tests {
                                     call(&format!("{id}b")),
                                     call(&format!("{id}c")),
                                 ],
+                                native: None,
                             },
                             Message::Tool {
                                 tool_call_id: id.clone(),
@@ -919,6 +941,7 @@ mod tests {
                     vec![Message::Assistant {
                         content: None,
                         tool_calls: vec![call(&format!("c{i}"))],
+                        native: None,
                     }]
                 } else {
                     vec![tool(i)]

@@ -29,6 +29,7 @@ fn assistant(text: &str) -> Message {
     Message::Assistant {
         content: Some(text.into()),
         tool_calls: Vec::new(),
+        native: None,
     }
 }
 

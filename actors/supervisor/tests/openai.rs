@@ -236,7 +236,8 @@ async fn openai_normal_stream_gives_text_usage_and_finish() {
             ModelEvent::TextDelta("lo".into()),
             ModelEvent::Usage(agent_supervisor::provider::ModelUsage {
                 input_tokens: 11,
-                output_tokens: 7
+                output_tokens: 7,
+                ..Default::default()
             }),
             ModelEvent::Finish(FinishReason::Stop),
         ]

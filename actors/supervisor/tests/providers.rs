@@ -695,8 +695,8 @@ fn backoff_doubles_with_jitter_in_its_upper_half_and_honours_retry_after() {
     );
     assert_eq!(
         retry.backoff(0, Some(Duration::from_secs(300)), 0.0),
-        Duration::from_secs(8),
-        "but never past max_backoff"
+        Duration::from_secs(300),
+        "a server-given delay is never shortened (past max_elapsed it is not retried at all)"
     );
 }
 

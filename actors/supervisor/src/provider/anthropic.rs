@@ -2,12 +2,14 @@
 //! `user` and `assistant` messages of content blocks (`text`, `tool_use`,
 //! `tool_result`), the system prompt in `system`, tools with their
 //! `input_schema`; the stream's `message_start` / `content_block_*` /
-//! `message_delta` / `message_stop` events, tool inputs assembled from
-//! `input_json_delta` fragments, usage from `message_start` and
-//! `message_delta`, and `stop_reason` mapped to the run's finish reasons.
-//! An `overloaded_error` inside the stream breaks it like a disconnect (the
-//! round may be repeated; nothing of it was used). The HTTP side and its
-//! retries are [`super::http`]'s.
+//! `message_delta` / `message_stop` events read by `MessagesDecoder`:
+//! tool inputs assembled from `input_json_delta` fragments of their own
+//! block, thinking and server-side blocks kept for the continuation (an
+//! assistant turn's [`NativeTurn`], sent back as received), usage per field
+//! from the latest report, and `stop_reason` mapped to the run's finish
+//! reasons. An overload `error` event or a spliced stream breaks it like a
+//! disconnect (the round may be repeated; nothing of it was used). The
+//! HTTP side and its retries are [`super::http`]'s.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,9 +20,9 @@ use agent_kernel::host::Clock;
 
 use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{EndpointConfig, ModelHttp, check_base_url};
-use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
+use super::wire::{Answer, Step, UsageReport, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
-use crate::transcript::Message;
+use crate::transcript::{AssistantToolCall, Message, NativeTurn};
 
 /// The public endpoint's base URL.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -72,20 +74,9 @@ pub fn request_body(request: &ModelRequest) -> Value {
             Message::Assistant {
                 content,
                 tool_calls,
+                native,
             } => {
-                let mut blocks = Vec::new();
-                if let Some(text) = content.as_deref().filter(|t| !t.trim().is_empty()) {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                for c in tool_calls {
-                    let input = match serde_json::from_str::<Value>(&c.arguments) {
-                        Ok(v @ Value::Object(_)) => v,
-                        _ => json!({"_raw": c.arguments}),
-                    };
-                    blocks.push(
-                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
-                    );
-                }
+                let blocks = assistant_blocks(content.as_deref(), tool_calls, native.as_ref());
                 if blocks.is_empty() {
                     continue;
                 }
@@ -134,6 +125,75 @@ pub fn request_body(request: &ModelRequest) -> Value {
     body
 }
 
+/// The `format` of a [`NativeTurn`] this provider writes and reads.
+pub const NATIVE_FORMAT: &str = "anthropic";
+
+/// A call's arguments as the `input` object the API wants back: the JSON
+/// object it is; empty arguments are `{}` (a zero-argument call); other
+/// text (never sent by the API itself) under `_raw`.
+fn tool_input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return json!({});
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => json!({"_raw": arguments}),
+    }
+}
+
+/// An assistant turn's content blocks. With a native turn of this format
+/// its blocks go back as received (signed thinking byte for byte,
+/// server-side blocks, text with citations), except that its `tool_use`
+/// blocks are the turn's calls as the runtime kept them (a call the
+/// runtime dropped is not sent, one it added goes at the end); without one,
+/// the text and the calls.
+fn assistant_blocks(
+    content: Option<&str>,
+    tool_calls: &[AssistantToolCall],
+    native: Option<&NativeTurn>,
+) -> Vec<Value> {
+    let tool_use = |c: &AssistantToolCall| json!({"type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(&c.arguments)});
+    let received = native
+        .filter(|n| n.format == NATIVE_FORMAT)
+        .and_then(|n| serde_json::from_str::<Vec<Value>>(&n.blocks).ok());
+    if let Some(received) = received {
+        let mut blocks = Vec::with_capacity(received.len());
+        let mut sent = std::collections::BTreeSet::new();
+        for b in received {
+            if b.get("type").and_then(Value::as_str) == Some("tool_use") {
+                let id = b.get("id").and_then(Value::as_str).unwrap_or_default();
+                if let Some(c) = tool_calls.iter().find(|c| c.id == id) {
+                    sent.insert(c.id.clone());
+                    blocks.push(tool_use(c));
+                }
+                continue;
+            }
+            // An empty text block is refused by the API.
+            if b.get("type").and_then(Value::as_str) == Some("text")
+                && b.get("text")
+                    .and_then(Value::as_str)
+                    .is_none_or(|t| t.trim().is_empty())
+            {
+                continue;
+            }
+            blocks.push(b);
+        }
+        blocks.extend(
+            tool_calls
+                .iter()
+                .filter(|c| !sent.contains(&c.id))
+                .map(tool_use),
+        );
+        return blocks;
+    }
+    let mut blocks = Vec::new();
+    if let Some(text) = content.filter(|t| !t.trim().is_empty()) {
+        blocks.push(json!({"type": "text", "text": text}));
+    }
+    blocks.extend(tool_calls.iter().map(tool_use));
+    blocks
+}
+
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
 #[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 impl ModelProvider for AnthropicProvider {
@@ -175,12 +235,268 @@ pub fn finish_from_wire(reason: &str) -> FinishReason {
     }
 }
 
-/// Reads the Messages stream's events.
+/// The most bytes of a turn's server-side blocks kept for the
+/// continuation. Past it they are all left out (a `server_tool_use` is
+/// never sent back without its result), and the continuation goes on
+/// without them; thinking blocks are always kept (the API requires them
+/// with the tool use they led to).
+pub const MAX_SERVER_BLOCK_BYTES: usize = 1024 * 1024;
+
+/// One content block of the streamed message, by its `index`.
+#[derive(Debug)]
+enum Block {
+    /// Answer text, with any citations the API attached.
+    Text { text: String, citations: Vec<Value> },
+    /// One of our tool calls: the slot in the answer's calls, the input
+    /// given at the block's start, and the streamed input fragments.
+    ToolUse {
+        start_input: Option<Value>,
+        streamed: String,
+    },
+    /// Reasoning, signed: sent back unchanged, never the answer.
+    Thinking { thinking: String, signature: String },
+    /// Encrypted reasoning: sent back unchanged.
+    RedactedThinking { block: Value },
+    /// A block the request did not ask for: server-side tool use and its
+    /// results (`server_tool_use`, `web_search_tool_result`,
+    /// `mcp_tool_use`, ...) or a type added later. Kept as received (its
+    /// streamed input joined in), sent back as the API requires, never
+    /// dispatched as our call.
+    Opaque { block: Value, streamed: String },
+}
+
+/// Reads the Messages stream's events into the answer: text (citations
+/// kept), our `tool_use` calls (their input from `content_block_start`,
+/// replaced by streamed `input_json_delta` fragments when any carry text),
+/// thinking and redacted thinking (signatures kept) and server-side blocks
+/// kept for the continuation, usage (per field the later value wins, so
+/// `message_delta` is authoritative over `message_start`), and
+/// `stop_reason`. A second `message_start` inside an open message (a
+/// spliced stream) breaks the stream like a disconnect, as does an
+/// overload `error` event: the round may be repeated (S13.2).
 #[derive(Default)]
 struct MessagesDecoder {
     answer: Answer,
-    /// Indexes of `tool_use` blocks whose input arrived as deltas.
-    streamed_input: std::collections::BTreeSet<u64>,
+    started: bool,
+    blocks: std::collections::BTreeMap<u64, Block>,
+}
+
+/// The usage fields of a Messages `usage` object.
+fn usage_report(usage: Option<&Value>) -> UsageReport {
+    let Some(u) = usage else {
+        return UsageReport::default();
+    };
+    UsageReport {
+        input: UsageReport::field(u, "/input_tokens"),
+        output: UsageReport::field(u, "/output_tokens"),
+        cached_input: UsageReport::field(u, "/cache_read_input_tokens"),
+        cache_write: UsageReport::field(u, "/cache_creation_input_tokens"),
+        reasoning: None,
+    }
+}
+
+/// A streamed input: the JSON object the fragments make, else `None`.
+fn streamed_object(streamed: &str) -> Option<Value> {
+    match serde_json::from_str::<Value>(streamed) {
+        Ok(v @ Value::Object(_)) => Some(v),
+        _ => None,
+    }
+}
+
+impl MessagesDecoder {
+    fn block_start(&mut self, index: u64, block: Value, out: &mut VecDeque<ModelEvent>) {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        let entry = match kind {
+            "text" => {
+                let text = block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                if !text.is_empty() {
+                    out.push_back(ModelEvent::TextDelta(text.clone()));
+                }
+                let citations = block
+                    .get("citations")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                Block::Text { text, citations }
+            }
+            "tool_use" => {
+                let call = self.answer.call(index);
+                call.id = block
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                call.name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                Block::ToolUse {
+                    start_input: block.get("input").filter(|v| !v.is_null()).cloned(),
+                    streamed: String::new(),
+                }
+            }
+            "thinking" => {
+                let thinking = block
+                    .get("thinking")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                if !thinking.is_empty() {
+                    out.push_back(ModelEvent::ReasoningDelta(thinking.clone()));
+                }
+                Block::Thinking {
+                    thinking,
+                    signature: block
+                        .get("signature")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                }
+            }
+            "redacted_thinking" => Block::RedactedThinking { block },
+            _ => Block::Opaque {
+                block,
+                streamed: String::new(),
+            },
+        };
+        self.blocks.insert(index, entry);
+    }
+
+    fn block_delta(&mut self, index: u64, delta: &Value, out: &mut VecDeque<ModelEvent>) {
+        let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
+        let str_field = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
+        if kind == "text_delta" && !self.blocks.contains_key(&index) {
+            // Text for a block whose start was not sent: a text block.
+            self.blocks.insert(
+                index,
+                Block::Text {
+                    text: String::new(),
+                    citations: Vec::new(),
+                },
+            );
+        }
+        match (kind, self.blocks.get_mut(&index)) {
+            ("text_delta", Some(Block::Text { text, .. })) => {
+                let t = str_field("text");
+                if !t.is_empty() {
+                    text.push_str(t);
+                    out.push_back(ModelEvent::TextDelta(t.to_owned()));
+                }
+            }
+            ("citations_delta", Some(Block::Text { citations, .. })) => {
+                if let Some(c) = delta.get("citation").filter(|c| !c.is_null()) {
+                    citations.push(c.clone());
+                }
+            }
+            ("input_json_delta", Some(Block::ToolUse { streamed, .. }))
+            | ("input_json_delta", Some(Block::Opaque { streamed, .. })) => {
+                streamed.push_str(str_field("partial_json"));
+            }
+            ("thinking_delta", Some(Block::Thinking { thinking, .. })) => {
+                let t = str_field("thinking");
+                if !t.is_empty() {
+                    thinking.push_str(t);
+                    out.push_back(ModelEvent::ReasoningDelta(t.to_owned()));
+                }
+            }
+            ("signature_delta", Some(Block::Thinking { signature, .. })) => {
+                signature.push_str(str_field("signature"));
+            }
+            // A delta for a block that was never started, of a kind the
+            // block does not take, or of a type added later: not the
+            // answer, and never a call.
+            _ => {}
+        }
+    }
+
+    /// The message is complete: our calls into the answer (in block
+    /// order), and the turn's blocks as the continuation must send them.
+    fn finish_blocks(&mut self) {
+        let mut wire_blocks = Vec::new();
+        let mut server_blocks = Vec::new();
+        let mut needs_native = false;
+        for (index, block) in std::mem::take(&mut self.blocks) {
+            match block {
+                Block::Text { text, citations } => {
+                    let mut b = json!({"type": "text", "text": text});
+                    if !citations.is_empty() {
+                        b["citations"] = Value::Array(citations);
+                    }
+                    wire_blocks.push(b);
+                }
+                Block::ToolUse {
+                    start_input,
+                    streamed,
+                } => {
+                    // Streamed fragments with text replace the start's
+                    // input (the placeholder `{}`); none, or only empty
+                    // ones, leave it: a zero-argument call is `{}`.
+                    let arguments = if !streamed.trim().is_empty() {
+                        streamed
+                    } else {
+                        match start_input {
+                            Some(v @ Value::Object(_)) => v.to_string(),
+                            _ => "{}".to_owned(),
+                        }
+                    };
+                    let call = self.answer.call(index);
+                    call.arguments = arguments;
+                    let input = streamed_object(&call.arguments).unwrap_or_else(|| json!({}));
+                    wire_blocks.push(json!({"type": "tool_use", "id": call.id,
+                                            "name": call.name, "input": input}));
+                }
+                Block::Thinking {
+                    thinking,
+                    signature,
+                } => {
+                    needs_native = true;
+                    wire_blocks.push(
+                        json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+                    );
+                }
+                Block::RedactedThinking { block } => {
+                    needs_native = true;
+                    wire_blocks.push(block);
+                }
+                Block::Opaque {
+                    mut block,
+                    streamed,
+                } => {
+                    if let Some(input) = streamed_object(&streamed) {
+                        block["input"] = input;
+                    }
+                    server_blocks.push(wire_blocks.len());
+                    wire_blocks.push(block);
+                }
+            }
+        }
+        let server_bytes: usize = server_blocks
+            .iter()
+            .map(|&i| wire_blocks[i].to_string().len())
+            .sum();
+        if server_bytes > MAX_SERVER_BLOCK_BYTES {
+            tracing::warn!(
+                server_bytes,
+                "server-side tool blocks past the bound are left out of the history"
+            );
+            for i in server_blocks.iter().rev() {
+                wire_blocks.remove(*i);
+            }
+        } else if !server_blocks.is_empty() {
+            needs_native = true;
+        }
+        if needs_native {
+            self.answer.native = Some(NativeTurn {
+                format: NATIVE_FORMAT.to_owned(),
+                blocks: Value::Array(wire_blocks).to_string(),
+            });
+        }
+    }
 }
 
 impl WireDecoder for MessagesDecoder {
@@ -193,86 +509,32 @@ impl WireDecoder for MessagesDecoder {
         let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
         match event.get("type").and_then(Value::as_str).unwrap_or("") {
             "message_start" => {
-                let usage = event.pointer("/message/usage");
-                self.answer.usage_at_least(
-                    usage
-                        .and_then(|u| u.get("input_tokens"))
-                        .and_then(Value::as_u64),
-                    usage
-                        .and_then(|u| u.get("output_tokens"))
-                        .and_then(Value::as_u64),
-                );
+                if self.started {
+                    // Two messages spliced into one stream: nothing of it
+                    // is used, and the round may be repeated.
+                    tracing::warn!("a second message_start inside an open message");
+                    return Err(ProviderError::Disconnected { events: 0 });
+                }
+                self.started = true;
+                self.answer
+                    .report_usage(usage_report(event.pointer("/message/usage")));
             }
             "content_block_start" => {
                 let block = event.get("content_block").cloned().unwrap_or(Value::Null);
-                match block.get("type").and_then(Value::as_str) {
-                    Some("tool_use") => {
-                        let call = self.answer.call(index);
-                        call.id = block
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned();
-                        call.name = block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned();
-                        // The whole input when it is not streamed (usually `{}`).
-                        call.arguments = match block.get("input") {
-                            None | Some(Value::Null) => String::new(),
-                            Some(input) => input.to_string(),
-                        };
-                    }
-                    Some("text") => {
-                        if let Some(text) = block.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            out.push_back(ModelEvent::TextDelta(text.to_owned()));
-                        }
-                    }
-                    _ => {} // thinking and other blocks are not the answer
-                }
+                self.block_start(index, block, out);
             }
             "content_block_delta" => {
                 let delta = event.get("delta").cloned().unwrap_or(Value::Null);
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        if let Some(text) = delta.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            out.push_back(ModelEvent::TextDelta(text.to_owned()));
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        let fragment = delta
-                            .get("partial_json")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        if self.streamed_input.insert(index) {
-                            // The first fragment replaces the placeholder `{}`.
-                            self.answer.call(index).arguments.clear();
-                        }
-                        self.answer.call(index).arguments.push_str(fragment);
-                    }
-                    _ => {}
-                }
+                self.block_delta(index, &delta, out);
             }
             "message_delta" => {
                 if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.answer.finish = Some(finish_from_wire(reason));
                 }
-                let usage = event.get("usage");
-                self.answer.usage_at_least(
-                    usage
-                        .and_then(|u| u.get("input_tokens"))
-                        .and_then(Value::as_u64),
-                    usage
-                        .and_then(|u| u.get("output_tokens"))
-                        .and_then(Value::as_u64),
-                );
+                self.answer.report_usage(usage_report(event.get("usage")));
             }
             "message_stop" => {
+                self.finish_blocks();
                 self.answer.complete(out)?;
                 return Ok(Step::Done);
             }
@@ -282,10 +544,17 @@ impl WireDecoder for MessagesDecoder {
                     .and_then(Value::as_str)
                     .unwrap_or("error");
                 return Err(match kind {
-                    // The service broke the stream; the same request may be sent again.
-                    "overloaded_error" | "api_error" => ProviderError::Disconnected { events: 0 },
+                    // The service broke the stream (overloaded, failing,
+                    // rate-limited, timed out): the same request may be
+                    // sent again, then it is an outage (S13.2).
+                    "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error" => {
+                        ProviderError::Disconnected { events: 0 }
+                    }
                     other => ProviderError::Malformed {
-                        detail: format!("the stream carried an error event ({other})"),
+                        detail: format!(
+                            "the stream carried an error event ({})",
+                            other.chars().take(64).collect::<String>()
+                        ),
                     },
                 });
             }
@@ -298,5 +567,263 @@ impl WireDecoder for MessagesDecoder {
     fn on_end(&mut self, _out: &mut VecDeque<ModelEvent>) -> Result<(), ProviderError> {
         // Without `message_stop` the answer is incomplete.
         Err(ProviderError::Disconnected { events: 0 })
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::provider::ModelUsage;
+    use crate::provider::wire::decode_fixture;
+    use crate::transcript::Messages;
+
+    const SERVER_TOOLS: &str =
+        include_str!("../../tests/fixtures/anthropic/server_tools_web_search.sse");
+    const THINKING_TOOL_USE: &str =
+        include_str!("../../tests/fixtures/anthropic/thinking_tool_use.sse");
+    const SPLICED: &str = include_str!("../../tests/fixtures/anthropic/spliced.sse");
+    const OVERLOADED: &str = include_str!("../../tests/fixtures/anthropic/overloaded.sse");
+
+    fn decode(body: &str) -> Result<crate::provider::ModelResponse, ProviderError> {
+        decode_fixture(body, MessagesDecoder::default())
+    }
+
+    fn continuation(response: &crate::provider::ModelResponse) -> Value {
+        let request = ModelRequest {
+            model: "claude-sonnet-4-5".into(),
+            system: None,
+            messages: Messages::from(vec![
+                Message::User {
+                    content: "weather?".into(),
+                },
+                Message::Assistant {
+                    content: Some(response.text.clone()).filter(|t| !t.is_empty()),
+                    tool_calls: response.tool_calls.clone(),
+                    native: response.native.clone(),
+                },
+            ]),
+            tools: Arc::from(Vec::new()),
+            temperature: None,
+            max_output_tokens: None,
+        };
+        request_body(&request)["messages"][1]["content"].clone()
+    }
+
+    #[test]
+    fn server_side_blocks_are_kept_opaque_never_dispatched_and_sent_back() {
+        let r = decode(SERVER_TOOLS).expect("server-side blocks are not a failure");
+        assert!(
+            r.tool_calls.is_empty(),
+            "never our calls: {:?}",
+            r.tool_calls
+        );
+        assert_eq!(r.finish, Some(FinishReason::Stop));
+        assert_eq!(
+            r.text,
+            "I'll check the current weather in New York City for you.Here's the current weather information for New York City: it is sunny."
+        );
+        let blocks = continuation(&r);
+        let kinds: Vec<&str> = blocks
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "text",
+                "server_tool_use",
+                "web_search_tool_result",
+                "text",
+                "mcp_tool_use",
+                "mcp_tool_result",
+                "code_execution_tool_result",
+                "web_fetch_tool_result",
+                "bash_code_execution_tool_result",
+                "text_editor_code_execution_tool_result",
+                "container_upload",
+            ]
+        );
+        assert_eq!(
+            blocks[1]["input"],
+            json!({"query": "weather NYC today"}),
+            "streamed input joined"
+        );
+        assert_eq!(
+            blocks[2]["content"][0]["encrypted_content"],
+            "Ev0DCioIAxgCIiQ3NmU4ZmI4OC1k"
+        );
+        assert_eq!(
+            blocks[3]["citations"][0]["encrypted_index"], "EpMBCioIAxgCIiQ0",
+            "citations kept"
+        );
+        assert_eq!(blocks[4]["input"], json!({"param1": "value1"}));
+    }
+
+    #[test]
+    fn usage_of_message_delta_wins_per_field_over_message_start() {
+        let r = decode(THINKING_TOOL_USE).unwrap();
+        assert_eq!(
+            r.usage,
+            ModelUsage {
+                input_tokens: 612,
+                output_tokens: 89,
+                cached_input_tokens: 59_773,
+                // `null` in message_delta: message_start's value stays.
+                cache_write_tokens: 1200,
+                reasoning_tokens: 0,
+            }
+        );
+        let r = decode(SERVER_TOOLS).unwrap();
+        assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (10_682, 510));
+    }
+
+    #[test]
+    fn a_zero_argument_call_is_an_empty_object_in_the_history() {
+        let r = decode(THINKING_TOOL_USE).unwrap();
+        assert_eq!(r.finish, Some(FinishReason::ToolCalls));
+        let names: Vec<(&str, &str)> = r
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("get_weather", r#"{"location": "San Francisco, CA"}"#),
+                ("get_time", "{}")
+            ]
+        );
+        let blocks = continuation(&r);
+        assert_eq!(blocks[3]["input"], json!({"location": "San Francisco, CA"}));
+        assert_eq!(blocks[4]["input"], json!({}), "never {{\"_raw\": \"\"}}");
+        // Without a native turn too: empty arguments are `{}`.
+        assert_eq!(tool_input(""), json!({}));
+    }
+
+    #[test]
+    fn thinking_is_apart_from_the_answer_and_goes_back_byte_for_byte() {
+        let r = decode(THINKING_TOOL_USE).unwrap();
+        assert_eq!(r.text, "Let me check.");
+        assert_eq!(
+            r.reasoning,
+            "I need the weather, so I'll call get_weather.\n\nThen the time."
+        );
+        let blocks = continuation(&r);
+        assert_eq!(
+            blocks[0],
+            json!({"type": "thinking",
+                   "thinking": "I need the weather, so I'll call get_weather.\n\nThen the time.",
+                   "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/=="})
+        );
+        assert_eq!(
+            blocks[1],
+            json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"})
+        );
+        assert_eq!(blocks[2], json!({"type": "text", "text": "Let me check."}));
+        // Another format never sees it.
+        let other = crate::provider::openai::request_body(&ModelRequest {
+            model: "m".into(),
+            system: None,
+            messages: Messages::from(vec![Message::Assistant {
+                content: Some(r.text.clone()),
+                tool_calls: vec![],
+                native: r.native.clone(),
+            }]),
+            tools: Arc::from(Vec::new()),
+            temperature: None,
+            max_output_tokens: None,
+        });
+        assert!(!other.to_string().contains("EqQBCgIYAhIM"), "{other}");
+    }
+
+    #[test]
+    fn a_block_type_this_client_does_not_know_is_kept_opaque() {
+        // Not a documented shape: the rule for any type added later.
+        let body = SERVER_TOOLS.replace(
+            "\"type\":\"container_upload\"",
+            "\"type\":\"a_type_added_later\"",
+        );
+        let r = decode(&body).expect("an unknown block is not a failure");
+        assert!(r.tool_calls.is_empty());
+        let blocks = continuation(&r);
+        assert_eq!(blocks[10]["type"], "a_type_added_later");
+        assert_eq!(blocks[10]["file_id"], "file_011CNha8iCJcU1wXNR6q4V8w");
+    }
+
+    #[test]
+    fn input_json_delta_never_opens_a_call() {
+        // A delta at an index whose block is text, and at one never started.
+        let body = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n\
+            data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"ok\"}}\n\n\
+            data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n\
+            data: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n\
+            data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n\
+            data: {\"type\":\"message_stop\"}\n\n";
+        let r = decode(body).unwrap();
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(r.text, "ok");
+    }
+
+    #[test]
+    fn a_spliced_stream_is_a_repeatable_break_never_a_call() {
+        let e = decode(SPLICED).expect_err("spliced");
+        assert!(matches!(e, ProviderError::Disconnected { .. }), "{e}");
+        assert!(e.round_may_repeat());
+    }
+
+    #[test]
+    fn an_overload_error_event_breaks_the_stream_repeatably() {
+        let e = decode(OVERLOADED).expect_err("overloaded");
+        assert!(e.round_may_repeat() && e.is_outage(), "{e}");
+        let invalid = OVERLOADED.replace("overloaded_error", "invalid_request_error");
+        let e = decode(&invalid).expect_err("invalid");
+        assert!(matches!(e, ProviderError::Malformed { .. }), "{e}");
+    }
+
+    #[test]
+    fn server_blocks_are_kept_at_their_bound_and_left_out_past_it() {
+        // `{"d":"…","type":"x"}` is 19 bytes and the padding.
+        let with_block = |size: usize| {
+            let block = json!({"type": "x", "d": "p".repeat(size - 19)});
+            assert_eq!(block.to_string().len(), size);
+            format!(
+                "data: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":1}}}}}}\n\n\
+                 data: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{block}}}\n\n\
+                 data: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}}}}\n\n\
+                 data: {{\"type\":\"message_stop\"}}\n\n"
+            )
+        };
+        for (size, kept) in [
+            (MAX_SERVER_BLOCK_BYTES - 1, true),
+            (MAX_SERVER_BLOCK_BYTES, true),
+            (MAX_SERVER_BLOCK_BYTES + 1, false),
+        ] {
+            let r = decode(&with_block(size)).unwrap();
+            assert_eq!(r.native.is_some(), kept, "{size}");
+        }
+    }
+
+    #[test]
+    fn server_blocks_past_the_bound_are_left_out_together() {
+        let big = "x".repeat(MAX_SERVER_BLOCK_BYTES);
+        let body = SERVER_TOOLS.replace("Ev0DCioIAxgCIiQ3NmU4ZmI4OC1k", &big);
+        let r = decode(&body).unwrap();
+        let blocks = continuation(&r);
+        let kinds: Vec<&str> = blocks
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["text"],
+            "the text blocks stay; no server block is sent half"
+        );
+        // Just under the bound they are all kept.
+        let r = decode(SERVER_TOOLS).unwrap();
+        assert!(r.native.unwrap().blocks.len() < MAX_SERVER_BLOCK_BYTES);
     }
 }

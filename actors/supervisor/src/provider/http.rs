@@ -57,14 +57,16 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait before retry number `retry` (0-based): the server's
-    /// `retry-after` when it sent one, else the doubling delay with "equal
-    /// jitter" (its upper half scaled by `jitter`, a fraction in 0..1, so
-    /// that clients refused together do not return together); never more
-    /// than `max_backoff`.
+    /// The wait before retry number `retry` (0-based): the delay the
+    /// server asked for when it gave one (`Retry-After`, `retry-after-ms`,
+    /// Gemini's `RetryInfo.retryDelay`), honoured as sent — never shortened;
+    /// if it ends past `max_elapsed` the request is not retried at all —
+    /// else the doubling delay with "equal jitter" (its upper half scaled
+    /// by `jitter`, a fraction in 0..1, so that clients refused together
+    /// do not return together), never more than `max_backoff`.
     pub fn backoff(&self, retry: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
         if let Some(after) = retry_after {
-            return after.min(self.max_backoff);
+            return after;
         }
         let exp = self
             .initial_backoff
@@ -72,6 +74,150 @@ impl RetryPolicy {
             .min(self.max_backoff);
         let half = exp / 2;
         half + half.mul_f64(jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// The most bytes of an error answer's body read for its explanation.
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The most characters of a provider's own explanation kept in an error.
+pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 500;
+
+/// The longest server-given delay read (a year): anything longer is a
+/// malformed header, and past every retry bound anyway.
+const MAX_SERVER_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A `Retry-After` value: delay-seconds (`"34"`, and the fractional
+/// `"1.5"` some servers send) or an HTTP-date (all three formats RFC 9110
+/// accepts), the latter measured from `now_ms` (Unix ms); a date in the
+/// past is no wait. `None` when it is neither.
+pub fn retry_after(value: &str, now_ms: u64) -> Option<Duration> {
+    let value = value.trim();
+    if let Some(secs) = seconds(value) {
+        return Some(secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let at_ms = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis()
+        .min(u128::from(u64::MAX)) as u64;
+    Some(Duration::from_millis(at_ms.saturating_sub(now_ms)).min(MAX_SERVER_DELAY))
+}
+
+/// OpenAI's `retry-after-ms`: milliseconds.
+fn retry_after_ms(value: &str) -> Option<Duration> {
+    let ms: f64 = value.trim().parse().ok()?;
+    (ms.is_finite() && ms >= 0.0)
+        .then(|| Duration::from_secs_f64(ms / 1000.0).min(MAX_SERVER_DELAY))
+}
+
+/// Non-negative decimal seconds.
+fn seconds(value: &str) -> Option<Duration> {
+    if value.is_empty() || !value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    let secs: f64 = value.parse().ok()?;
+    secs.is_finite()
+        .then(|| Duration::from_secs_f64(secs.min(MAX_SERVER_DELAY.as_secs_f64())))
+}
+
+/// Gemini's (google.rpc) `RetryInfo` in `error.details`: `retryDelay` as a
+/// protobuf Duration in JSON (`"34s"`, `"0.5s"`).
+pub fn retry_info_delay(body: &str) -> Option<Duration> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    v.pointer("/error/details")?
+        .as_array()?
+        .iter()
+        .filter(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| {
+            d.get("retryDelay")
+                .and_then(Value::as_str)
+                .and_then(|s| s.trim().strip_suffix('s'))
+                .and_then(seconds)
+        })
+}
+
+/// Read at most [`MAX_ERROR_BODY_BYTES`] of an error answer's body (as
+/// text; what does not decode is replaced).
+async fn read_error_body(mut body: ByteStream) -> String {
+    use futures::StreamExt;
+    let mut bytes = Vec::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        let room = MAX_ERROR_BODY_BYTES - bytes.len();
+        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if bytes.len() >= MAX_ERROR_BODY_BYTES {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The provider's own explanation in an error body — `error.message`
+/// (OpenAI, Anthropic, Gemini), or an `error` / `message` / `detail`
+/// string (OpenAI-compatible servers) — sanitised: control characters
+/// become spaces, whitespace runs one space, any request header value
+/// (the key) and key-like words are redacted, and at most
+/// [`MAX_PROVIDER_MESSAGE_CHARS`] characters are kept.
+pub fn provider_message(body: &str, headers: &[(&'static str, String)]) -> Option<String> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    let v = match &v {
+        Value::Array(items) => items.first()?.clone(), // Gemini may wrap it in a list
+        _ => v,
+    };
+    let text = [
+        "/error/message",
+        "/error",
+        "/message",
+        "/detail",
+        "/error/error/message",
+    ]
+    .iter()
+    .find_map(|p| v.pointer(p).and_then(Value::as_str))?;
+    let mut clean = String::new();
+    for word in text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+    {
+        if !clean.is_empty() {
+            clean.push(' ');
+        }
+        clean.push_str(&redact(word, headers));
+    }
+    if clean.is_empty() {
+        return None;
+    }
+    if clean.chars().count() > MAX_PROVIDER_MESSAGE_CHARS {
+        clean = clean.chars().take(MAX_PROVIDER_MESSAGE_CHARS).collect();
+        clean.push('…');
+    }
+    Some(clean)
+}
+
+/// One word of a provider message, or `<redacted>` when it holds a request
+/// header's value (or a header's secret part, such as a bearer token) or
+/// looks like an API key (`sk-…`, `AIza…`, including masked forms).
+fn redact(word: &str, headers: &[(&'static str, String)]) -> String {
+    let secret_in_word = headers.iter().any(|(_, value)| {
+        value
+            .split_whitespace()
+            .filter(|part| part.len() >= 8)
+            .any(|part| word.contains(part))
+    });
+    let key_like = ["sk-", "sk_", "AIza", "x-api-key", "Bearer"]
+        .iter()
+        .any(|prefix| {
+            word.trim_start_matches(|c: char| !c.is_alphanumeric())
+                .starts_with(prefix)
+        });
+    if secret_in_word || key_like {
+        "<redacted>".to_owned()
+    } else {
+        word.to_owned()
     }
 }
 
@@ -237,6 +383,19 @@ impl ModelHttp {
                     if (200..300).contains(&status) {
                         return Ok(resp.bytes_stream());
                     }
+                    let header_delay = resp
+                        .headers()
+                        .get("retry-after-ms")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(retry_after_ms)
+                        .or_else(|| {
+                            resp.headers()
+                                .get("retry-after")
+                                .and_then(|v| v.to_str().ok())
+                                .and_then(|v| retry_after(v, self.clock.wall_ms()))
+                        });
+                    let body = read_error_body(resp.bytes_stream()).await;
+                    let message = provider_message(&body, headers);
                     let refusable = status == 429 || (500..600).contains(&status);
                     if !refusable {
                         return Err(ProviderError::Http {
@@ -247,19 +406,20 @@ impl ModelHttp {
                                 404 => "check the base URL and the model name",
                                 _ => "check the base URL, the model name and the API key",
                             },
+                            message,
                         });
                     }
-                    let retry_after = resp
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|s| s.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    let Some(wait) = next_wait(retry_after) else {
+                    let server_delay = header_delay.or_else(|| retry_info_delay(&body));
+                    let Some(wait) = next_wait(server_delay) else {
                         return Err(ProviderError::Http {
                             status,
                             attempts: attempt,
-                            hint: "the endpoint is overloaded or failing; try again later",
+                            hint: if server_delay.is_some() {
+                                "the endpoint is overloaded and asked for a wait longer than the retry bound allows; try again later"
+                            } else {
+                                "the endpoint is overloaded or failing; try again later"
+                            },
+                            message,
                         });
                     };
                     tracing::warn!(
@@ -271,5 +431,116 @@ impl ModelHttp {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_fractions_and_every_http_date_format() {
+        // 2015-10-21T07:28:00Z and 34 s before it.
+        let now_ms = 1_445_412_480_000 - 34_000;
+        for value in [
+            "34",
+            " 34 ",
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            "Wednesday, 21-Oct-15 07:28:00 GMT",
+            "Wed Oct 21 07:28:00 2015",
+        ] {
+            assert_eq!(
+                retry_after(value, now_ms),
+                Some(Duration::from_secs(34)),
+                "{value}"
+            );
+        }
+        assert_eq!(retry_after("1.5", 0), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now_ms + 60_000),
+            Some(Duration::ZERO),
+            "a date in the past is no wait"
+        );
+        for bad in ["", "soon", "-3", "1e3"] {
+            assert_eq!(retry_after(bad, 0), None, "{bad}");
+        }
+        assert_eq!(retry_after_ms("2500"), Some(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn gemini_retry_info_gives_the_delay() {
+        let body = include_str!("../../tests/fixtures/gemini/retry_info_429.json");
+        assert_eq!(retry_info_delay(body), Some(Duration::from_secs(34)));
+        let fractional = body.replace("\"34s\"", "\"0.5s\"");
+        assert_eq!(
+            retry_info_delay(&fractional),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(retry_info_delay("{\"error\": {\"details\": []}}"), None);
+        assert_eq!(retry_info_delay("not json"), None);
+    }
+
+    #[test]
+    fn the_providers_message_is_kept_bounded_and_sanitised() {
+        let openai = r#"{"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}}"#;
+        assert_eq!(
+            provider_message(openai, &[]).as_deref(),
+            Some(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+            )
+        );
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0.tool_use.input: Input should be a valid dictionary"}}"#;
+        assert_eq!(
+            provider_message(anthropic, &[]).as_deref(),
+            Some("messages.1.content.0.tool_use.input: Input should be a valid dictionary")
+        );
+        let gemini = include_str!("../../tests/fixtures/gemini/retry_info_429.json");
+        let m = provider_message(gemini, &[]).unwrap();
+        assert!(m.starts_with("You exceeded your current quota"), "{m}");
+        assert!(!m.contains('\n'), "control characters removed: {m:?}");
+        // A header value (the key) is never echoed.
+        let key = ("authorization", "Bearer secret-key-123456".to_owned());
+        let echo = r#"{"error": {"message": "Incorrect API key provided: secret-key-123456. Or sk-abc***xyz."}}"#;
+        let m = provider_message(echo, &[key]).unwrap();
+        assert!(
+            !m.contains("secret-key-123456") && !m.contains("sk-abc"),
+            "{m}"
+        );
+        // The bound: at it kept whole, past it cut.
+        for (len, cut) in [
+            (MAX_PROVIDER_MESSAGE_CHARS - 1, false),
+            (MAX_PROVIDER_MESSAGE_CHARS, false),
+            (MAX_PROVIDER_MESSAGE_CHARS + 1, true),
+        ] {
+            let body = json_message(&"é".repeat(len));
+            let m = provider_message(&body, &[]).unwrap();
+            assert_eq!(m.ends_with('…'), cut, "{len}");
+            assert_eq!(
+                m.chars().count(),
+                len.min(MAX_PROVIDER_MESSAGE_CHARS) + usize::from(cut)
+            );
+        }
+        assert_eq!(provider_message("<html>502</html>", &[]), None);
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn an_error_body_is_read_up_to_its_bound() {
+        let read = |len: usize| {
+            let body = vec![b'a'; len];
+            let chunks: Vec<Result<bytes::Bytes, agent_http::SendError>> = body
+                .chunks(1000)
+                .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+                .collect();
+            futures::executor::block_on(read_error_body(Box::pin(futures::stream::iter(chunks))))
+                .len()
+        };
+        assert_eq!(read(MAX_ERROR_BODY_BYTES - 1), MAX_ERROR_BODY_BYTES - 1);
+        assert_eq!(read(MAX_ERROR_BODY_BYTES), MAX_ERROR_BODY_BYTES);
+        assert_eq!(read(MAX_ERROR_BODY_BYTES + 1), MAX_ERROR_BODY_BYTES);
+    }
+
+    fn json_message(m: &str) -> String {
+        serde_json::json!({"error": {"message": m}}).to_string()
     }
 }

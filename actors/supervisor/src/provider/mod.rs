@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use agent_kernel::protocol::ModelToolSchema;
 use agent_kernel::{MaybeSend, MaybeSync};
 
-use crate::transcript::{AssistantToolCall, Messages};
+use crate::transcript::{AssistantToolCall, Messages, NativeTurn};
 
 /// One request to the model: the whole conversation and the tools it may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +50,24 @@ pub struct ModelRequest {
 pub struct ModelUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of the input, tokens read from the provider's prompt cache
+    /// (OpenAI `prompt_tokens_details.cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Of the output, reasoning tokens (OpenAI
+    /// `completion_tokens_details.reasoning_tokens`, Gemini
+    /// `thoughtsTokenCount`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why the model stopped producing output.
@@ -72,9 +90,11 @@ impl FinishReason {
     /// Map a Chat Completions `finish_reason` string.
     pub fn from_wire(s: &str) -> FinishReason {
         match s {
-            "stop" => FinishReason::Stop,
-            "tool_calls" | "function_call" => FinishReason::ToolCalls,
-            "length" => FinishReason::Length,
+            // `eos`, `end_turn`, `stop_sequence`: what some compatible
+            // servers send for a natural end.
+            "stop" | "eos" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+            "tool_calls" | "function_call" | "tool_use" => FinishReason::ToolCalls,
+            "length" | "max_tokens" => FinishReason::Length,
             "content_filter" => FinishReason::ContentFilter,
             other => FinishReason::Other(other.to_owned()),
         }
@@ -90,6 +110,11 @@ pub enum ModelEvent {
     ToolCall(AssistantToolCall),
     /// Token counts for the request.
     Usage(ModelUsage),
+    /// Reasoning text (a thinking model's thoughts): never the answer.
+    ReasoningDelta(String),
+    /// The turn's content as the wire format wants it sent back (signed
+    /// thinking, server-side tool blocks); emitted before `Finish`.
+    Native(NativeTurn),
     /// The end of the answer.
     Finish(FinishReason),
 }
@@ -97,11 +122,17 @@ pub enum ModelEvent {
 /// A model request failed. Messages never contain prompt or output text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
-    #[error("model endpoint answered HTTP {status} after {attempts} attempt(s); {hint}")]
+    #[error(
+        "model endpoint answered HTTP {status} after {attempts} attempt(s); {hint}{}",
+        message.as_deref().map(|m| format!("; the endpoint said: {m}")).unwrap_or_default()
+    )]
     Http {
         status: u16,
         attempts: u32,
         hint: &'static str,
+        /// The provider's own explanation from the error body, bounded and
+        /// sanitised ([`http::provider_message`]).
+        message: Option<String>,
     },
     #[error("could not reach the model endpoint after {attempts} attempt(s): {detail}")]
     Transport { attempts: u32, detail: String },
@@ -191,6 +222,10 @@ pub struct ModelResponse {
     pub tool_calls: Vec<AssistantToolCall>,
     pub usage: ModelUsage,
     pub finish: Option<FinishReason>,
+    /// Reasoning text the model streamed apart from its answer.
+    pub reasoning: String,
+    /// What the wire format wants sent back with this turn.
+    pub native: Option<NativeTurn>,
 }
 
 /// Read a stream to its end, handing each text delta to `on_delta`. A stream
@@ -210,6 +245,8 @@ pub async fn collect_response(
             }
             ModelEvent::ToolCall(call) => response.tool_calls.push(call),
             ModelEvent::Usage(usage) => response.usage = usage,
+            ModelEvent::ReasoningDelta(text) => response.reasoning.push_str(&text),
+            ModelEvent::Native(turn) => response.native = Some(turn),
             ModelEvent::Finish(reason) => response.finish = Some(reason),
         }
     }

@@ -4,7 +4,7 @@
 //! side and its retries are [`super::http`]'s; the stream loop and the
 //! answer's assembly are [`super::wire`]'s.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use agent_kernel::host::Clock;
 
 use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{ModelHttp, RetryPolicy, check_base_url};
-use super::wire::{Answer, Step, WireDecoder, event_stream, json_payload};
+use super::wire::{Answer, Step, UsageReport, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
 use crate::transcript::Message;
 
@@ -137,6 +137,7 @@ fn wire_message(m: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let mut v = json!({"role": "assistant", "content": content});
             if !tool_calls.is_empty() {
@@ -181,11 +182,155 @@ impl ModelProvider for OpenAiProvider {
     }
 }
 
-/// Reads Chat Completions chunks: text and tool-call deltas by index, the
-/// usage chunk, `finish_reason`, and `[DONE]`.
+/// Reads Chat Completions chunks: text deltas (a string, or an array of
+/// typed parts whose `text` parts are the answer and whose reasoning-like
+/// parts never are), reasoning (`reasoning_content` / `reasoning` strings,
+/// `reasoning_details`), tool-call deltas by index (a new `id` at an index
+/// that already holds a call with another id starts a new call, as servers
+/// that stream parallel calls all at `index: 0` send them), the usage chunk
+/// (with cached and reasoning tokens), `finish_reason`, and `[DONE]`.
 #[derive(Default)]
 struct ChatDecoder {
     answer: Answer,
+    /// For each wire `index`, the slot in `answer.calls` of its latest call.
+    latest_at_index: BTreeMap<u64, u64>,
+}
+
+/// The part types that carry reasoning, never the answer.
+const REASONING_PART_TYPES: &[&str] = &[
+    "thinking",
+    "reasoning",
+    "reasoning_text",
+    "reasoning_content",
+    "reasoning.text",
+    "reasoning.summary",
+    "summary_text",
+];
+
+/// The text of a reasoning part or field: a string, or the text found in
+/// its `thinking` / `reasoning` / `text` / `content` / `summary` fields,
+/// nested parts included.
+fn reasoning_text(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => out.push_str(s),
+        Value::Array(items) => items.iter().for_each(|i| reasoning_text(i, out)),
+        Value::Object(map) => {
+            for key in ["thinking", "reasoning", "text", "content", "summary"] {
+                if let Some(inner) = map.get(key) {
+                    reasoning_text(inner, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+impl ChatDecoder {
+    /// The `delta.content` value: a string is answer text; an array of
+    /// typed parts is split into answer text and reasoning.
+    fn content(&mut self, content: &Value, out: &mut VecDeque<ModelEvent>) {
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        match content {
+            Value::String(s) => text.push_str(s),
+            Value::Array(parts) => {
+                for part in parts {
+                    let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+                    if REASONING_PART_TYPES.contains(&kind) {
+                        reasoning_text(part, &mut reasoning);
+                    } else if matches!(kind, "text" | "output_text")
+                        && let Some(t) = part.get("text").and_then(Value::as_str)
+                    {
+                        text.push_str(t);
+                    }
+                    // Other parts (images, audio, refusals, unknown types)
+                    // are not answer text.
+                }
+            }
+            _ => {}
+        }
+        if !reasoning.is_empty() {
+            out.push_back(ModelEvent::ReasoningDelta(reasoning));
+        }
+        if !text.is_empty() {
+            out.push_back(ModelEvent::TextDelta(text));
+        }
+    }
+
+    /// One entry of `delta.tool_calls`.
+    fn tool_call(&mut self, position: usize, c: &Value) {
+        let index = c
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(position as u64);
+        let id = c
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let slot = match self.latest_at_index.get(&index).copied() {
+            // A new id where a call with another id already is: a new call.
+            Some(slot) => match (id, self.answer.calls.get(&slot)) {
+                (Some(id), Some(held)) if !held.id.is_empty() && held.id != id => None,
+                _ => Some(slot),
+            },
+            None => None,
+        };
+        let slot = slot.unwrap_or_else(|| {
+            let next = self.answer.calls.len() as u64;
+            self.latest_at_index.insert(index, next);
+            next
+        });
+        let entry = self.answer.call(slot);
+        if let Some(id) = id
+            && entry.id.is_empty()
+        {
+            entry.id.push_str(id);
+        }
+        if let Some(f) = c.get("function") {
+            if let Some(n) = f.get("name").and_then(Value::as_str)
+                && entry.name != n
+            {
+                // The name comes whole in the first delta; a server that
+                // repeats it on later deltas does not double it.
+                entry.name.push_str(n);
+            }
+            match f.get("arguments") {
+                Some(Value::String(a)) => entry.arguments.push_str(a),
+                // A server that sends the arguments as an object.
+                Some(v @ Value::Object(_)) => entry.arguments.push_str(&v.to_string()),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An error object inside the stream: an overload, rate limit or server
+/// failure breaks the stream like a disconnect (the round may be repeated,
+/// then it is an outage, S13.2); any other is a malformed answer.
+fn stream_error(error: &Value) -> ProviderError {
+    let code = error.get("code");
+    let numeric = code
+        .and_then(Value::as_u64)
+        .or_else(|| code.and_then(Value::as_str).and_then(|c| c.parse().ok()));
+    let kind = [error.get("type"), code]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>();
+    let transient = numeric.is_some_and(|c| c == 429 || (500..600).contains(&c))
+        || kind.iter().any(|k| {
+            matches!(
+                *k,
+                "server_error" | "overloaded_error" | "rate_limit_exceeded" | "rate_limit_error"
+            )
+        });
+    if transient {
+        ProviderError::Disconnected { events: 0 }
+    } else {
+        ProviderError::Malformed {
+            detail: "the endpoint sent an error event inside the stream".into(),
+        }
+    }
 }
 
 impl WireDecoder for ChatDecoder {
@@ -199,16 +344,19 @@ impl WireDecoder for ChatDecoder {
             return Ok(Step::Done);
         }
         let chunk = json_payload(data)?;
-        if chunk.get("error").is_some() {
-            return Err(ProviderError::Malformed {
-                detail: "the endpoint sent an error event inside the stream".into(),
-            });
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            return Err(stream_error(error));
         }
-        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            self.answer.usage_at_least(
-                u.get("prompt_tokens").and_then(Value::as_u64),
-                u.get("completion_tokens").and_then(Value::as_u64),
-            );
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.answer.report_usage(UsageReport {
+                input: UsageReport::field(u, "/prompt_tokens"),
+                output: UsageReport::field(u, "/completion_tokens"),
+                cached_input: UsageReport::field(u, "/prompt_tokens_details/cached_tokens")
+                    // DeepSeek's name for the same count.
+                    .or_else(|| UsageReport::field(u, "/prompt_cache_hit_tokens")),
+                cache_write: None,
+                reasoning: UsageReport::field(u, "/completion_tokens_details/reasoning_tokens"),
+            });
         }
         let Some(choice) = chunk
             .get("choices")
@@ -218,26 +366,32 @@ impl WireDecoder for ChatDecoder {
             return Ok(Step::More);
         };
         let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-        if let Some(text) = delta.get("content").and_then(Value::as_str)
-            && !text.is_empty()
-        {
-            out.push_back(ModelEvent::TextDelta(text.to_owned()));
+        let mut reasoning = String::new();
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(Value::String(r)) = delta.get(key) {
+                reasoning.push_str(r);
+            }
+        }
+        if let Some(details) = delta.get("reasoning_details").and_then(Value::as_array) {
+            for d in details {
+                if let Some(t) = d
+                    .get("text")
+                    .or_else(|| d.get("summary"))
+                    .and_then(Value::as_str)
+                {
+                    reasoning.push_str(t);
+                }
+            }
+        }
+        if !reasoning.is_empty() {
+            out.push_back(ModelEvent::ReasoningDelta(reasoning));
+        }
+        if let Some(content) = delta.get("content") {
+            self.content(content, out);
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for (pos, c) in calls.iter().enumerate() {
-                let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
-                let entry = self.answer.call(index);
-                if let Some(id) = c.get("id").and_then(Value::as_str) {
-                    entry.id.push_str(id);
-                }
-                if let Some(f) = c.get("function") {
-                    if let Some(n) = f.get("name").and_then(Value::as_str) {
-                        entry.name.push_str(n);
-                    }
-                    if let Some(a) = f.get("arguments").and_then(Value::as_str) {
-                        entry.arguments.push_str(a);
-                    }
-                }
+                self.tool_call(pos, c);
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -249,5 +403,128 @@ impl WireDecoder for ChatDecoder {
     fn on_end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ProviderError> {
         // Some servers omit `[DONE]`: with a finish reason the answer is whole.
         self.answer.complete(out)
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::provider::ModelUsage;
+    use crate::provider::wire::decode_fixture;
+
+    fn decode(body: &str) -> Result<crate::provider::ModelResponse, ProviderError> {
+        decode_fixture(body, ChatDecoder::default())
+    }
+
+    fn calls(r: &crate::provider::ModelResponse) -> Vec<(&str, &str, &str)> {
+        r.tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn parallel_calls_by_index_and_the_final_usage_chunk_with_cached_tokens() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/parallel_tool_calls.sse"
+        ))
+        .unwrap();
+        assert_eq!(
+            calls(&r),
+            [
+                ("call_aaa", "get_weather", r#"{"location": "Paris"}"#),
+                ("call_bbb", "get_time", "{}")
+            ]
+        );
+        assert_eq!(r.finish, Some(FinishReason::ToolCalls));
+        assert_eq!(
+            r.usage,
+            ModelUsage {
+                input_tokens: 2006,
+                output_tokens: 300,
+                cached_input_tokens: 1920,
+                ..ModelUsage::default()
+            }
+        );
+    }
+
+    #[test]
+    fn calls_sharing_an_index_with_distinct_ids_stay_apart() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/shared_index_parallel_calls.sse"
+        ))
+        .unwrap();
+        assert_eq!(
+            calls(&r),
+            [
+                ("call_foo", "foo", "{}"),
+                ("call_Foo", "Foo", "{}"),
+                // A delta without an id goes on with the latest call at its index.
+                ("call_bar", "bar", r#"{"a":1}"#),
+            ]
+        );
+    }
+
+    #[test]
+    fn content_as_typed_parts_gives_the_text_and_keeps_reasoning_apart() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/content_parts_reasoning.sse"
+        ))
+        .unwrap();
+        assert_eq!(r.text, "Hello there!");
+        assert_eq!(r.reasoning, "The user greets me; answer briefly.");
+        assert_eq!(r.finish, Some(FinishReason::Stop));
+    }
+
+    #[test]
+    fn reasoning_content_fields_are_never_the_answer() {
+        let r = decode(include_str!(
+            "../../tests/fixtures/openai/reasoning_content.sse"
+        ))
+        .unwrap();
+        assert_eq!(r.text, "9.8 is larger.");
+        assert_eq!(r.reasoning, "Okay, 9.11 vs 9.8 (checked)");
+        assert_eq!(r.finish, Some(FinishReason::Length));
+        assert_eq!(r.usage.reasoning_tokens, 280);
+        assert_eq!(r.usage.output_tokens, 300);
+    }
+
+    #[test]
+    fn an_overload_inside_the_stream_may_be_repeated_and_another_error_may_not() {
+        let head = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+        for (error, repeatable) in [
+            (r#"{"message":"Provider returned error","code":502}"#, true),
+            (r#"{"message":"Rate limit","code":429}"#, true),
+            (
+                r#"{"message":"The server had an error","type":"server_error"}"#,
+                true,
+            ),
+            (
+                r#"{"message":"Bad input","type":"invalid_request_error","code":"invalid_value"}"#,
+                false,
+            ),
+        ] {
+            let body = format!("{head}data: {{\"error\":{error}}}\n\n");
+            let e = decode(&body).expect_err(error);
+            assert_eq!(e.round_may_repeat(), repeatable, "{error}: {e}");
+        }
+    }
+
+    #[test]
+    fn finish_reason_variants_map_to_the_runs_reasons() {
+        for (wire, ours) in [
+            ("stop", FinishReason::Stop),
+            ("eos", FinishReason::Stop),
+            ("length", FinishReason::Length),
+            ("tool_calls", FinishReason::ToolCalls),
+            ("function_call", FinishReason::ToolCalls),
+            ("content_filter", FinishReason::ContentFilter),
+            ("weird", FinishReason::Other("weird".into())),
+        ] {
+            let body = format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"x\"}},\"finish_reason\":\"{wire}\"}}]}}\n\ndata: [DONE]\n\n"
+            );
+            assert_eq!(decode(&body).unwrap().finish, Some(ours), "{wire}");
+        }
     }
 }

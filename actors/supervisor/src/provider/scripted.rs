@@ -273,6 +273,7 @@ impl ModelProvider for ScriptedProvider {
         let usage = turn.usage.unwrap_or(ModelUsage {
             input_tokens: Self::tokens(input_chars),
             output_tokens: Self::tokens(turn.text.len()),
+            ..ModelUsage::default()
         });
         events.push(Ok(ModelEvent::Usage(usage)));
         let finish = match &turn.finish {

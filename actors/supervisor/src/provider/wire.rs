@@ -15,7 +15,7 @@ use agent_kernel::MaybeSend;
 
 use super::http::ByteStream;
 use super::{FinishReason, ModelEvent, ModelStream, ModelUsage, ProviderError};
-use crate::transcript::AssistantToolCall;
+use crate::transcript::{AssistantToolCall, NativeTurn};
 use agent_http::SseDecoder;
 
 /// The most bytes of one response body read ([`event_stream`]).
@@ -60,12 +60,32 @@ pub struct PartialCall {
     pub signature: Option<String>,
 }
 
+/// One usage report of a stream: each field the provider sent (`None`
+/// for one it left out or sent as `null`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UsageReport {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cached_input: Option<u64>,
+    pub cache_write: Option<u64>,
+    pub reasoning: Option<u64>,
+}
+
+impl UsageReport {
+    /// The unsigned integer at `key` of `usage`, if any.
+    pub fn field(usage: &serde_json::Value, pointer: &str) -> Option<u64> {
+        usage.pointer(pointer).and_then(serde_json::Value::as_u64)
+    }
+}
+
 /// The parts of an answer that are emitted only when it is complete.
 #[derive(Debug, Default)]
 pub struct Answer {
     pub calls: BTreeMap<u64, PartialCall>,
     pub usage: Option<ModelUsage>,
     pub finish: Option<FinishReason>,
+    /// The turn as the format wants it sent back, if it does.
+    pub native: Option<NativeTurn>,
 }
 
 impl Answer {
@@ -74,14 +94,22 @@ impl Answer {
         self.calls.entry(index).or_default()
     }
 
-    /// Add to the usage: each field is the larger of what was seen.
-    pub fn usage_at_least(&mut self, input: Option<u64>, output: Option<u64>) {
+    /// Take a usage report: per field, the later value the provider sent
+    /// wins (Anthropic's `message_delta` over its `message_start`, the last
+    /// `usageMetadata` of a Gemini stream, OpenAI's final usage chunk).
+    pub fn report_usage(&mut self, report: UsageReport) {
         let u = self.usage.get_or_insert_with(ModelUsage::default);
-        if let Some(i) = input {
-            u.input_tokens = u.input_tokens.max(i);
-        }
-        if let Some(o) = output {
-            u.output_tokens = u.output_tokens.max(o);
+        let fields = [
+            (report.input, &mut u.input_tokens),
+            (report.output, &mut u.output_tokens),
+            (report.cached_input, &mut u.cached_input_tokens),
+            (report.cache_write, &mut u.cache_write_tokens),
+            (report.reasoning, &mut u.reasoning_tokens),
+        ];
+        for (value, slot) in fields {
+            if let Some(v) = value {
+                *slot = v;
+            }
         }
     }
 
@@ -106,6 +134,9 @@ impl Answer {
         }
         if let Some(usage) = self.usage.take() {
             out.push_back(ModelEvent::Usage(usage));
+        }
+        if let Some(native) = self.native.take() {
+            out.push_back(ModelEvent::Native(native));
         }
         out.push_back(ModelEvent::Finish(finish));
         Ok(())
@@ -227,6 +258,22 @@ fn bounded_event_stream<D: WireDecoder>(
             }
         }
     }))
+}
+
+/// Test support: read a recorded (fixture) body through `decoder`, cut
+/// into small chunks so that events split anywhere, into a response.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+pub(crate) fn decode_fixture<D: WireDecoder>(
+    body: &str,
+    decoder: D,
+) -> Result<super::ModelResponse, ProviderError> {
+    let chunks: Vec<Result<bytes::Bytes, agent_http::SendError>> = body
+        .as_bytes()
+        .chunks(7)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    let stream = event_stream(Box::pin(futures::stream::iter(chunks)), decoder);
+    futures::executor::block_on(super::collect_response(stream, |_| {}))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -130,6 +130,7 @@ impl Supervisor {
         let transcript = vec![Message::Assistant {
             content: (!response.text.is_empty()).then(|| response.text.clone()),
             tool_calls: response.tool_calls.clone(),
+            native: response.native.take(),
         }];
         tx.run.usage.input_tokens = tx
             .run
