@@ -1127,11 +1127,13 @@ pub fn describe(action: &Action) -> String {
 pub fn check(bound: Bound, sabotage: Option<Sabotage>) -> Result<Report, String> {
     let model = ProtocolModel::new(bound, sabotage)?;
     let started = Instant::now();
-    let mut builder = model.clone().checker().threads(
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    );
+    // A sabotaged model runs on one thread: breadth first in one thread
+    // finds a shortest counterexample, the easiest trace to read.
+    let threads = match sabotage {
+        Some(_) => 1,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut builder = model.clone().checker().threads(threads);
     if let Some(depth) = bound.max_depth {
         builder = builder.target_max_depth(depth);
     }
@@ -1149,9 +1151,18 @@ pub fn check(bound: Bound, sabotage: Option<Sabotage>) -> Result<Report, String>
             }
             _ => {
                 if let Some(path) = found {
+                    // The path up to the first state that breaks the
+                    // property (the ghosts are sticky, so the checker's
+                    // path may go on past it).
                     let pairs = path.into_vec();
+                    let first_bad = pairs
+                        .iter()
+                        .position(|(s, _)| !(property.condition)(&model, s))
+                        .unwrap_or(pairs.len().saturating_sub(1));
+                    let pairs = &pairs[..=first_bad];
                     let states = pairs.iter().map(|(s, _)| s.clone()).collect();
-                    let actions = pairs.iter().filter_map(|(_, a)| *a).collect();
+                    // Each pair holds a state and the action taken from it.
+                    let actions = pairs[..first_bad].iter().filter_map(|(_, a)| *a).collect();
                     violations.push(Counterexample {
                         property: property.name,
                         actions,
