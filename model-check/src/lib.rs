@@ -94,6 +94,7 @@ pub const P_UNCERTAIN_NOT_REPLAYED: &str =
 pub const P_RESUME_ONLY_ON_RESUME: &str = "no resume without Resume";
 pub const P_PENDING_ONCE: &str = "a pending approval is shown once";
 pub const P_RUNNING_FIRST: &str = "nothing is dispatched before `running` is durable";
+pub const P_EVENTUALLY_FINAL: &str = "every run eventually ends completed or failed";
 pub const P_SETTLES: &str = "without crashes every state reaches a settled run";
 
 /// The bound of one exploration.
@@ -1054,6 +1055,7 @@ impl Model for ProtocolModel {
             Property::always(P_SETTLES, |m: &ProtocolModel, s: &State| {
                 m.settles_without_crashes(s)
             }),
+            Property::eventually(P_EVENTUALLY_FINAL, |_, s: &State| s.status.is_final()),
             Property::sometimes("a run completes", |_, s: &State| {
                 s.status == Status::Completed
             }),
@@ -1077,7 +1079,7 @@ pub struct Report {
     pub unique_states: usize,
     pub max_depth: usize,
     pub elapsed: Duration,
-    /// Broken `always` properties with their counterexample.
+    /// Broken `always` and `eventually` properties with their counterexample.
     pub violations: Vec<Counterexample>,
     /// `sometimes` properties never witnessed (a vacuous model would show here).
     pub unwitnessed: Vec<&'static str>,
@@ -1170,11 +1172,16 @@ pub fn check(bound: Bound, sabotage: Option<Sabotage>) -> Result<Report, String>
                     // The path up to the first state that breaks the
                     // property (the ghosts are sticky, so the checker's
                     // path may go on past it).
+                    // An `eventually` counterexample is the whole path.
                     let pairs = path.into_vec();
-                    let first_bad = pairs
-                        .iter()
-                        .position(|(s, _)| !(property.condition)(&model, s))
-                        .unwrap_or(pairs.len().saturating_sub(1));
+                    let last = pairs.len().saturating_sub(1);
+                    let first_bad = match property.expectation {
+                        stateright::Expectation::Always => pairs
+                            .iter()
+                            .position(|(s, _)| !(property.condition)(&model, s))
+                            .unwrap_or(last),
+                        _ => last,
+                    };
                     let pairs = &pairs[..=first_bad];
                     let states = pairs.iter().map(|(s, _)| s.clone()).collect();
                     // Each pair holds a state and the action taken from it.
