@@ -226,6 +226,8 @@ pub struct State {
     pub approved: Vec<bool>,
     /// The person chose "retry anyway" and resume has not retried yet.
     pub retry_anyway: Vec<bool>,
+    /// A committed call's result blob is gone (its hash no longer verifies).
+    pub result_lost: Vec<bool>,
     pub owners: Vec<Owner>,
     pub crashes: u8,
     // Ghosts.
@@ -257,6 +259,8 @@ pub enum Action {
     Release(u8),
     Crash(u8),
     Lifecycle(u8),
+    /// A committed call's result blob is lost (storage damage): counts as a crash.
+    LoseResult(u8),
     Recover(u8),
     /// The holder's next supervisor step (prepare, ask, mark running, replay, finish).
     Step(u8),
@@ -444,7 +448,11 @@ impl ProtocolModel {
 
     /// The first call that is not settled, if any.
     fn next_call(&self, state: &State) -> Option<usize> {
-        (0..self.calls()).find(|&c| !state.journal[c].is_some_and(|e| e.state.is_settled()))
+        (0..self.calls()).find(|&c| {
+            !state.journal[c].is_some_and(|e| e.state.is_settled())
+                || (state.result_lost[c]
+                    && state.journal[c].is_some_and(|e| e.state == CallState::Committed))
+        })
     }
 
     fn holding(state: &State, o: usize) -> Option<(u64, bool, Option<u8>, Option<u8>)> {
@@ -515,7 +523,8 @@ impl ProtocolModel {
             return Some(());
         };
         // Every existing record goes through the kernel's replay rule.
-        let mut decision = replay_decision(&self.journal_record(c, entry), true);
+        let verifies = !state.result_lost[c];
+        let mut decision = replay_decision(&self.journal_record(c, entry), verifies);
         if entry.state == CallState::EffectUnknown && state.retry_anyway[c] {
             decision = ReplayDecision::Retry {
                 attempt: entry.attempt.saturating_add(1),
@@ -558,6 +567,7 @@ impl ProtocolModel {
                 self.advance(state, c, CallState::Running, attempt)?;
                 Self::note_go_ahead(state);
                 state.retry_anyway[c] = false;
+                state.result_lost[c] = false;
                 Self::set_armed(state, o, Some(c as u8));
                 Some(())
             }
@@ -566,6 +576,7 @@ impl ProtocolModel {
                     return Some(());
                 }
                 self.advance(state, c, CallState::EffectUnknown, entry.attempt)?;
+                state.result_lost[c] = false;
                 Self::block_on_unknown(state, c);
                 Some(())
             }
@@ -679,6 +690,15 @@ impl ProtocolModel {
             actions.push(Action::Tick);
         }
         let can_crash = !fair && state.crashes < self.bound.max_crashes;
+        if can_crash && !state.status.is_final() {
+            for c in 0..self.bound.calls {
+                let committed =
+                    state.journal[c as usize].is_some_and(|e| e.state == CallState::Committed);
+                if committed && !state.result_lost[c as usize] {
+                    actions.push(Action::LoseResult(c));
+                }
+            }
+        }
         for o in 0..self.bound.owners {
             let i = o as usize;
             match state.owners[i] {
@@ -841,6 +861,10 @@ impl ProtocolModel {
                 s.owners[o as usize] = Owner::Down;
                 s.crashes += 1;
             }
+            Action::LoseResult(c) => {
+                s.result_lost[c as usize] = true;
+                s.crashes += 1;
+            }
             Action::Lifecycle(o) => {
                 let (epoch, ..) = Self::holding(&s, o as usize)?;
                 s.crashes += 1;
@@ -997,6 +1021,7 @@ impl Model for ProtocolModel {
             pending_decision: vec![false; n],
             approved: vec![false; n],
             retry_anyway: vec![false; n],
+            result_lost: vec![false; n],
             owners: vec![Owner::Idle; self.bound.owners as usize],
             crashes: 0,
             dispatched: vec![0; n],
@@ -1129,6 +1154,7 @@ pub fn describe(action: &Action) -> String {
         Action::Release(o) => format!("tab-{o} releases"),
         Action::Crash(o) => format!("tab-{o} crashes"),
         Action::Lifecycle(o) => format!("tab-{o} is frozen/hidden"),
+        Action::LoseResult(c) => format!("call-{c}'s result blob is lost"),
         Action::Recover(o) => format!("tab-{o} recovers the run"),
         Action::Step(o) => format!("tab-{o} supervisor step"),
         Action::Dispatch(o) => format!("tab-{o} dispatches"),

@@ -136,3 +136,46 @@ fn the_settle_check_fails_for_a_run_that_cannot_settle() {
     stuck.pending_decision[0] = true;
     assert!(!model.settles_without_crashes(&stuck));
 }
+
+#[test]
+fn a_lost_result_is_replayed_by_the_kernel_replay_rule() {
+    use agent_kernel::journal::CallState;
+    use agent_model_check::{Entry, Status};
+    // Both calls committed, then both result blobs lost: on the holder's
+    // next steps `replay_decision(record, false)` marks the unsafe write
+    // `effect_unknown` and asks, and would retry the safe read.
+    let bound = Bound {
+        calls: 2,
+        ..Bound::SMALL
+    };
+    let model = ProtocolModel::new(bound, None).expect("valid");
+    let mut s = model.init_states().remove(0);
+    for c in 0..2 {
+        s.journal[c] = Some(Entry {
+            state: CallState::Committed,
+            attempt: 1,
+        });
+        s.result_lost[c] = true;
+    }
+    let s = model.next_state(&s, Action::Step(0)).expect("step");
+    assert_eq!(
+        s.journal[0].map(|e| e.state),
+        Some(CallState::EffectUnknown)
+    );
+    assert!(s.pending_decision[0]);
+    assert_eq!(s.status, Status::Interrupted);
+    let mut read_only = s.clone();
+    read_only.journal[0] = Some(Entry {
+        state: CallState::Committed,
+        attempt: 1,
+    });
+    read_only.result_lost[0] = false;
+    read_only.pending_decision[0] = false;
+    read_only.status = Status::Running;
+    let r = model.next_state(&read_only, Action::Step(0)).expect("step");
+    assert_eq!(
+        r.journal[1].map(|e| (e.state, e.attempt)),
+        Some((CallState::Running, 2)),
+        "retried with attempt + 1"
+    );
+}
