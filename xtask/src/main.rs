@@ -53,6 +53,13 @@
 //!
 //! * `cargo xtask layering` — only the layering check ([`layering`]).
 //!
+//! * `cargo xtask check-model [--deep] [--depth N] [--owners N] [--calls N]
+//!   [--time N] [--crashes N] [--sabotage NAME|all]` — the lease and journal
+//!   protocol model (`model-check/`, stateright), explored exhaustively
+//!   within the bound: prints the state count, the time and every violation
+//!   as a trace ([`check_model_step`]). The CI bound is the default; the
+//!   native tests check it too.
+//!
 //! # Prerequisites
 //!
 //! Each is checked first and installed only when missing, printing the
@@ -111,6 +118,7 @@ const NATIVE_ONLY_CRATES: &[&str] = &[
     "agent-host-native",
     "agent-store-postgres",
     "agent-test-support",
+    "agent-model-check",
     "xtask",
 ];
 
@@ -163,6 +171,13 @@ Project automation. Usage:
   cargo xtask install [--dry-run]
       Checks every prerequisite and installs the missing ones.
 
+  cargo xtask check-model [--deep] [--depth N] [--owners 2|3] [--calls 1|2]
+                          [--time N] [--crashes N] [--sabotage NAME|all]
+      Explores every interleaving of the lease and journal protocol model
+      within the bound (default: the CI bound; --deep: three owners, more
+      time) and prints the state count and each violation as a trace.
+      --sabotage swaps in a faulty rule; it passes only if it is caught.
+
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
       or agent-capabilities / agent-kernel on tokio, rusqlite or web-sys.
@@ -198,6 +213,7 @@ fn main() -> ExitCode {
         Cmd::Pack => pack(&mut runner),
         Cmd::Bench { quick } => bench::bench(&mut runner, *quick),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
+        Cmd::CheckModel { args } => runner.run_step(&check_model_step(args)),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
             status: format!("the layering is broken (DESIGN.md):\n{violations}"),
@@ -227,6 +243,28 @@ enum Cmd {
     Bench { quick: bool },
     Install,
     Layering,
+    CheckModel { args: Vec<String> },
+}
+
+/// `cargo xtask check-model ARGS`: the model checker, optimised (an
+/// exploration is CPU bound; the debug build is about ten times slower).
+fn check_model_step(args: &[String]) -> runner::Step {
+    let mut step = runner::Step::cargo(
+        "check-model",
+        &[
+            "run",
+            "--release",
+            "-p",
+            "agent-model-check",
+            "--bin",
+            "agent-model-check",
+            "--",
+        ],
+    );
+    for arg in args {
+        step = step.arg(arg.clone());
+    }
+    step
 }
 
 fn parse_args(args: &[String]) -> Result<Cli, String> {
@@ -259,6 +297,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
             }
             "--quick" if sub == "bench" => quick = true,
             "--" if sub == "demo" => forwarded.extend(iter.by_ref().cloned()),
+            _ if sub == "check-model" && arg != "--dry-run" => forwarded.push(arg.clone()),
             _ if sub == "demo" => forwarded.push(arg.clone()),
             other => return Err(format!("unknown argument `{other}` for `{sub}`")),
         }
@@ -271,6 +310,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "bench" => Cmd::Bench { quick },
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
+        "check-model" => Cmd::CheckModel { args: forwarded },
         other => return Err(format!("unknown subcommand `{other}`")),
     };
     Ok(cli)
