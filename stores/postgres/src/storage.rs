@@ -29,6 +29,22 @@
 //! clocks in step to well within the TTL. Skew moves when a take-over may
 //! happen; it never lets a stale holder write, because every write is
 //! checked against the current epoch inside its own transaction.
+//!
+//! # Fencing in commit order
+//!
+//! Serializable isolation alone lets a batch that read the old epoch commit
+//! *after* the take-over that bumped it: the two transactions only have a
+//! read-write dependency (the batch read the lease row the take-over
+//! wrote), which serializes the batch first whatever the commit order. The
+//! new holder's plain reads then miss a write that lands a moment later,
+//! and a stale holder's `running` record could appear after the new holder
+//! decided the call had never started. So the fence reads the epoch
+//! `FOR SHARE`: the row lock makes the take-over's update wait until every
+//! batch that holds it has committed, and a batch that comes after the
+//! take-over's update waits for it and then fails to serialize, is taken
+//! again, and is refused with the new epoch. Every fenced write of an old
+//! tenure commits before the take-over does (tested under load by
+//! `s14_concurrent_fenced_writers_across_stores_only_the_current_epoch_lands`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -181,7 +197,9 @@ const UPSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, e
      VALUES ($1, $2, $3, $4)
      ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,
        epoch = EXCLUDED.epoch, expires_at_ms = EXCLUDED.expires_at_ms";
-const SELECT_EPOCH: &str = "SELECT epoch FROM agentrt_leases WHERE session = $1";
+/// The fence's read of the session's epoch, `FOR SHARE`: see "Fencing in
+/// commit order" in the module doc.
+const SELECT_EPOCH: &str = "SELECT epoch FROM agentrt_leases WHERE session = $1 FOR SHARE";
 const SELECT_VALUE: &str = "SELECT value FROM agentrt_kv WHERE tbl = $1 AND key = $2";
 const UPSERT_VALUE: &str = "INSERT INTO agentrt_kv (tbl, key, value) VALUES ($1, $2, $3)
      ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value";
