@@ -80,6 +80,7 @@ use std::env;
 use std::process::ExitCode;
 
 mod bench;
+mod book;
 mod demo;
 mod layering;
 mod pack;
@@ -178,6 +179,10 @@ Project automation. Usage:
       time) and prints the state count and each violation as a trace.
       --sabotage swaps in a faulty rule; it passes only if it is caught.
 
+  cargo xtask check-links
+      Checks every internal link of the book in docs/ (a missing page or
+      #anchor fails); the lint group runs it after `mdbook build docs`.
+
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
       or agent-capabilities / agent-kernel on tokio, rusqlite or web-sys.
@@ -214,6 +219,7 @@ fn main() -> ExitCode {
         Cmd::Bench { quick } => bench::bench(&mut runner, *quick),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
         Cmd::CheckModel { args } => runner.run_step(&check_model_step(args)),
+        Cmd::CheckLinks => check_book_links(&runner.root),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
             status: format!("the layering is broken (DESIGN.md):\n{violations}"),
@@ -243,7 +249,31 @@ enum Cmd {
     Bench { quick: bool },
     Install,
     Layering,
+    CheckLinks,
     CheckModel { args: Vec<String> },
+}
+
+/// `cargo xtask check-links`: the book's internal links ([`book::check_links`]).
+fn check_book_links(root: &std::path::Path) -> runner::Result<()> {
+    let src = root.join(book::BOOK_DIR).join("src");
+    let failure = |status: String| Failure::Step {
+        name: "book links".to_string(),
+        status,
+    };
+    let broken = book::check_links(&src).map_err(failure)?;
+    if broken.is_empty() {
+        println!(
+            "book links: every internal link of {} resolves",
+            src.display()
+        );
+        return Ok(());
+    }
+    let list: Vec<String> = broken.iter().map(|b| format!("  {b}")).collect();
+    Err(failure(format!(
+        "{} broken internal link(s):\n{}",
+        broken.len(),
+        list.join("\n")
+    )))
 }
 
 /// `cargo xtask check-model ARGS`: the model checker, optimised (an
@@ -310,6 +340,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "bench" => Cmd::Bench { quick },
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
+        "check-links" => Cmd::CheckLinks,
         "check-model" => Cmd::CheckModel { args: forwarded },
         other => return Err(format!("unknown subcommand `{other}`")),
     };
