@@ -121,6 +121,27 @@ pub(crate) fn check_links(src: &Path) -> Result<Vec<BrokenLink>, String> {
     Ok(broken)
 }
 
+/// The relative links of the README at `readme` that name no file (the
+/// README links into the book; a moved chapter must not leave it dangling).
+pub(crate) fn check_readme_links(readme: &Path) -> Result<Vec<BrokenLink>, String> {
+    let text =
+        fs::read_to_string(readme).map_err(|e| format!("cannot read {}: {e}", readme.display()))?;
+    let dir = readme.parent().unwrap_or(Path::new("."));
+    Ok(links_of(&text)
+        .into_iter()
+        .filter(|t| !has_scheme(t) && !t.starts_with('#'))
+        .filter_map(|target| {
+            let file = target.split('#').next().unwrap_or_default();
+            let path = normalise(&dir.join(file));
+            (!path.exists()).then(|| BrokenLink {
+                file: readme.to_path_buf(),
+                reason: format!("{} does not exist", path.display()),
+                target,
+            })
+        })
+        .collect())
+}
+
 fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     let entries = fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -447,6 +468,24 @@ mod tests {
             ],
         );
         assert_eq!(broken(&root), ["missing.md"]);
+    }
+
+    #[test]
+    fn a_readme_link_to_a_moved_chapter_fails() {
+        let root = book(
+            "readme",
+            &[
+                (
+                    "README.md",
+                    "[run](docs/src/run.md) [gone](docs/src/old.md#x) [web](https://e.org)\n",
+                ),
+                ("docs/src/run.md", "# Run\n"),
+            ],
+        );
+        let found = check_readme_links(&root.join("README.md")).expect("readable");
+        fs::remove_dir_all(&root).expect("clean up");
+        let targets: Vec<String> = found.into_iter().map(|b| b.target).collect();
+        assert_eq!(targets, ["docs/src/old.md#x"]);
     }
 
     #[test]

@@ -181,7 +181,8 @@ Project automation. Usage:
 
   cargo xtask check-links
       Checks every internal link of the book in docs/ (a missing page or
-      #anchor fails); the lint group runs it after `mdbook build docs`.
+      #anchor fails) and the README's links into it; the lint group runs it
+      after `mdbook build docs`.
 
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
@@ -260,10 +261,11 @@ fn check_book_links(root: &std::path::Path) -> runner::Result<()> {
         name: "book links".to_string(),
         status,
     };
-    let broken = book::check_links(&src).map_err(failure)?;
+    let mut broken = book::check_links(&src).map_err(failure)?;
+    broken.extend(book::check_readme_links(&root.join("README.md")).map_err(failure)?);
     if broken.is_empty() {
         println!(
-            "book links: every internal link of {} resolves",
+            "book links: every internal link of {} and the README resolves",
             src.display()
         );
         return Ok(());
