@@ -12,7 +12,10 @@
 //!      xtask layering`, see [`layering`]: no actor crate depends on another
 //!      but through `agent-assembly`, and agent-capabilities and agent-kernel
 //!      reach no tokio, rusqlite or web-sys), `cargo clippy` with `-D
-//!      warnings` natively and for `wasm32-unknown-unknown`;
+//!      warnings` natively and for `wasm32-unknown-unknown`, the book in
+//!      `docs/` built with mdbook and its internal links checked
+//!      ([`book`]), and `cargo doc --no-deps --workspace` with
+//!      `RUSTDOCFLAGS="-D warnings"`;
 //!   2. native: `cargo nextest run --workspace` (or `cargo test --workspace`
 //!      when nextest is not installed) and `cargo test --workspace --doc`;
 //!      then a release `agentrt` built without test features must contain
@@ -32,9 +35,9 @@
 //!   prerequisites (read only) and prints the plan without running it.
 //!
 //! * `cargo xtask demo [--dry-run] [--no-install] [--] [ARGS...]` — the
-//!   browser demo: builds the wasm bundle (release, `wasm-bindgen --target
+//!   browser demo: builds the wasm bundle (dev profile, `wasm-bindgen --target
 //!   web` into `host-browser/pkg`), prints its raw and gzipped size, and
-//!   serves the demo page with `agentrt serve` (release build) on
+//!   serves the demo page with `agentrt serve` (dev profile) on
 //!   127.0.0.1 — the page, the bundle at `/pkg/` and the fetch gateway on one
 //!   origin; it prints the page URL carrying the gateway token. ARGS go to
 //!   `agentrt serve` (a bare number is the port, default 8787). Its steps
@@ -67,6 +70,7 @@
 //! [`WASM_BINDGEN_VERSION`] (must equal the `wasm-bindgen` version in
 //! `Cargo.lock`), `/usr/bin/chromium`, `/usr/bin/chromedriver` and `clang`
 //! (apt, with `sudo` unless root), the `rustfmt` and `clippy` components,
+//! mdbook [`book::MDBOOK_VERSION`] (`cargo install --locked`),
 //! the npm packages of `host-browser/e2e` when that suite exists, and
 //! Debian's `postgresql` (for the native tests: agent-store-postgres starts
 //! throwaway clusters on loopback as the `postgres` user). A missing
@@ -145,8 +149,9 @@ const USAGE: &str = "\
 Project automation. Usage:
 
   cargo xtask test [--only lint|native|wasm|e2e] [--no-install] [--dry-run]
-      Prerequisites, then fmt --check, clippy -D warnings (native and wasm32),
-      native tests (nextest or cargo test) and doctests, a release agentrt
+      Prerequisites, then fmt --check, the layering check, clippy -D warnings
+      (native and wasm32), the book (mdbook, internal links), cargo doc with
+      -D warnings, native tests (nextest or cargo test) and doctests, a release agentrt
       checked to contain no test-only code, the wasm32 build,
       wasm tests in headless Chromium, and the Playwright e2e suite.
       This is exactly what CI runs (.ci/run).
