@@ -77,7 +77,7 @@ struct Row {
     aim: Aim,
     /// What the aim says, as the table prints it.
     aim_text: &'static str,
-    /// Shown as "= N × <that floor>" beside the figure.
+    /// Shown as "= N × &lt;that floor&gt;" beside the figure.
     ratio_to: Option<&'static str>,
 }
 

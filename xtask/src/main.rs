@@ -19,8 +19,8 @@
 //!   2. native: `cargo nextest run --workspace` (or `cargo test --workspace`
 //!      when nextest is not installed) and `cargo test --workspace --doc`;
 //!      then a release `agentrt` built without test features must contain
-//!      none of [`release_check::TEST_ONLY_MARKERS`], each found first in the `agentrt` the
-//!      tests ran ([`release_check::check_test_only_code_out_of_release`]);
+//!      none of `release_check::TEST_ONLY_MARKERS`, each found first in the `agentrt` the
+//!      tests ran (`release_check::check_test_only_code_out_of_release`);
 //!   3. wasm: `cargo build` for `wasm32-unknown-unknown`, then
 //!      `cargo test --target wasm32-unknown-unknown -p <crate>` for every crate
 //!      of [`WASM_TEST_CRATES`], in headless Chromium through
@@ -41,16 +41,16 @@
 //!   127.0.0.1 — the page, the bundle at `/pkg/` and the fetch gateway on one
 //!   origin; it prints the page URL carrying the gateway token. ARGS go to
 //!   `agentrt serve` (a bare number is the port, default 8787). Its steps
-//!   come from [`demo::demo_steps`].
+//!   come from `demo::demo_steps`.
 //!   The terminal demo stays `cargo run -p agent-host-native --bin agentrt -- demo`.
 //!
 //! * `cargo xtask pack [--dry-run] [--no-install]` — the npm package of the
-//!   browser runtime for embedders ([`pack`]): the bundle built as for the
+//!   browser runtime for embedders ([`pack`](mod@pack)): the bundle built as for the
 //!   demo, then `host-browser/npm/pack.mjs` packs it into `target/npm/`.
 //!
 //! * `cargo xtask bench [--quick] [--dry-run] [--no-install]` — every
 //!   benchmark (native and in headless Chromium) and one table of their
-//!   figures beside their aims and the machine's floors ([`bench`]).
+//!   figures beside their aims and the machine's floors ([`bench`](mod@bench)).
 //!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
 //!
@@ -70,7 +70,7 @@
 //! [`WASM_BINDGEN_VERSION`] (must equal the `wasm-bindgen` version in
 //! `Cargo.lock`), `/usr/bin/chromium`, `/usr/bin/chromedriver` and `clang`
 //! (apt, with `sudo` unless root), the `rustfmt` and `clippy` components,
-//! mdbook [`book::MDBOOK_VERSION`] (`cargo install --locked`),
+//! mdbook (`book::MDBOOK_VERSION`, `cargo install --locked`),
 //! the npm packages of `host-browser/e2e` when that suite exists, and
 //! Debian's `postgresql` (for the native tests: agent-store-postgres starts
 //! throwaway clusters on loopback as the `postgres` user). A missing
