@@ -71,10 +71,10 @@
 //! Activities are numbered without gaps and their time stamps never go
 //! backwards, even when the wall clock does.
 //!
-//! Dependencies: `reqwest` for the Chat Completions client, because the same
-//! code builds natively (hyper, rustls) and for wasm32 (the browser's fetch);
-//! the SSE decoder is a few dozen lines of our own, since what Chat
-//! Completions sends is a small subset of SSE and needs no extra crate.
+//! Dependencies: the model clients are built by `agent-http`'s one strict
+//! constructor over `reqwest`, because the same code builds natively (hyper,
+//! rustls) and for wasm32 (the browser's fetch), and their streams are read
+//! by `agent-http`'s one bounded SSE decoder.
 //!
 //! # Scenario format (`ScriptedProvider`)
 //!
