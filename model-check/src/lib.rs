@@ -20,11 +20,11 @@
 //!
 //! # Example
 //!
-//! An exploration within a bound returns every state's verdict; the small
+//! An exploration within a bound returns what it found; the small
 //! bound runs in seconds even in a debug build, and a sabotaged rule must
 //! yield a counterexample (`cargo xtask check-model` runs the CI bound):
 //!
-//! ```no_run
+//! ```
 //! use agent_model_check::{Bound, Report, Sabotage, check};
 //!
 //! let honest = check(Bound::SMALL, None).unwrap();
