@@ -23,7 +23,9 @@ use agent_supervisor::{ModelProvider, RunConfig, RunEvent, Scenario, ScriptedPro
 async fn main() -> anyhow::Result<()> {
     // Where the runs live: a SQLite file under this directory. A real
     // embedder keeps it (`dirs::data_dir()`); the example throws it away.
-    let data_dir = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    // A directory the runtime creates itself is private (0700).
+    let data_dir = scratch.path().join("agentrt");
 
     // The model. A scripted one answers without a network; a real embedder
     // builds `RemoteModel { kind, base_url, api_key, capabilities }.provider(clock)`
@@ -39,7 +41,7 @@ async fn main() -> anyhow::Result<()> {
     let provider: Arc<dyn ModelProvider> = Arc::new(ScriptedProvider::new(scenario, clock));
 
     // The host and every tool actor, wired as `agentrt` wires them.
-    let app = App::open(data_dir.path(), AppOptions::default(), provider).await?;
+    let app = App::open(&data_dir, AppOptions::default(), provider).await?;
 
     // One process executes a session at a time: keep the guard while working.
     let session = SessionId::new("embed-example")?;
@@ -53,11 +55,18 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let watched = run.clone();
     let follow = tokio::spawn(async move {
+        let mut mid_line = false;
         while let Ok(event) = events.recv().await {
             match event {
-                RunEvent::TextDelta { run, text } if run == watched => print!("{text}"),
+                RunEvent::TextDelta { run, text } if run == watched => {
+                    print!("{text}");
+                    mid_line = true;
+                }
                 RunEvent::Activity(activity) if activity.run == watched => {
-                    println!("\n[activity {}]", activity.seq);
+                    if std::mem::take(&mut mid_line) {
+                        println!();
+                    }
+                    println!("[activity {} recorded]", activity.seq);
                 }
                 _ => {}
             }

@@ -56,7 +56,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let scenario = Scenario::from_json(r#"{"turns": [{"text": "Hello."}]}"#)?;
 //! let clock = Arc::new(SystemClock::new(tokio::runtime::Handle::current()));
-//! let app = App::open(dir.path(), AppOptions::default(), Arc::new(ScriptedProvider::new(scenario, clock))).await?;
+//! let provider = Arc::new(ScriptedProvider::new(scenario, clock));
+//! let app = App::open(&dir.path().join("agentrt"), AppOptions::default(), provider).await?;
 //!
 //! let session = SessionId::new("doc")?;
 //! let _opened = app.open_session(&session).await?;
