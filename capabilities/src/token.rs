@@ -6,7 +6,7 @@
 //! `tag_0 = HMAC(key, enc(base))` where the base holds the run id, a
 //! per-token nonce and the [`Grant`]; `tag_{i+1} = HMAC(tag_i,
 //! enc(caveat_i))`. `enc` is the JSON of the typed value as serde writes
-//! it ([`mac_input`]): deterministic (fixed field order, ordered sets, no
+//! it (`mac_input`): deterministic (fixed field order, ordered sets, no
 //! floats) and injective (tagged enums), so it is recomputed from the
 //! fields at every verification, never trusted from the token; it is much
 //! cheaper than RFC 8785 canonicalisation, which the wire form keeps. Anyone holding a token can append a caveat (the

@@ -9,13 +9,13 @@
 //! This module owns every protection of the server as a whole (issue 12
 //! item 6), so that the demo page's routes ([`crate::page`]) get them too:
 //!
-//! - **Same origin, on every route** ([`same_origin_guard`], one layer over
+//! - **Same origin, on every route** (`same_origin_guard`, one layer over
 //!   the API and the page): the `Host` header must be exactly the
 //!   `127.0.0.1:<port>` the server is bound to (a DNS-rebound name pointing
 //!   at 127.0.0.1 is refused, 403 `host_refused`, before any page byte is
 //!   read), and an `Origin` header, when present, must be the server's own
 //!   origin (403 `origin_refused`, preflights included).
-//! - **No framing** ([`security_headers`], on every response):
+//! - **No framing** (`security_headers`, on every response):
 //!   `X-Frame-Options: DENY` and [`CONTENT_SECURITY_POLICY`] with
 //!   `frame-ancestors 'none'`, so the approval dialog cannot be clickjacked.
 //! - **Bounded connections** ([`serve_app`] drives hyper itself): a

@@ -34,6 +34,40 @@
 //! rusqlite (with its bundled SQLite) was chosen because it is the maintained
 //! SQLite binding with prepared-statement caching and `RETURNING` support;
 //! tokio because every other native crate here (axum, reqwest) runs on it.
+//!
+//! # Example
+//!
+//! A Rust program opens the native runtime over a data directory and runs a
+//! turn, as `agentrt run` does (`examples/embed.rs` is the same with events
+//! and a tool call; the book's "Embedding from Rust" chapter explains each
+//! step):
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use agent_host_native::app::{App, AppOptions};
+//! use agent_host_native::host::SystemClock;
+//! use agent_kernel::SessionId;
+//! use agent_kernel::run::RunStatus;
+//! use agent_supervisor::{RunConfig, Scenario, ScriptedProvider};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let scenario = Scenario::from_json(r#"{"turns": [{"text": "Hello."}]}"#)?;
+//! let clock = Arc::new(SystemClock::new(tokio::runtime::Handle::current()));
+//! let provider = Arc::new(ScriptedProvider::new(scenario, clock));
+//! let app = App::open(&dir.path().join("agentrt"), AppOptions::default(), provider).await?;
+//!
+//! let session = SessionId::new("doc")?;
+//! let _opened = app.open_session(&session).await?;
+//! let run = app.runtime().start(&session, "Say hello.", RunConfig::default()).await?;
+//! assert_eq!(app.runtime().wait_settled(&run).await?.status, RunStatus::Completed);
+//! assert_eq!(app.run_view(&run).await?.output.as_deref(), Some("Hello."));
+//! app.native().shut_down();
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod app;
 pub mod config;

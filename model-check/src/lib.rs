@@ -17,6 +17,24 @@
 //! [`Sabotage`] swaps one rule for a faulty one; each must be caught
 //! ([`check`] returns a counterexample, printed action by action by
 //! [`Report::trace_text`]).
+//!
+//! # Example
+//!
+//! An exploration within a bound returns what it found; the small
+//! bound runs in seconds even in a debug build, and a sabotaged rule must
+//! yield a counterexample (`cargo xtask check-model` runs the CI bound):
+//!
+//! ```
+//! use agent_model_check::{Bound, Report, Sabotage, check};
+//!
+//! let honest = check(Bound::SMALL, None).unwrap();
+//! assert!(honest.violations.is_empty());
+//! println!("{} states, none violates a property", honest.unique_states);
+//!
+//! let broken = check(Bound::SMALL, Some(Sabotage::NoFence)).unwrap();
+//! let counterexample = &broken.violations[0];
+//! println!("{}", Report::trace_text(counterexample));
+//! ```
 
 use std::collections::BTreeSet;
 use std::fmt;

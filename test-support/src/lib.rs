@@ -7,6 +7,25 @@
 //! in their own tests, so they use this. Never shipped (`publish = false`),
 //! native only, and a dev-dependency only: `cargo xtask layering` checks
 //! normal dependencies, and no normal dependency may name this crate.
+//!
+//! # Example
+//!
+//! A native test of any crate gets a whole in-memory host on the test's own
+//! tokio runtime:
+//!
+//! ```
+//! use agent_kernel::host::{Batch, Table};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let host = agent_test_support::memory_host(agent_test_support::clock(), 7);
+//! host.storage
+//!     .commit(Batch::new().put(Table::Meta, "k", b"v".to_vec()))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(host.storage.get(Table::Meta, "k").await.unwrap(), Some(b"v".to_vec()));
+//! # }
+//! ```
 
 pub mod redirect;
 

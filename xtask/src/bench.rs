@@ -2,7 +2,7 @@
 //! run, and one table of what they measured.
 //!
 //! This module owns the bench plan (what is built, then what runs, natively
-//! and in headless Chromium), the aims (issue 18 and the README's table),
+//! and in headless Chromium), the aims (issue 18 and the book's Benchmarks chapter),
 //! reading the figures the benches emit, and the table: printed as Markdown
 //! and written as JSON to `target/bench/<date>-<time>-<commit>[-quick].json`
 //! for comparison across commits.
@@ -77,7 +77,7 @@ struct Row {
     aim: Aim,
     /// What the aim says, as the table prints it.
     aim_text: &'static str,
-    /// Shown as "= N × <that floor>" beside the figure.
+    /// Shown as "= N × &lt;that floor&gt;" beside the figure.
     ratio_to: Option<&'static str>,
 }
 
@@ -102,7 +102,7 @@ const fn against(name: &'static str, aim: Aim, aim_text: &'static str, floor: &'
 /// The derived flatness figure (computed here from the round figures).
 const FLATNESS: &str = "round_memory_flatness";
 
-/// The table's rows in order, with their aims (issue 18, and the README's
+/// The table's rows in order, with their aims (issue 18, and the
 /// earlier aims for `run_javascript`, readable text, commits and bytes).
 /// Figures a bench emits that are not listed here follow, without an aim.
 const ROWS: &[Row] = &[
@@ -783,7 +783,7 @@ fn number(v: f64) -> String {
     let a = v.abs();
     if a >= 1000.0 {
         let whole = format!("{v:.0}");
-        // Thousands separated by commas, as the README writes them.
+        // Thousands separated by commas, as the book's Benchmarks chapter writes them.
         let (sign, digits) = whole.split_at(usize::from(whole.starts_with('-')));
         let mut grouped = String::new();
         for (i, c) in digits.chars().enumerate() {

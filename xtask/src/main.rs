@@ -12,12 +12,15 @@
 //!      xtask layering`, see [`layering`]: no actor crate depends on another
 //!      but through `agent-assembly`, and agent-capabilities and agent-kernel
 //!      reach no tokio, rusqlite or web-sys), `cargo clippy` with `-D
-//!      warnings` natively and for `wasm32-unknown-unknown`;
+//!      warnings` natively and for `wasm32-unknown-unknown`, the book in
+//!      `docs/` built with mdbook and its internal links checked
+//!      ([`book`]), and `cargo doc --no-deps --workspace` with
+//!      `RUSTDOCFLAGS="-D warnings"`;
 //!   2. native: `cargo nextest run --workspace` (or `cargo test --workspace`
 //!      when nextest is not installed) and `cargo test --workspace --doc`;
 //!      then a release `agentrt` built without test features must contain
-//!      none of [`release_check::TEST_ONLY_MARKERS`], each found first in the `agentrt` the
-//!      tests ran ([`release_check::check_test_only_code_out_of_release`]);
+//!      none of `release_check::TEST_ONLY_MARKERS`, each found first in the `agentrt` the
+//!      tests ran (`release_check::check_test_only_code_out_of_release`);
 //!   3. wasm: `cargo build` for `wasm32-unknown-unknown`, then
 //!      `cargo test --target wasm32-unknown-unknown -p <crate>` for every crate
 //!      of [`WASM_TEST_CRATES`], in headless Chromium through
@@ -32,22 +35,22 @@
 //!   prerequisites (read only) and prints the plan without running it.
 //!
 //! * `cargo xtask demo [--dry-run] [--no-install] [--] [ARGS...]` — the
-//!   browser demo: builds the wasm bundle (release, `wasm-bindgen --target
+//!   browser demo: builds the wasm bundle (dev profile, `wasm-bindgen --target
 //!   web` into `host-browser/pkg`), prints its raw and gzipped size, and
-//!   serves the demo page with `agentrt serve` (release build) on
+//!   serves the demo page with `agentrt serve` (dev profile) on
 //!   127.0.0.1 — the page, the bundle at `/pkg/` and the fetch gateway on one
 //!   origin; it prints the page URL carrying the gateway token. ARGS go to
 //!   `agentrt serve` (a bare number is the port, default 8787). Its steps
-//!   come from [`demo::demo_steps`].
+//!   come from `demo::demo_steps`.
 //!   The terminal demo stays `cargo run -p agent-host-native --bin agentrt -- demo`.
 //!
 //! * `cargo xtask pack [--dry-run] [--no-install]` — the npm package of the
-//!   browser runtime for embedders ([`pack`]): the bundle built as for the
+//!   browser runtime for embedders ([`pack`](mod@pack)): the bundle built as for the
 //!   demo, then `host-browser/npm/pack.mjs` packs it into `target/npm/`.
 //!
 //! * `cargo xtask bench [--quick] [--dry-run] [--no-install]` — every
 //!   benchmark (native and in headless Chromium) and one table of their
-//!   figures beside their aims and the machine's floors ([`bench`]).
+//!   figures beside their aims and the machine's floors ([`bench`](mod@bench)).
 //!
 //! * `cargo xtask install [--dry-run]` — only the prerequisites step.
 //!
@@ -67,6 +70,7 @@
 //! [`WASM_BINDGEN_VERSION`] (must equal the `wasm-bindgen` version in
 //! `Cargo.lock`), `/usr/bin/chromium`, `/usr/bin/chromedriver` and `clang`
 //! (apt, with `sudo` unless root), the `rustfmt` and `clippy` components,
+//! mdbook (`book::MDBOOK_VERSION`, `cargo install --locked`),
 //! the npm packages of `host-browser/e2e` when that suite exists, and
 //! Debian's `postgresql` (for the native tests: agent-store-postgres starts
 //! throwaway clusters on loopback as the `postgres` user). A missing
@@ -80,6 +84,7 @@ use std::env;
 use std::process::ExitCode;
 
 mod bench;
+mod book;
 mod demo;
 mod layering;
 mod pack;
@@ -144,8 +149,9 @@ const USAGE: &str = "\
 Project automation. Usage:
 
   cargo xtask test [--only lint|native|wasm|e2e] [--no-install] [--dry-run]
-      Prerequisites, then fmt --check, clippy -D warnings (native and wasm32),
-      native tests (nextest or cargo test) and doctests, a release agentrt
+      Prerequisites, then fmt --check, the layering check, clippy -D warnings
+      (native and wasm32), the book (mdbook, internal links), cargo doc with
+      -D warnings, native tests (nextest or cargo test) and doctests, a release agentrt
       checked to contain no test-only code, the wasm32 build,
       wasm tests in headless Chromium, and the Playwright e2e suite.
       This is exactly what CI runs (.ci/run).
@@ -177,6 +183,11 @@ Project automation. Usage:
       within the bound (default: the CI bound; --deep: three owners, more
       time) and prints the state count and each violation as a trace.
       --sabotage swaps in a faulty rule; it passes only if it is caught.
+
+  cargo xtask check-links
+      Checks every internal link of the book in docs/ (a missing page or
+      #anchor fails) and the README's links into it; the lint group runs it
+      after `mdbook build docs`.
 
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
@@ -214,6 +225,7 @@ fn main() -> ExitCode {
         Cmd::Bench { quick } => bench::bench(&mut runner, *quick),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
         Cmd::CheckModel { args } => runner.run_step(&check_model_step(args)),
+        Cmd::CheckLinks => check_book_links(&runner.root),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
             status: format!("the layering is broken (DESIGN.md):\n{violations}"),
@@ -243,7 +255,32 @@ enum Cmd {
     Bench { quick: bool },
     Install,
     Layering,
+    CheckLinks,
     CheckModel { args: Vec<String> },
+}
+
+/// `cargo xtask check-links`: the book's internal links ([`book::check_links`]).
+fn check_book_links(root: &std::path::Path) -> runner::Result<()> {
+    let src = root.join(book::BOOK_DIR).join("src");
+    let failure = |status: String| Failure::Step {
+        name: "book links".to_string(),
+        status,
+    };
+    let mut broken = book::check_links(&src).map_err(failure)?;
+    broken.extend(book::check_readme_links(&root.join("README.md")).map_err(failure)?);
+    if broken.is_empty() {
+        println!(
+            "book links: every internal link of {} and the README resolves",
+            src.display()
+        );
+        return Ok(());
+    }
+    let list: Vec<String> = broken.iter().map(|b| format!("  {b}")).collect();
+    Err(failure(format!(
+        "{} broken internal link(s):\n{}",
+        broken.len(),
+        list.join("\n")
+    )))
 }
 
 /// `cargo xtask check-model ARGS`: the model checker, optimised (an
@@ -310,6 +347,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "bench" => Cmd::Bench { quick },
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
+        "check-links" => Cmd::CheckLinks,
         "check-model" => Cmd::CheckModel { args: forwarded },
         other => return Err(format!("unknown subcommand `{other}`")),
     };

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::book::MDBOOK_VERSION;
 use crate::runner::{Result, Runner, Step, loud_prereq_failure};
 use crate::workspace::{is_root, locked_version};
 use crate::{
@@ -43,13 +44,15 @@ pub(crate) enum Prereq {
     McpReferenceNodeModules,
     /// The provider SDKs, for host-native's relay test.
     RelaySdkNodeModules,
+    /// mdbook [`MDBOOK_VERSION`], which builds the book in `docs/`.
+    Mdbook,
     /// Debian's PostgreSQL server binaries (`initdb`, `pg_ctl`), which
     /// agent-store-postgres's tests run as throwaway clusters on loopback.
     Postgres,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 10] = [
+    pub(crate) const ALL: [Prereq; 11] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::Clang,
@@ -60,6 +63,7 @@ impl Prereq {
         Prereq::McpReferenceNodeModules,
         Prereq::RelaySdkNodeModules,
         Prereq::Postgres,
+        Prereq::Mdbook,
     ];
 }
 
@@ -93,6 +97,7 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
                 ensure_node_modules(runner, RELAY_SDK_DIR, "relay SDK test")?
             }
             Prereq::Postgres => ensure_postgres(runner)?,
+            Prereq::Mdbook => ensure_mdbook(runner)?,
         }
     }
     Ok(())
@@ -261,6 +266,51 @@ fn ensure_postgres(runner: &mut Runner) -> Result<()> {
     // The tests start their own clusters; the package's own `main` cluster,
     // if the install starts one, is left alone.
     ensure_apt_packages(runner, "postgresql (apt)", &["postgresql"], missing)
+}
+
+fn ensure_mdbook(runner: &mut Runner) -> Result<()> {
+    let name = "mdbook";
+    // `mdbook --version` prints `mdbook v0.5.4`.
+    let missing = |runner: &Runner| match runner.query("mdbook", &["--version"]) {
+        None => Some("`mdbook --version` failed: not installed".to_string()),
+        Some(version)
+            if version
+                .split_whitespace()
+                .any(|w| w.trim_start_matches('v') == MDBOOK_VERSION) =>
+        {
+            None
+        }
+        Some(version) => Some(format!(
+            "`mdbook --version` printed `{}`, expected {MDBOOK_VERSION}",
+            version.trim()
+        )),
+    };
+    match missing(runner) {
+        None => {
+            println!("[prereq] {name} {MDBOOK_VERSION}: ok");
+            Ok(())
+        }
+        Some(why) => {
+            // `--locked` installs the dependency versions mdbook was
+            // released with; only the `search` feature is needed (not
+            // `serve` nor `watch`), which halves the build.
+            let steps = [Step::new(
+                "install mdbook",
+                "cargo",
+                &[
+                    "install",
+                    "mdbook",
+                    "--version",
+                    MDBOOK_VERSION,
+                    "--locked",
+                    "--no-default-features",
+                    "--features",
+                    "search",
+                ],
+            )];
+            runner.install(name, &why, &steps, missing)
+        }
+    }
 }
 
 fn ensure_rust_components(runner: &mut Runner) -> Result<()> {

@@ -18,7 +18,7 @@ pub(crate) struct Step {
     name: String,
     pub(crate) program: String,
     pub(crate) args: Vec<String>,
-    env: Vec<(String, String)>,
+    pub(crate) envs: Vec<(String, String)>,
     dir: Option<PathBuf>,
 }
 
@@ -28,7 +28,7 @@ impl Step {
             name: name.into(),
             program: program.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
-            env: Vec::new(),
+            envs: Vec::new(),
             dir: None,
         }
     }
@@ -43,7 +43,7 @@ impl Step {
     }
 
     pub(crate) fn env(mut self, key: &str, value: impl Into<String>) -> Step {
-        self.env.push((key.to_string(), value.into()));
+        self.envs.push((key.to_string(), value.into()));
         self
     }
 
@@ -67,7 +67,7 @@ impl fmt::Display for Step {
         if let Some(dir) = &self.dir {
             write!(f, "(cd {} && ", dir.display())?;
         }
-        for (key, value) in &self.env {
+        for (key, value) in &self.envs {
             write!(f, "{key}={value} ")?;
         }
         write!(f, "{}", self.program)?;
@@ -254,7 +254,7 @@ impl Runner {
         }
         command
             .args(&step.args)
-            .envs(step.env.iter().map(|(k, v)| (k, v)));
+            .envs(step.envs.iter().map(|(k, v)| (k, v)));
         command.current_dir(match &step.dir {
             Some(dir) => self.root.join(dir),
             None => self.root.clone(),

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use crate::book::book_steps;
 use crate::prerequisites::{Prereq, TYPECHECK_DIR, ensure_prerequisites};
 use crate::release_check::check_test_only_code_out_of_release;
 use crate::runner::{Result, Runner, Step};
@@ -43,7 +44,13 @@ impl Group {
     pub(crate) fn prerequisites(self) -> &'static [Prereq] {
         match self {
             // clippy for wasm32 runs build scripts, and QuickJS's C needs clang.
-            Group::Lint => &[Prereq::RustComponents, Prereq::WasmTarget, Prereq::Clang],
+            // mdbook builds the book in docs/.
+            Group::Lint => &[
+                Prereq::RustComponents,
+                Prereq::WasmTarget,
+                Prereq::Clang,
+                Prereq::Mdbook,
+            ],
             // agent-mcp's interop tests start the MCP reference server;
             // agent-store-postgres's tests start PostgreSQL clusters;
             // host-native's relay test drives the provider SDKs in Node.
@@ -144,7 +151,11 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
                 ]
                 .concat(),
             ),
-        ],
+        ]
+        .into_iter()
+        // The book (mdbook, its internal links) and the API docs.
+        .chain(book_steps())
+        .collect(),
         Group::Native => {
             let tests = if runner.query("cargo", &["nextest", "--version"]).is_some() {
                 Step::cargo("native tests (nextest)", &["nextest", "run", "--workspace"])

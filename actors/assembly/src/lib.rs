@@ -40,6 +40,78 @@
 //!
 //! Builds for native and `wasm32-unknown-unknown`; it depends on no host
 //! runtime (tokio, web-sys).
+//!
+//! # Example
+//!
+//! A whole run on the kernel's in-memory host: build the assembly from a
+//! host's parts, open the session (its lease), start a run, wait for it to
+//! settle and read the run card every host shows:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use agent_assembly::{Assembly, Parts};
+//! use agent_kernel::memory::MemoryHost;
+//! use agent_kernel::run::RunStatus;
+//! use agent_kernel::{OwnerId, SessionId};
+//! use agent_supervisor::{RunConfig, RuntimeOptions, Scenario, ScriptedProvider};
+//! use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue};
+//!
+//! /// This host configures no secrets.
+//! struct NoSecrets;
+//!
+//! #[async_trait::async_trait]
+//! impl SecretResolver for NoSecrets {
+//!     fn bound_origin(&self, _: &SecretHandle) -> Option<String> {
+//!         None
+//!     }
+//!     async fn resolve(&self, handle: &SecretHandle) -> Result<SecretValue, SecretError> {
+//!         Err(SecretError::Unknown(handle.0.clone()))
+//!     }
+//! }
+//!
+//! let mem = MemoryHost::fifo(7);
+//! let scenario = Scenario::from_json(
+//!     r#"{"turns": [
+//!         {"tool_calls": [{"name": "workspace_write",
+//!                          "arguments": {"path": "notes/a.md", "content": "Hello."}}]},
+//!         {"text": "Written."}
+//!     ]}"#,
+//! )
+//! .unwrap();
+//! let assembly = Assembly::build(Parts {
+//!     host: mem.host(),
+//!     owner: OwnerId::new("tab-1").unwrap(),
+//!     provider: Arc::new(ScriptedProvider::new(scenario, mem.host().clock)),
+//!     javascript: None,
+//!     pdf_reader: None,
+//!     html_extractor: None,
+//!     fetch: None,
+//!     secrets: Arc::new(NoSecrets),
+//!     plugins: Vec::new(),
+//!     always_on_plugins: Vec::new(),
+//!     mcp: Vec::new(),
+//!     search: None,
+//!     runtime: RuntimeOptions::default(),
+//! })
+//! .unwrap();
+//! let session = SessionId::new("example").unwrap();
+//! let view = mem
+//!     .block_on_advancing(async {
+//!         let _opened = assembly.open_session(&session).await.unwrap();
+//!         let run = assembly
+//!             .runtime()
+//!             .start(&session, "Write a note.", RunConfig::default())
+//!             .await
+//!             .unwrap();
+//!         assembly.runtime().wait_settled(&run).await.unwrap();
+//!         assembly.run_view(&run).await.unwrap()
+//!     })
+//!     .unwrap();
+//! assert_eq!(view.run.status, RunStatus::Completed);
+//! assert_eq!(view.output.as_deref(), Some("Written."));
+//! assert_eq!(view.journal.len(), 1); // the workspace write, committed
+//! ```
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! - the memory tools (`memory_search`, `memory_save`, `memory_forget`)
 //!   and `knowledge_search`, registered for Agent runs only (Deep Research
 //!   and chat never see Memory, S9.1);
-//! - what each run may do with them ([`RunGrants`]): the Memory scopes and
+//! - what each run may do with them (`RunGrants`): the Memory scopes and
 //!   the knowledge allowlist its profile resolved to, kept in the run's
 //!   stored configuration (`RunConfig::grants`) so that a run resumed after
 //!   a restart keeps them, read back from there when this process has not

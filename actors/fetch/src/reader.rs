@@ -350,8 +350,8 @@ impl DirectReader {
         let html = self.limits.html;
         // One of the shared slots, held until the extraction really ends;
         // the work runs on a thread with a known stack, and the HTML limits
-        // bound how long it can take (README, "Limits of fetch_url and
-        // extract_document").
+        // bound how long it can take (the book's "Public web reads" chapter,
+        // "Limits of fetch_url and extract_document").
         let lost = |detail: String| FetchError::Internal { detail };
         let slot = self
             .extraction

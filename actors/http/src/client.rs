@@ -2,7 +2,7 @@
 //! connect and read timeouts given as parameters, the environment's proxy
 //! only when asked for. In the browser the page's fetch owns connections
 //! and timeouts; redirects of credentialed requests are refused by
-//! [`crate::send`].
+//! [`crate::send`](mod@crate::send).
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //!   followed (`redirect::Policy::none()`), the timeouts are parameters,
 //!   and a client that cannot be built is a typed [`ClientBuildError`] —
 //!   never a fallback to a client with other rules.
-//! - [`send`]: the one way a request carrying a credential is sent. A
+//! - [`send`](mod@send): the one way a request carrying a credential is sent. A
 //!   redirect answer is the typed [`SendError::Redirected`], never
 //!   followed: natively a 3xx arrives as an answer and is refused here; in
 //!   the browser reqwest cannot set the fetch `redirect` mode, so the
@@ -21,6 +21,23 @@
 //!
 //! A leaf library: it depends on no crate of the workspace, so any crate
 //! may use it (the layering check, `cargo xtask layering`).
+//!
+//! # Example
+//!
+//! The SSE decoder takes bytes as they arrive, split anywhere, and returns
+//! each completed event's data; an event over its bound is an error, not an
+//! allocation:
+//!
+//! ```
+//! use agent_http::sse::{SseDecoder, SseError};
+//!
+//! let mut sse = SseDecoder::new(1024);
+//! assert!(sse.push(b"data: {\"a\":").unwrap().is_empty());
+//! assert_eq!(sse.push(b"1}\n\ndata: done\n\n").unwrap(), ["{\"a\":1}", "done"]);
+//!
+//! let mut small = SseDecoder::new(4);
+//! assert!(matches!(small.push(b"data: far too long\n\n"), Err(SseError::EventTooLarge { .. })));
+//! ```
 
 pub mod client;
 pub mod send;

@@ -10,6 +10,46 @@
 //! - `conformance` (feature `conformance`): the storage suite every backend must pass.
 //!
 //! No tokio, no web-sys, no rusqlite: hosts bring those.
+//!
+//! # Design
+//!
+//! The kernel is the contract every other crate builds on, and it does no I/O
+//! of its own: time, spawning, storage, leases and lifecycle events come from
+//! a host through the [`host`] traits, so the same run loop runs on tokio and
+//! SQLite natively and on the page's event loop and IndexedDB in a browser.
+//! The rules that must hold the same everywhere are pure functions owned here
+//! once: the status transitions and budgets ([`run`], [`budget`]), the
+//! journal's moves and the replay rule ([`journal::replay_decision`]), the
+//! lease rules ([`host::lease_rules`]), the fence and the compare-and-set
+//! conditions of a batch ([`host::Fence::check`], [`host::Condition::check`]).
+//! A storage backend implements only atomic steps around them, and the
+//! conformance suite proves each backend against the same cases.
+//!
+//! A write is a [`host::Batch`]: data, not a closure (puts, deletes,
+//! conditions, blobs and the writer's lease epoch), so that IndexedDB can run
+//! it in one transaction.
+//!
+//! ```
+//! use agent_kernel::host::{Batch, Storage, StorageError, Table};
+//! use agent_kernel::memory::MemoryStorage;
+//!
+//! futures::executor::block_on(async {
+//!     let storage = MemoryStorage::new();
+//!     // Put a record only if the key is absent: one atomic batch.
+//!     let first = Batch::new()
+//!         .expect_absent(Table::Meta, "greeting")
+//!         .put(Table::Meta, "greeting", b"hello".to_vec());
+//!     storage.commit(first).await.unwrap();
+//!     assert_eq!(storage.get(Table::Meta, "greeting").await.unwrap(), Some(b"hello".to_vec()));
+//!
+//!     // The same condition now fails, and nothing of the batch applies.
+//!     let second = Batch::new()
+//!         .expect_absent(Table::Meta, "greeting")
+//!         .put(Table::Meta, "greeting", b"bye".to_vec());
+//!     assert!(matches!(storage.commit(second).await, Err(StorageError::ConditionFailed { .. })));
+//!     assert_eq!(storage.get(Table::Meta, "greeting").await.unwrap(), Some(b"hello".to_vec()));
+//! });
+//! ```
 
 // The same `Arc`s hold `Send + Sync` values natively; on single-threaded wasm32
 // the futures inside are not `Send`, by design (see `maybe_send`).

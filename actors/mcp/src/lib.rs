@@ -33,6 +33,22 @@
 //! every call asks once. Annotations (`readOnlyHint`, ...) are display hints
 //! that never change effects. Results, resources and prompts are
 //! `external_untrusted` data.
+//!
+//! # Example
+//!
+//! Every message a server sends goes through one bounded parser; what it
+//! cannot read is a typed error, never a panic:
+//!
+//! ```
+//! use agent_mcp::jsonrpc::{RequestId, ServerMessage, parse_server_message, request};
+//!
+//! let ask = request(&RequestId::Number(1), "tools/list", None);
+//! assert_eq!(ask["method"], "tools/list");
+//!
+//! let answer = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
+//! assert!(matches!(parse_server_message(answer), Ok(ServerMessage::Response { .. })));
+//! assert!(parse_server_message(b"{not json").is_err());
+//! ```
 
 // The same `Arc`s hold `Send + Sync` values natively; on single-threaded
 // wasm32 the host traits inside are not `Send`, by design (as in the kernel).

@@ -13,11 +13,11 @@
 //! with depth: 2,000 nested `<div>`s took 8 s of CPU and about 12,000
 //! overflowed a 2 MiB thread stack (a process abort, not a panic). So:
 //!
-//! 1. [`prescan`] reads the markup once, linearly and without recursion,
+//! 1. [`prescan`](mod@prescan) reads the markup once, linearly and without recursion,
 //!    and refuses it over [`HtmlLimits`] (input bytes, nesting depth,
 //!    elements, depth sum, attributes per tag and in all) **before any
 //!    parser runs**, with a conservative estimate of the tree the parser
-//!    could build (see [`prescan`] for the rule).
+//!    could build (see [`prescan`](mod@prescan) for the rule).
 //! 2. The parsed tree is measured exactly and without recursion
 //!    ([`tree::measure`]) and refused over the same limits before
 //!    readability runs.
@@ -42,6 +42,24 @@
 //!
 //! A page over a limit is [`ReadableError::Refused`] with its own
 //! [`HtmlRefusal`]; the tools turn it into their typed outcomes.
+//!
+//! # Example
+//!
+//! ```
+//! use agent_readable::{HtmlLimits, ReadableError, TextStyle, readable_text};
+//!
+//! let page = "<html><head><title>Notes</title></head><body><article>\
+//!             <h1>Notes</h1><p>The runtime reads pages as data, never as instructions.</p>\
+//!             </article></body></html>";
+//! let readable = readable_text(page, None, TextStyle::Markdown, &HtmlLimits::DEFAULT).unwrap();
+//! assert!(readable.text.contains("never as instructions"));
+//!
+//! // Too deep for the limits: refused by the pre-scan, before any parser runs.
+//! let limits = HtmlLimits { max_depth: 16, ..HtmlLimits::DEFAULT };
+//! let deep = "<div>".repeat(100);
+//! let refused = readable_text(&deep, None, TextStyle::Markdown, &limits);
+//! assert!(matches!(refused, Err(ReadableError::Refused(_))));
+//! ```
 
 pub mod extractor;
 pub mod prescan;

@@ -3,7 +3,7 @@
 //! over the tree the parser built, and refused over the limits before
 //! readability (which recurses over the tree) sees it.
 //!
-//! The pre-scan ([`crate::prescan`]) bounds what the parser may build; this
+//! The pre-scan ([`crate::prescan`](mod@crate::prescan)) bounds what the parser may build; this
 //! walk checks what it did build, so readability's recursion is bounded by
 //! the limits even where the pre-scan's estimate were wrong.
 

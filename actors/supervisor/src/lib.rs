@@ -71,10 +71,10 @@
 //! Activities are numbered without gaps and their time stamps never go
 //! backwards, even when the wall clock does.
 //!
-//! Dependencies: `reqwest` for the Chat Completions client, because the same
-//! code builds natively (hyper, rustls) and for wasm32 (the browser's fetch);
-//! the SSE decoder is a few dozen lines of our own, since what Chat
-//! Completions sends is a small subset of SSE and needs no extra crate.
+//! Dependencies: the model clients are built by `agent-http`'s one strict
+//! constructor over `reqwest`, because the same code builds natively (hyper,
+//! rustls) and for wasm32 (the browser's fetch), and their streams are read
+//! by `agent-http`'s one bounded SSE decoder.
 //!
 //! # Scenario format (`ScriptedProvider`)
 //!
@@ -114,6 +114,38 @@
 //! own storage with `sim::run_seeds(0..1000, || Arc::new(MyStorage::new()) as
 //! Arc<dyn Storage>, Sabotage::default())` and print the returned
 //! `SimSummary` (its `Display` is the line above); `sim::run_seed` replays one.
+//!
+//! # Example
+//!
+//! A provider turns a request into a stream of events; the scripted one plays
+//! a scenario, and is what the tests and `agentrt demo` use (a scenario field
+//! the format does not have is refused, naming it):
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use agent_kernel::host::ManualClock;
+//! use agent_supervisor::provider::{FinishReason, ModelProvider, ModelRequest, collect_response};
+//! use agent_supervisor::{Scenario, ScriptedProvider};
+//!
+//! let scenario = Scenario::from_json(r#"{"turns": [{"text": "Hello from the script."}]}"#).unwrap();
+//! let provider = ScriptedProvider::new(scenario, Arc::new(ManualClock::new(0)));
+//! let request: ModelRequest = serde_json::from_value(serde_json::json!({
+//!     "model": "scripted", "messages": [{"role": "user", "content": "Hi"}], "tools": []
+//! }))
+//! .unwrap();
+//! let answer = futures::executor::block_on(async {
+//!     collect_response(provider.stream(request).await.unwrap(), |_delta| {}).await
+//! })
+//! .unwrap();
+//! assert_eq!(answer.text, "Hello from the script.");
+//! assert_eq!(answer.finish, Some(FinishReason::Stop));
+//!
+//! assert!(Scenario::from_json(r#"{"turns": [{"txt": "typo"}]}"#).is_err());
+//! ```
+//!
+//! A whole run (the supervisor with its tools actor) is wired by
+//! `agent-assembly`; its top doc runs one.
 
 // On wasm32 everything is single-threaded: `MaybeSend` is empty there, so
 // `Arc`s of host objects are neither `Send` nor `Sync`, by design.

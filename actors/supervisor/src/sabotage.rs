@@ -5,7 +5,7 @@
 //! [`Sabotage`] has no fields, so it chooses no fault, and none of the
 //! faults below is compiled: the supervisor has no switch that could break
 //! its guarantees, and `cargo xtask test` checks that a release `agentrt`
-//! does not contain [`MARKER`].
+//! does not contain its `MARKER` (`"crash-sim sabotage"`).
 
 /// Without the feature `sabotage`: no fault to choose.
 #[cfg(not(feature = "sabotage"))]

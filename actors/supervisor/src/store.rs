@@ -523,7 +523,7 @@ impl Tx {
     }
 
     /// Put a raw row (an index entry such as
-    /// [`crate::run_index::index_row`]).
+    /// [`crate::run_index::session_row`]).
     pub fn put_row(&mut self, (table, key, value): (Table, String, Vec<u8>)) {
         let batch = std::mem::take(&mut self.batch);
         self.batch = batch.put(table, key, value);

@@ -10,6 +10,26 @@
 //! The entry points only decode, run and encode: the request and answer
 //! types and the work itself are `agent_tools::builtin::offload`'s, shared
 //! with the page so the two sides cannot disagree.
+//!
+//! # Example
+//!
+//! The entry points are wasm32 only (`__agentrt_worker_run`,
+//! `__agentrt_worker_readable`, `__agentrt_worker_read_pdf`); natively the
+//! same work answers the same JSON, which is how the page's side and this
+//! module stay in step:
+//!
+//! ```
+//! let request = r#"{"html": "<article><p>Readable text of a page.</p></article>",
+//!     "url": null, "style": "formatted", "max_chars": 100,
+//!     "limits": {"max_input_bytes": 100000, "max_depth": 64,
+//!                "max_elements": 1000, "max_depth_sum": 100000}}"#;
+//! let answer = agent_tools::builtin::offload::answer_readable(request);
+//! assert!(answer.contains("Readable text of a page."), "{answer}");
+//!
+//! // A malformed request is an answer too, never a trap in the Worker.
+//! let refused = agent_tools::builtin::offload::answer_readable("{}");
+//! assert!(refused.contains("bad_request"), "{refused}");
+//! ```
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen::prelude::*;

@@ -1,6 +1,11 @@
 //! The command line's argument types (clap) and what the dispatcher makes
 //! of them: where a run's model comes from ([`Source`]) and what a person
 //! does to a stored run ([`Action`]).
+//!
+//! The doc comments of the argument types are clap's `--help` text, written
+//! for a terminal: `[provider]` names a TOML section and a bare URL is an
+//! example, not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::bare_urls)]
 
 use std::path::PathBuf;
 

@@ -53,7 +53,7 @@ pub enum PdfReadError {
 }
 
 /// A place outside the tool's thread that reads PDFs with
-/// [`extract`] and can be stopped whatever the parser is doing: the
+/// [`extract`](fn@extract) and can be stopped whatever the parser is doing: the
 /// browser's Worker module, which keeps the PDF reader out of the module
 /// the page loads first. Without one, PDFs are read in process (feature
 /// `pdf`).
