@@ -1,5 +1,5 @@
 //! Exit codes: what each error and each run status exits with (documented
-//! in the README and the crate docs).
+//! in the book's CLI chapter, docs/src/guide/cli.md, and the crate docs).
 
 use agent_assembly::SessionActionError;
 use agent_host_native::app::AppError;
@@ -11,7 +11,7 @@ use agent_kernel::host::LeaseError;
 use agent_kernel::run::{AgentRun, RunStatus, StopReason};
 use agent_supervisor::RunError;
 
-/// Exit codes (documented in the README and the crate docs).
+/// Exit codes (documented in docs/src/guide/cli.md and the crate docs).
 pub(crate) mod code {
     pub const OK: u8 = 0;
     pub const USAGE: u8 = 2;

@@ -75,7 +75,7 @@
 //! `agentrt --store postgres://…` (or `AGENTRT_STORE`, or `[store] url` in
 //! its config file) opens this store for every command instead of SQLite.
 //!
-//! Tests start a real server on loopback with [`test_cluster::PgCluster`]
+//! Tests start a real server on loopback with `test_cluster::PgCluster`
 //! (feature `test-cluster`), which later worker tests can share; the
 //! benchmark (`benches/postgres.rs`, part of `cargo xtask bench`) puts the
 //! PostgreSQL round beside one bare PostgreSQL commit.
@@ -85,7 +85,7 @@
 //! its status reports these [`StoreCounts`] (commits, fence refusals). Its
 //! acceptance tests (`host-native/tests/workers_postgres.rs`: four workers
 //! under SIGKILL and SIGSTOP, a database restart mid-load) run against a
-//! [`test_cluster::PgCluster`]. Not here yet: TLS to the server.
+//! `test_cluster::PgCluster`. Not here yet: TLS to the server.
 
 pub mod errors;
 pub mod migrate;
