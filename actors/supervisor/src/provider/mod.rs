@@ -56,9 +56,10 @@ pub struct ModelRequest {
 pub struct ModelUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
-    /// Of the input, tokens read from the provider's prompt cache
-    /// (OpenAI `prompt_tokens_details.cached_tokens`, Anthropic
-    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
+    /// Input tokens read from the provider's prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens` and Gemini
+    /// `cachedContentTokenCount`, both inside `input_tokens`; Anthropic
+    /// `cache_read_input_tokens`, which its `input_tokens` leaves out).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
     /// Input tokens written to the prompt cache (Anthropic
