@@ -18,6 +18,8 @@ const state = {
   researchTask: null,
   // Streamed text of running turns, by run id (dropped once the run has its output).
   streams: new Map(),
+  // Streamed reasoning of running turns, by run id: shown apart, never the answer.
+  thoughts: new Map(),
   // Read views of runs that will not change again (completed, failed, cancelled), by run id.
   finalViews: new Map(),
   // The conversation's message elements, by `<run>/user` and `<run>/agent`.
@@ -226,6 +228,15 @@ function streamed(runId, text) {
   if (runId === state.runId) renderText($('run-output'), state.streams.get(runId));
 }
 
+/** One streamed piece of `runId`'s reasoning: shown apart from the answer, never in it. */
+function thought(runId, text) {
+  state.thoughts.set(runId, (state.thoughts.get(runId) || '') + text);
+  if (runId === state.runId) {
+    $('run-reasoning-section').hidden = false;
+    renderText($('run-reasoning'), state.thoughts.get(runId));
+  }
+}
+
 function keepScrolled() {
   const list = $('conversation');
   list.scrollTop = list.scrollHeight;
@@ -254,7 +265,8 @@ async function renderRun() {
     $('run-id').textContent = '—';
     $('run-status').textContent = 'none';
     for (const id of ['run-mode', 'run-stop-reason']) $(id).textContent = '—';
-    for (const id of ['usage', 'plan', 'pending', 'run-output', 'tools', 'activities']) $(id).replaceChildren();
+    for (const id of ['usage', 'plan', 'pending', 'run-output', 'run-reasoning', 'tools', 'activities']) $(id).replaceChildren();
+    $('run-reasoning-section').hidden = true;
     $('resume').hidden = true;
     $('stop').hidden = true;
     return;
@@ -276,6 +288,12 @@ async function renderRun() {
     bar('Tokens', run.usage.input_tokens + run.usage.output_tokens, run.budget.max_tokens),
     bar('Active time', Math.round(run.usage.active_ms / 1000), run.budget.max_duration_ms ? Math.round(run.budget.max_duration_ms / 1000) : undefined, ' s'),
   );
+  // Prompt-cache and reasoning tokens, as the provider reported them.
+  const u = run.usage;
+  if (u.cached_input_tokens || u.cache_write_tokens || u.reasoning_tokens) {
+    usage.append(el('p', { id: 'usage-tokens', className: 'hint',
+      textContent: `Input ${u.input_tokens} tokens (${u.cached_input_tokens ?? 0} read from the prompt cache, ${u.cache_write_tokens ?? 0} written to it); output ${u.output_tokens} tokens (${u.reasoning_tokens ?? 0} reasoning).` }));
+  }
   const steps = view.plan?.steps ?? [];
   $('plan').replaceChildren(...(steps.length ? steps.map((s) => el('li', { dataset: { status: s.status } },
     el('span', { className: 'step-title', textContent: s.title }), ' ', el('span', { className: 'badge', textContent: s.status.replace('_', ' ') })))
@@ -290,6 +308,11 @@ async function renderRun() {
   }) : [el('li', { className: 'empty', textContent: 'Nothing.' })]));
   const output = view.output ?? (run.status === 'running' ? state.streams.get(run.id) ?? '' : '');
   renderText($('run-output'), output);
+  // The model's reasoning, apart from the answer (S13.4).
+  const reasoning = (view.reasoning ?? []).map((r) => r.text).join('\n\n')
+    || (run.status === 'running' ? state.thoughts.get(run.id) ?? '' : '');
+  $('run-reasoning-section').hidden = !reasoning;
+  renderText($('run-reasoning'), reasoning);
   $('tools').replaceChildren(...view.journal.map((j) => {
     const evidence = view.evidence.find((e) => e.call_id === j.call_id);
     const tr = document.createElement('tr');
@@ -530,6 +553,7 @@ function subscribe() {
   state.subscription?.close();
   state.subscription = state.runtime.subscribe(state.session, (event) => {
     if (event.type === 'text') { streamed(event.runId, event.text); return; }
+    if (event.type === 'reasoning') { thought(event.runId, event.text); return; }
     if (event.type === 'activity' && event.activity?.kind?.kind === 'model_response' && state.streams.get(event.runId)) {
       // The next round's text starts a new paragraph.
       state.streams.set(event.runId, `${state.streams.get(event.runId)}\n\n`);

@@ -210,6 +210,18 @@ const ROWS: &[Row] = &[
     row("wasm_first_module_gzip", Aim::AtMost(1.2), "≤ 1.2 MiB gzip"),
     row("wasm_worker_module_gzip", Aim::None, "—"),
     row("demo_ready", Aim::AtMost(300.0), "≤ 300 ms"),
+    // Issue 34: a 20-round run against a loopback server that bills as
+    // the Anthropic API does; the uncached figure is the reference.
+    row("prompt_billed_input_per_round_uncached", Aim::None, "—"),
+    against(
+        "prompt_billed_input_per_round_cached",
+        Aim::TimesAtMost {
+            of: "prompt_billed_input_per_round_uncached",
+            factor: 0.5,
+        },
+        "≤ 0.5 × without caching",
+        "prompt_billed_input_per_round_uncached",
+    ),
 ];
 
 /// How a floor or reference figure is named beside a ratio.
@@ -221,6 +233,7 @@ fn short_name(name: &str) -> &str {
         "floor_idb_transaction" => "bare transaction",
         "resume_1000_rounds" => "the 1,000-round resume",
         "takeover_0" => "with 0 other runs",
+        "prompt_billed_input_per_round_uncached" => "without caching",
         other => other,
     }
 }
@@ -247,6 +260,7 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
         build("agent-tools", &["run_javascript"]),
         build("agent-fetch", &["readable"]),
         build("agent-store-postgres", &["postgres"]),
+        build("agent-supervisor", &["prompt_caching"]),
         Step::new(
             "bench: build the wasm bundle (release)",
             "node",
@@ -294,6 +308,16 @@ fn bench_steps(root: &Path, quick: bool, lines: &Path) -> (Vec<Step>, Vec<Step>)
         with_env(Step::cargo(
             "bench: PostgreSQL round (agent-store-postgres)",
             &["bench", "-p", "agent-store-postgres", "--bench", "postgres"],
+        )),
+        with_env(Step::cargo(
+            "bench: input tokens billed per round with and without prompt caching (agent-supervisor)",
+            &[
+                "bench",
+                "-p",
+                "agent-supervisor",
+                "--bench",
+                "prompt_caching",
+            ],
         )),
         with_env(Step::cargo(
             "bench: runs per second through 1, 2, 4 workers on PostgreSQL (host-native)",
@@ -1222,11 +1246,11 @@ mod bench_tests {
         let root = Path::new("/repo");
         let lines = root.join(OUT_DIR).join("figures.jsonl");
         let (builds, runs) = bench_steps(root, true, &lines);
-        assert_eq!(builds.len(), 5);
-        for build in &builds[..4] {
+        assert_eq!(builds.len(), 6);
+        for build in &builds[..5] {
             assert_eq!(build.args[..2], ["bench", "--no-run"]);
         }
-        assert_eq!(builds[4].args, ["build.mjs"]);
+        assert_eq!(builds[5].args, ["build.mjs"]);
         let shown: Vec<String> = runs.iter().map(Step::to_string).collect();
         for bench in [
             "runtime",
@@ -1235,6 +1259,7 @@ mod bench_tests {
             "readable",
             "--bench postgres",
             "--bench workers",
+            "--bench prompt_caching",
             "bench/idb_bench.mjs",
         ] {
             let step = shown

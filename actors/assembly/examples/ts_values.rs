@@ -241,7 +241,12 @@ fn scenarios() -> Vec<(&'static str, &'static str)> {
                 {"tool_calls": [{"name": "update_plan", "arguments": {"steps": [{"title": "Plan again", "status": "in_progress"}]}}]},
                 {"text": "Never reached."}]"#,
         ),
-        (CHAT, r#"[{"text": "Paris."}]"#),
+        (
+            CHAT,
+            r#"[{"reasoning": "The capital of France.", "text": "Paris.",
+                "usage": {"input_tokens": 40, "output_tokens": 6, "cached_input_tokens": 32,
+                          "cache_write_tokens": 8, "reasoning_tokens": 4}}]"#,
+        ),
     ]
 }
 
@@ -489,6 +494,9 @@ fn generate() -> Result<String> {
     let chat = f.run(&session, CHAT, chat)?;
     let chat = f.view(&chat)?;
     expect_status(&chat, RunStatus::Completed)?;
+    if chat.reasoning.is_empty() || chat.run.usage.cached_input_tokens == 0 {
+        return Err("the chat turn kept no reasoning or no cached tokens".into());
+    }
     values.add("chatTurn", "RunView", &chat)?;
     // Deep Research: the start, the plan waiting, the partial report (this
     // host has no fetch_url: the source is a gap).
@@ -907,6 +915,7 @@ fn every_activity_kind(runs: &[RunView]) -> Result<Vec<ActivityKind>> {
             round: 1,
             text: None,
             tool_calls: 0,
+            reasoning: None,
         },
         ActivityKind::ToolCall {
             call_id: call.clone(),
@@ -1169,6 +1178,7 @@ fn runtime_events(
 ) -> Result<Vec<Value>> {
     let mut out = Vec::new();
     let mut text = false;
+    let mut reasoning = false;
     while let Some(event) = next() {
         match event {
             RunEvent::TextDelta { run, text: piece } if !text => {
@@ -1176,6 +1186,11 @@ fn runtime_events(
                 out.push(json!({"type": "text", "runId": run.as_str(), "text": piece}));
             }
             RunEvent::TextDelta { .. } => {}
+            RunEvent::ReasoningDelta { run, text: piece } if !reasoning => {
+                reasoning = true;
+                out.push(json!({"type": "reasoning", "runId": run.as_str(), "text": piece}));
+            }
+            RunEvent::ReasoningDelta { .. } => {}
             RunEvent::ToolProgress {
                 run,
                 call_id,
@@ -1203,6 +1218,9 @@ fn runtime_events(
     }
     if !text {
         return Err("no text was streamed".into());
+    }
+    if !reasoning {
+        return Err("no reasoning was streamed".into());
     }
     for run in runs {
         out.push(json!({"type": "run", "run": run}));

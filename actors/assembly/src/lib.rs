@@ -149,7 +149,7 @@ pub use no_model::NoModel;
 pub use profiles::{ProfileChoice, ProfileStartError};
 pub use research::{RESEARCH_LABEL, ResearchDeskError, ResearchStart};
 pub use sessions::{Attachment, SessionActionError, SessionSummary};
-pub use view::{CallFailure, PendingView, RunView};
+pub use view::{CallFailure, PendingView, RoundReasoning, RunView};
 
 /// Building the runtime or opening a session failed.
 #[derive(Debug, thiserror::Error)]

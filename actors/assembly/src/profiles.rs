@@ -37,6 +37,8 @@ pub fn global_layer(base: &RunConfig) -> Layer {
         provider: base.model.provider.clone(),
         model: Some(base.model.model.clone()),
         max_output_tokens: base.model.max_output_tokens,
+        reasoning_effort: base.model.reasoning.effort,
+        reasoning_budget_tokens: base.model.reasoning.budget_tokens,
         approval: Some(base.approval),
         budget: Some(base.budget),
         tools: base.allowed_tools(),
@@ -83,6 +85,7 @@ impl Assembly {
         config.model.model = settings.model.clone();
         config.model.provider = settings.provider.clone();
         config.model.max_output_tokens = settings.max_output_tokens;
+        config.model.reasoning = settings.reasoning;
         config.model.system_extension = match (
             config.model.system_extension.take(),
             settings.system_extension.clone(),

@@ -4,7 +4,7 @@
 
 use agent_kernel::journal::{CallState, JournalRecord};
 use agent_kernel::protocol::ToolResult;
-use agent_kernel::run::{Activity, AgentRun, Evidence, PendingKind, PendingRequest};
+use agent_kernel::run::{Activity, ActivityKind, AgentRun, Evidence, PendingKind, PendingRequest};
 use agent_kernel::{CallId, RunId};
 use agent_supervisor::builtin::plan::Plan;
 use agent_supervisor::{RunError, Runtime};
@@ -36,6 +36,17 @@ pub struct RunView {
     /// result blob, else the journal's error code), in journal order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<CallFailure>,
+    /// What the model reasoned, round by round, apart from the answer
+    /// (S13.4): never part of `output`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<RoundReasoning>,
+}
+
+/// The reasoning a model streamed in one round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoundReasoning {
+    pub round: u64,
+    pub text: String,
 }
 
 /// Why one call failed.
@@ -88,9 +99,26 @@ impl RunView {
         }
         let prompt =
             String::from_utf8_lossy(&runtime.blob(run, &record.prompt).await?).into_owned();
+        let activities = runtime.activities(run).await?;
+        let mut reasoning = Vec::new();
+        for a in &activities {
+            if let ActivityKind::ModelResponse {
+                round,
+                reasoning: Some(blob),
+                ..
+            } = &a.kind
+            {
+                let text = String::from_utf8_lossy(&runtime.blob(run, blob).await?).into_owned();
+                reasoning.push(RoundReasoning {
+                    round: *round,
+                    text,
+                });
+            }
+        }
         Ok(RunView {
             prompt,
-            activities: runtime.activities(run).await?,
+            activities,
+            reasoning,
             pending,
             output: runtime.output(run).await?,
             plan: match runtime.plan(run).await? {

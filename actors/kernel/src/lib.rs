@@ -4,6 +4,7 @@
 //! - [`host`]: the host traits (storage, leases, clock, executor, lifecycle, entropy);
 //! - [`run`], [`budget`], [`journal`]: the run model of SPEC S1–S4 as data and pure functions;
 //! - [`protocol`]: tool definitions, invocations, the result envelope, messages;
+//! - [`reasoning`]: a run's reasoning setting (effort, thinking budget) and its bounds;
 //! - [`tool`]: the one tool-actor shell (`Tool`, `spawn_tool`, the capability
 //!   gate, argument validation, cancellation, the `ToolDefinition` builder);
 //! - [`memory`]: an in-memory host for tests and the browser's non-durable fallback;
@@ -65,6 +66,7 @@ pub mod journal;
 pub mod maybe_send;
 pub mod memory;
 pub mod protocol;
+pub mod reasoning;
 pub mod run;
 pub mod tool;
 

@@ -178,6 +178,21 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Milliseconds spent `running`.
     pub active_ms: u64,
+    /// Input tokens read from the provider's prompt cache, as each
+    /// provider reports them (OpenAI and Gemini count them inside
+    /// `input_tokens`; Anthropic's `input_tokens` leaves them out).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (Anthropic).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Of the output, tokens the model spent reasoning (S13.4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -191,6 +206,9 @@ impl Usage {
             && self.input_tokens >= earlier.input_tokens
             && self.output_tokens >= earlier.output_tokens
             && self.active_ms >= earlier.active_ms
+            && self.cached_input_tokens >= earlier.cached_input_tokens
+            && self.cache_write_tokens >= earlier.cache_write_tokens
+            && self.reasoning_tokens >= earlier.reasoning_tokens
     }
 }
 
@@ -278,6 +296,10 @@ pub enum ActivityKind {
         round: u64,
         text: Option<BlobRef>,
         tool_calls: u32,
+        /// The reasoning the model streamed apart from its answer (S13.4),
+        /// stored as its own blob: never the answer, never the history.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<BlobRef>,
     },
     ToolCall {
         call_id: CallId,

@@ -314,6 +314,7 @@ fn usage(rounds: u64, calls: u64, tokens: u64, active_ms: u64) -> Usage {
         input_tokens: tokens / 2,
         output_tokens: tokens - tokens / 2,
         active_ms,
+        ..Usage::default()
     }
 }
 

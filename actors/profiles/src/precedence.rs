@@ -50,7 +50,9 @@ use crate::error::ProfileError;
 use crate::profile::{
     AgentProfileV2, MemoryScope, MemoryScopes, ModelChoice, ProfileId, ProfileMode,
     ReasoningEffort, check_budget, check_list, check_model, check_prompt_addition,
+    check_reasoning_budget,
 };
+use agent_kernel::reasoning::Reasoning;
 
 /// The five layers, in order (S10.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -89,6 +91,8 @@ pub struct Layer {
     pub max_output_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<ReasoningEffort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_budget_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web_search: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,6 +136,7 @@ impl Layer {
         if let Some(b) = &self.budget {
             check_budget(b).map_err(in_layer)?;
         }
+        check_reasoning_budget(self.reasoning_budget_tokens).map_err(in_layer)?;
         check_list("plugins", self.plugins.as_ref()).map_err(in_layer)?;
         check_list("mcp_servers", self.mcp_servers.as_ref()).map_err(in_layer)?;
         check_list("tools", self.tools.as_ref()).map_err(in_layer)?;
@@ -164,6 +169,7 @@ impl From<&AgentProfileV2> for Layer {
             model: Some(p.model.model.clone()),
             max_output_tokens: p.model.max_output_tokens,
             reasoning_effort: p.reasoning.effort,
+            reasoning_budget_tokens: p.reasoning.budget_tokens,
             web_search: Some(p.search.web_search),
             approval: Some(p.approval),
             budget: Some(p.budget),
@@ -257,6 +263,8 @@ pub struct Effective {
     pub max_output_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<ReasoningEffort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_budget_tokens: Option<u32>,
     pub web_search: bool,
     pub approval: ApprovalMode,
     pub budget: Budget,
@@ -406,6 +414,9 @@ impl Resolver {
         if layer.reasoning_effort.is_some() {
             self.eff.reasoning_effort = layer.reasoning_effort;
         }
+        if layer.reasoning_budget_tokens.is_some() {
+            self.eff.reasoning_budget_tokens = layer.reasoning_budget_tokens;
+        }
         if layer.system_prompt_addition.is_some() {
             self.eff.system_prompt_addition = layer.system_prompt_addition.clone();
         }
@@ -473,6 +484,7 @@ pub fn resolve(layers: &Layers) -> Effective {
             model: ModelChoice::default().model,
             max_output_tokens: None,
             reasoning_effort: None,
+            reasoning_budget_tokens: None,
             web_search: true,
             approval: ApprovalMode::Permissive,
             budget: Budget::fallback(),
@@ -563,8 +575,8 @@ impl Effective {
     /// What a run is started with (S10.2): the fields of the supervisor's
     /// `RunConfig` that the effective settings decide, in kernel types (an
     /// actor crate does not depend on the supervisor). Refused when the
-    /// run's applied Skill is outside the Skill policy. Reasoning effort, web
-    /// search, knowledge and Memory scopes have no `RunConfig` field yet:
+    /// run's applied Skill is outside the Skill policy. Web search,
+    /// knowledge and Memory scopes have no `RunConfig` field yet:
     /// the host reads them from the [`Effective`] it keeps beside the run.
     pub fn run_settings(&self, skill: Option<&AppliedSkill>) -> Result<RunSettings, ProfileError> {
         if let Some(skill) = skill
@@ -585,6 +597,10 @@ impl Effective {
             model: self.model.clone(),
             provider: self.provider.clone(),
             max_output_tokens: self.max_output_tokens,
+            reasoning: Reasoning {
+                effort: self.reasoning_effort,
+                budget_tokens: self.reasoning_budget_tokens,
+            },
             system_extension: self.system_prompt_addition.clone(),
             profile: self.profile.clone(),
         })
@@ -603,6 +619,7 @@ impl Effective {
 /// config.model.model = settings.model.clone();
 /// config.model.provider = settings.provider.clone();
 /// config.model.max_output_tokens = settings.max_output_tokens;
+/// config.model.reasoning = settings.reasoning;
 /// config.model.system_extension = settings.system_extension.clone();
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -616,6 +633,8 @@ pub struct RunSettings {
     pub model: String,
     pub provider: Option<String>,
     pub max_output_tokens: Option<u32>,
+    /// How hard the model reasons, and its thinking budget (S10.1).
+    pub reasoning: Reasoning,
     /// Added after the run's system prompt.
     pub system_extension: Option<String>,
     /// The profile revision the run uses, to record with it.

@@ -97,15 +97,9 @@ pub enum ProfileMode {
     Agent,
 }
 
-/// How hard the model is asked to reason, for models that take it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasoningEffort {
-    Minimal,
-    Low,
-    Medium,
-    High,
-}
+/// How hard the model is asked to reason: the kernel's, shared with the
+/// providers that send it.
+pub use agent_kernel::reasoning::ReasoningEffort;
 
 /// Which model, from which provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +131,20 @@ pub struct ReasoningSettings {
     /// `None`: the model's own default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<ReasoningEffort>,
+    /// Tokens the model may spend thinking where the format takes a
+    /// budget (Anthropic, Gemini); `None`: the effort's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+}
+
+impl ReasoningSettings {
+    /// The setting as a run carries it.
+    pub fn setting(&self) -> agent_kernel::reasoning::Reasoning {
+        agent_kernel::reasoning::Reasoning {
+            effort: self.effort,
+            budget_tokens: self.budget_tokens,
+        }
+    }
 }
 
 /// Search settings.
@@ -284,6 +292,7 @@ impl AgentProfileV2 {
         check_name(&self.name)?;
         check_model(&self.model)?;
         check_budget(&self.budget)?;
+        check_reasoning_budget(self.reasoning.budget_tokens)?;
         check_list("plugins", self.plugins.as_ref())?;
         check_list("mcp_servers", self.mcp_servers.as_ref())?;
         check_list("tools", self.tools.as_ref())?;
@@ -330,6 +339,17 @@ pub(crate) fn check_model(model: &ModelChoice) -> Result<(), ProfileError> {
         ));
     }
     Ok(())
+}
+
+/// A thinking budget within the kernel's bounds.
+pub(crate) fn check_reasoning_budget(budget_tokens: Option<u32>) -> Result<(), ProfileError> {
+    let setting = agent_kernel::reasoning::Reasoning {
+        effort: None,
+        budget_tokens,
+    };
+    setting
+        .validate()
+        .map_err(|e| invalid("reasoning.budget_tokens", e.to_string()))
 }
 
 /// The budget's own validation, its field named under `budget.`.

@@ -549,6 +549,7 @@ fn apply(settings: &agent_profiles::RunSettings, config: &mut RunConfig) {
     config.model.model = settings.model.clone();
     config.model.provider = settings.provider.clone();
     config.model.max_output_tokens = settings.max_output_tokens;
+    config.model.reasoning = settings.reasoning;
     config.model.system_extension = settings.system_extension.clone();
 }
 
@@ -577,6 +578,33 @@ fn run_settings_fill_a_run_config() {
         Some("From the profile.")
     );
     config.validate().unwrap();
+    // S10.1: the reasoning setting reaches the run, the turn's budget over
+    // the profile's effort.
+    let mut thinking = with_profile();
+    thinking.profile.as_mut().unwrap().layer.reasoning_effort = Some(ReasoningEffort::High);
+    thinking.turn.reasoning_budget_tokens = Some(2_048);
+    let mut config = RunConfig::default();
+    apply(&resolve(&thinking).run_settings(None).unwrap(), &mut config);
+    assert_eq!(
+        config.model.reasoning,
+        agent_kernel::reasoning::Reasoning {
+            effort: Some(ReasoningEffort::High),
+            budget_tokens: Some(2_048),
+        }
+    );
+    config.validate().unwrap();
+    for (budget, ok) in [
+        (1_023, false),
+        (1_024, true),
+        (128_000, true),
+        (128_001, false),
+    ] {
+        let layer = Layer {
+            reasoning_budget_tokens: Some(budget),
+            ..Layer::default()
+        };
+        assert_eq!(layer.validate(LayerName::Turn).is_ok(), ok, "{budget}");
+    }
     let tools = settings.tool_config(RunMode::Agent);
     assert_eq!(tools.allowlist, Some(set(&["read_file"])));
     assert_eq!(tools.approval, ApprovalMode::Strict);

@@ -109,6 +109,7 @@ async fn ask(provider: &OpenAiProvider, prompt: String) -> String {
         tools: Vec::new().into(),
         temperature: None,
         max_output_tokens: None,
+        reasoning: Default::default(),
     };
     collect_response(provider.stream(request).await.unwrap(), |_| {})
         .await

@@ -14,6 +14,7 @@ use crate::transcript::AssistantToolCall;
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::{Budget, BudgetError};
 use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
+use agent_kernel::reasoning::{Reasoning, ReasoningError};
 use agent_kernel::run::RunMode;
 
 use crate::conversation::{
@@ -49,6 +50,10 @@ pub struct ModelSettings {
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// How hard a thinking model reasons and its thinking budget (S10.1),
+    /// sent in each wire format's own field; unset: none is sent.
+    #[serde(default, skip_serializing_if = "Reasoning::is_unset")]
+    pub reasoning: Reasoning,
     /// The model's context window in tokens (the conversation's context
     /// rule uses it); [`DEFAULT_CONTEXT_WINDOW_TOKENS`] when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +77,7 @@ impl Default for ModelSettings {
             system_extension: None,
             temperature: None,
             max_output_tokens: None,
+            reasoning: Reasoning::default(),
             context_window_tokens: None,
         }
     }
@@ -174,6 +180,8 @@ pub enum ConfigError {
     Temperature(String),
     #[error("max_output_tokens must be at least 1")]
     MaxOutputTokens,
+    #[error("reasoning: {0}")]
+    Reasoning(#[from] ReasoningError),
     #[error("{field} must be at most {MAX_SYSTEM_PROMPT_BYTES} bytes, got {len}")]
     SystemPromptTooLong { field: &'static str, len: usize },
     #[error("context_window_tokens must be at least {MIN_CONTEXT_WINDOW_TOKENS}, got {0}")]
@@ -203,6 +211,7 @@ impl RunConfig {
         if self.model.max_output_tokens == Some(0) {
             return Err(ConfigError::MaxOutputTokens);
         }
+        self.model.reasoning.validate()?;
         for (field, text) in [
             ("system_prompt", &self.model.system_prompt),
             ("system_extension", &self.model.system_extension),

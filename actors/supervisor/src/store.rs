@@ -37,6 +37,9 @@ pub enum RunEvent {
     Activity(Activity),
     /// A piece of assistant text arrived (not yet durable; the checkpoint after the response is).
     TextDelta { run: RunId, text: String },
+    /// A piece of the model's reasoning arrived: shown apart, never the
+    /// answer (S13.4). Not yet durable; the response's activity keeps it.
+    ReasoningDelta { run: RunId, text: String },
     /// A tool in flight reported how far it has come (an MCP server's
     /// progress notification). Live only, never stored: progress is a
     /// display of the moment, and the call's outcome is what is journaled.
@@ -61,6 +64,7 @@ impl RunEvent {
         match self {
             RunEvent::Activity(a) => &a.run,
             RunEvent::TextDelta { run, .. }
+            | RunEvent::ReasoningDelta { run, .. }
             | RunEvent::ToolProgress { run, .. }
             | RunEvent::Research { run, .. } => run,
         }

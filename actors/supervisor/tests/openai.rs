@@ -209,6 +209,7 @@ fn request() -> ModelRequest {
         tools: Vec::new().into(),
         temperature: None,
         max_output_tokens: None,
+        reasoning: Default::default(),
     }
 }
 

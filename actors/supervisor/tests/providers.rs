@@ -328,6 +328,7 @@ fn request() -> ModelRequest {
         tools: Vec::new().into(),
         temperature: None,
         max_output_tokens: None,
+        reasoning: Default::default(),
     }
 }
 
@@ -596,7 +597,7 @@ async fn an_anthropic_run_sends_back_tool_results_and_never_dispatches_a_malform
     let bodies = server.bodies.lock().unwrap();
     assert_eq!(bodies.len(), 2);
     assert_eq!(
-        bodies[0]["system"].as_str(),
+        bodies[0]["system"][0]["text"].as_str(),
         Some(agent_supervisor::AGENT_SYSTEM_PROMPT.trim_end())
     );
     assert_eq!(bodies[0]["max_tokens"], anthropic::DEFAULT_MAX_TOKENS);

@@ -304,6 +304,7 @@ fn one_request() -> ModelRequest {
         tools: Vec::new().into(),
         temperature: None,
         max_output_tokens: None,
+        reasoning: Default::default(),
     }
 }
 

@@ -66,6 +66,7 @@ fn request() -> ModelRequest {
         tools: Vec::new().into(),
         temperature: None,
         max_output_tokens: None,
+        reasoning: Default::default(),
     }
 }
 

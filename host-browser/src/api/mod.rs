@@ -673,6 +673,9 @@ async fn forward_events(
                     RunEvent::TextDelta { run, text } => {
                         vec![json!({"type": "text", "runId": run.as_str(), "text": text})]
                     }
+                    RunEvent::ReasoningDelta { run, text } => {
+                        vec![json!({"type": "reasoning", "runId": run.as_str(), "text": text})]
+                    }
                     RunEvent::ToolProgress {
                         run,
                         call_id,

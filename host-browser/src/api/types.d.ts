@@ -87,9 +87,11 @@ export interface PluginManifest {
 
 /** One scripted model answer (tests and demos). */
 export interface ScriptedTurn {
+  /** Reasoning streamed before the answer, apart from it (S13.4). */
+  reasoning?: string;
   text?: string;
   tool_calls?: Array<{ id?: string; name: string; arguments?: Record<string, unknown> | string }>;
-  usage?: { input_tokens: number; output_tokens: number };
+  usage?: { input_tokens: number; output_tokens: number; cached_input_tokens?: number; cache_write_tokens?: number; reasoning_tokens?: number };
   finish?: "stop" | "tool_calls" | "length" | "content_filter";
   delay_ms?: number;
   disconnects?: number;
@@ -196,7 +198,15 @@ export type StopReason =
   /** Failed: the provider withheld the answer (a safety filter, a refusal). */
   | { reason: "content_filtered"; provider: string };
 
-export interface Usage { tool_rounds: number; tool_calls: number; input_tokens: number; output_tokens: number; active_ms: number; }
+export interface Usage {
+  tool_rounds: number; tool_calls: number; input_tokens: number; output_tokens: number; active_ms: number;
+  /** Input tokens read from the provider's prompt cache (inside `input_tokens` for OpenAI and Gemini; Anthropic counts them apart). */
+  cached_input_tokens?: number;
+  /** Input tokens written to the provider's prompt cache (Anthropic). */
+  cache_write_tokens?: number;
+  /** Of the output, tokens the model spent reasoning. */
+  reasoning_tokens?: number;
+}
 
 /** A run's effective limits. */
 export interface Budget { max_tool_rounds: number; max_tool_calls: number; max_tokens?: number; max_duration_ms?: number; }
@@ -228,7 +238,8 @@ export type CallState = "prepared" | "running" | "committed" | "failed" | "effec
 export type ActivityKind =
   | { kind: "status_changed"; from: RunStatus; to: RunStatus; reason?: StopReason }
   | { kind: "model_request"; round: number }
-  | { kind: "model_response"; round: number; text: BlobRef | null; tool_calls: number }
+  /** `reasoning`: the round's reasoning, stored apart from the answer (S13.4). */
+  | { kind: "model_response"; round: number; text: BlobRef | null; tool_calls: number; reasoning?: BlobRef }
   | { kind: "tool_call"; call_id: string; tool: string; state: CallState }
   | { kind: "approval_requested"; request: string; call_id: string }
   | { kind: "approval_answered"; request: string; approved: boolean }
@@ -347,7 +358,12 @@ export interface RunView {
   plan?: Plan;
   /** Why each failed call failed, when any did. */
   failures?: CallFailure[];
+  /** What the model reasoned, by round: shown apart, never part of `output` (S13.4). */
+  reasoning?: RoundReasoning[];
 }
+
+/** The reasoning a model streamed in one round. */
+export interface RoundReasoning { round: number; text: string; }
 
 // ---------------------------------------------------------------- sessions and workspace (S7, S12)
 
@@ -399,7 +415,8 @@ export interface AgentProfileV2 {
   name: string;
   mode?: ProfileMode;
   model?: { provider?: string; model: string; max_output_tokens?: number };
-  reasoning?: { effort?: ReasoningEffort };
+  /** `budget_tokens`: the thinking budget (1024 to 128000) where the format takes one (Anthropic, Gemini). */
+  reasoning?: { effort?: ReasoningEffort; budget_tokens?: number };
   search?: { web_search: boolean };
   approval?: ApprovalMode;
   budget?: Budget;
@@ -431,7 +448,7 @@ export interface ProfileRunUse { v: number; run: string; revision: number; at_ms
 /** A turn's own layer (S10.2): it may only narrow the profile. */
 export interface ProfileLayer {
   mode?: ProfileMode; provider?: string; model?: string; max_output_tokens?: number;
-  reasoning_effort?: ReasoningEffort; web_search?: boolean; approval?: ApprovalMode; budget?: Budget;
+  reasoning_effort?: ReasoningEffort; reasoning_budget_tokens?: number; web_search?: boolean; approval?: ApprovalMode; budget?: Budget;
   plugins?: string[]; mcp_servers?: string[]; tools?: string[]; knowledge?: string[];
   memory?: { read: MemoryScope[]; write: MemoryScope[] }; skills?: string[]; system_prompt_addition?: string;
 }
@@ -525,6 +542,8 @@ export type RuntimeEvent =
   | { type: "research"; runId: string; task: string; phase: ResearchPhase }
   | { type: "activity"; runId: string; activity: Activity }
   | { type: "text"; runId: string; text: string }
+  /** A piece of the model's reasoning: shown apart, never the answer (S13.4). */
+  | { type: "reasoning"; runId: string; text: string }
   /** A tool in flight reported progress (an MCP server's notification); live only, never stored. */
   | { type: "tool_progress"; runId: string; callId: string; tool: string; progress: ToolProgress }
   | { type: "session"; kind: "busy" | "free" | "changed"; session: string; owner: string };

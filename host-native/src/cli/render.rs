@@ -90,7 +90,7 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
                 "activities": card.activities, "journal": card.journal,
                 "pending": card.pending_requests(), "output": card.output,
                 "answer": card.output, "evidence": card.evidence, "plan": card.plan,
-                "failures": card.failures,
+                "failures": card.failures, "reasoning": card.reasoning,
             })
         )?;
         return Ok(());
@@ -113,6 +113,17 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
             .map(|d| format!("/{:.0} s", d as f64 / 1000.0))
             .unwrap_or_default()
     )?;
+    if u.reasoning_tokens > 0 || u.cached_input_tokens > 0 || u.cache_write_tokens > 0 {
+        writeln!(
+            out,
+            "  tokens:   {} input ({} read from the prompt cache, {} written to it), {} output ({} reasoning)",
+            u.input_tokens,
+            u.cached_input_tokens,
+            u.cache_write_tokens,
+            u.output_tokens,
+            u.reasoning_tokens
+        )?;
+    }
     writeln!(out, "  activities:")?;
     for a in &card.activities {
         writeln!(out, "    {:>3}  {}", a.seq, activity_text(&a.kind))?;
@@ -164,6 +175,13 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
     for failure in &card.failures {
         writeln!(out, "  refused:  {}: {}", failure.call_id, failure.reason)?;
     }
+    // The model's reasoning, apart from the answer and marked as such (S13.4).
+    for r in &card.reasoning {
+        writeln!(out, "  reasoning (round {}):", r.round)?;
+        for line in r.text.lines() {
+            writeln!(out, "    | {line}")?;
+        }
+    }
     if let Some(text) = &card.output {
         writeln!(out, "  answer:   {}", text.lines().next().unwrap_or(""))?;
     }
@@ -192,9 +210,17 @@ pub(crate) fn activity_text(kind: &ActivityKind) -> String {
         ),
         ActivityKind::ModelRequest { round } => format!("model request, round {round}"),
         ActivityKind::ModelResponse {
-            round, tool_calls, ..
+            round,
+            tool_calls,
+            reasoning,
+            ..
         } => {
-            format!("model response, round {round}, {tool_calls} tool call(s)")
+            let apart = if reasoning.is_some() {
+                ", reasoning kept apart"
+            } else {
+                ""
+            };
+            format!("model response, round {round}, {tool_calls} tool call(s){apart}")
         }
         ActivityKind::ToolCall {
             call_id,
@@ -285,6 +311,12 @@ pub(crate) fn print_event(event: &RunEvent) {
             println!(
                 "{}",
                 serde_json::json!({"event": "text", "run": run, "text": text})
+            );
+        }
+        RunEvent::ReasoningDelta { run, text } => {
+            println!(
+                "{}",
+                serde_json::json!({"event": "reasoning", "run": run, "text": text})
             );
         }
         RunEvent::ToolProgress {

@@ -103,14 +103,22 @@ pub fn request_body(request: &ModelRequest) -> Value {
             _ => messages.push(json!({"role": role, "content": blocks})),
         }
     }
+    // With thinking on, `max_tokens` covers the thinking and the answer
+    // (the API wants the budget below it): the run's output limit is the
+    // answer's share, the budget comes on top.
+    let answer_tokens = request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let thinking_budget = request.reasoning.thinking_budget();
     let mut body = json!({
         "model": request.model,
-        "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "max_tokens": answer_tokens.saturating_add(thinking_budget.unwrap_or(0)),
         "messages": messages,
         "stream": true,
     });
+    if let Some(budget) = thinking_budget {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    }
     if !system.is_empty() {
-        body["system"] = json!(system.join("\n\n"));
+        body["system"] = json!([{"type": "text", "text": system.join("\n\n")}]);
     }
     if !request.tools.is_empty() {
         body["tools"] = request
@@ -119,10 +127,59 @@ pub fn request_body(request: &ModelRequest) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
     }
-    if let Some(t) = request.temperature {
+    // Thinking does not take a changed temperature: the API refuses it.
+    if let Some(t) = request.temperature.filter(|_| thinking_budget.is_none()) {
         body["temperature"] = json!(t);
     }
+    mark_cache_breakpoints(&mut body);
     body
+}
+
+/// The most `cache_control` breakpoints one request may carry (the API's
+/// limit).
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+
+/// Put `cache_control: {type: "ephemeral"}` breakpoints on the stable
+/// prefix of a request body, in the API's order tools → system →
+/// messages: the last tool, the system prompt, the last block of the
+/// previous round's last message (the user message before the last
+/// assistant turn) and the last block of the request. A round then reads
+/// from the cache what the round before wrote, however many blocks it
+/// added (the API looks back only about 20 blocks from a breakpoint).
+/// Thinking blocks are never marked (the API refuses it); at most
+/// [`MAX_CACHE_BREAKPOINTS`].
+fn mark_cache_breakpoints(body: &mut Value) {
+    let ephemeral = || json!({"type": "ephemeral"});
+    if let Some(last) = body["tools"].as_array_mut().and_then(|t| t.last_mut()) {
+        last["cache_control"] = ephemeral();
+    }
+    if let Some(last) = body["system"].as_array_mut().and_then(|s| s.last_mut()) {
+        last["cache_control"] = ephemeral();
+    }
+    let Some(messages) = body["messages"].as_array_mut() else {
+        return;
+    };
+    let mut marked = Vec::new();
+    if let Some(last) = messages.len().checked_sub(1) {
+        marked.push(last);
+        let previous_assistant = messages[..last]
+            .iter()
+            .rposition(|m| m["role"] == "assistant");
+        if let Some(earlier) = previous_assistant.and_then(|a| a.checked_sub(1)) {
+            marked.push(earlier);
+        }
+    }
+    for i in marked {
+        let block = messages[i]["content"].as_array_mut().and_then(|blocks| {
+            blocks
+                .iter_mut()
+                .rev()
+                .find(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+        });
+        if let Some(block) = block {
+            block["cache_control"] = ephemeral();
+        }
+    }
 }
 
 /// The `format` of a [`NativeTurn`] this provider writes and reads.
@@ -605,6 +662,7 @@ mod tests {
             tools: Arc::from(Vec::new()),
             temperature: None,
             max_output_tokens: None,
+            reasoning: Default::default(),
         };
         request_body(&request)["messages"][1]["content"].clone()
     }
@@ -734,6 +792,7 @@ mod tests {
             tools: Arc::from(Vec::new()),
             temperature: None,
             max_output_tokens: None,
+            reasoning: Default::default(),
         });
         assert!(!other.to_string().contains("EqQBCgIYAhIM"), "{other}");
     }

@@ -190,6 +190,14 @@ pub fn request_body(request: &ModelRequest) -> Value {
     if let Some(m) = request.max_output_tokens {
         generation.insert("maxOutputTokens".into(), json!(m));
     }
+    // A budget in tokens (the run's, else its effort's), and the thoughts
+    // streamed as `thought` parts so that they can be shown apart.
+    if let Some(budget) = request.reasoning.thinking_budget() {
+        generation.insert(
+            "thinkingConfig".into(),
+            json!({"thinkingBudget": budget, "includeThoughts": true}),
+        );
+    }
     if !generation.is_empty() {
         body["generationConfig"] = Value::Object(generation);
     }
@@ -604,6 +612,7 @@ mod tests {
             tools: Arc::from(Vec::new()),
             temperature: None,
             max_output_tokens: None,
+            reasoning: Default::default(),
         };
         request_body(&request)["contents"][1]["parts"].clone()
     }

@@ -23,6 +23,7 @@ use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use agent_kernel::protocol::ModelToolSchema;
+use agent_kernel::reasoning::Reasoning;
 use agent_kernel::{MaybeSend, MaybeSync};
 
 use crate::transcript::{AssistantToolCall, Messages, NativeTurn};
@@ -43,6 +44,11 @@ pub struct ModelRequest {
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// The run's reasoning setting, sent in each format's own field
+    /// (OpenAI `reasoning_effort`, Anthropic `thinking`, Gemini
+    /// `thinkingConfig`); unset: nothing is sent.
+    #[serde(default, skip_serializing_if = "Reasoning::is_unset")]
+    pub reasoning: Reasoning,
 }
 
 /// Tokens the provider reported for one request.
@@ -50,9 +56,10 @@ pub struct ModelRequest {
 pub struct ModelUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
-    /// Of the input, tokens read from the provider's prompt cache
-    /// (OpenAI `prompt_tokens_details.cached_tokens`, Anthropic
-    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
+    /// Input tokens read from the provider's prompt cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens` and Gemini
+    /// `cachedContentTokenCount`, both inside `input_tokens`; Anthropic
+    /// `cache_read_input_tokens`, which its `input_tokens` leaves out).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
     /// Input tokens written to the prompt cache (Anthropic
@@ -231,8 +238,18 @@ pub struct ModelResponse {
 /// Read a stream to its end, handing each text delta to `on_delta`. A stream
 /// that ends without a finish reason is `Disconnected`.
 pub async fn collect_response(
+    stream: ModelStream,
+    on_delta: impl FnMut(&str),
+) -> Result<ModelResponse, ProviderError> {
+    collect_response_apart(stream, on_delta, |_| {}).await
+}
+
+/// [`collect_response`], handing each reasoning delta to `on_reasoning`
+/// apart from the answer's text (S13.4).
+pub async fn collect_response_apart(
     mut stream: ModelStream,
     mut on_delta: impl FnMut(&str),
+    mut on_reasoning: impl FnMut(&str),
 ) -> Result<ModelResponse, ProviderError> {
     let mut response = ModelResponse::default();
     let mut events = 0usize;
@@ -245,7 +262,10 @@ pub async fn collect_response(
             }
             ModelEvent::ToolCall(call) => response.tool_calls.push(call),
             ModelEvent::Usage(usage) => response.usage = usage,
-            ModelEvent::ReasoningDelta(text) => response.reasoning.push_str(&text),
+            ModelEvent::ReasoningDelta(text) => {
+                on_reasoning(&text);
+                response.reasoning.push_str(&text);
+            }
             ModelEvent::Native(turn) => response.native = Some(turn),
             ModelEvent::Finish(reason) => response.finish = Some(reason),
         }

@@ -127,6 +127,10 @@ pub fn request_body(request: &ModelRequest) -> Value {
     if let Some(m) = request.max_output_tokens {
         body["max_tokens"] = json!(m);
     }
+    // Chat Completions takes an effort, not a budget.
+    if let Some(effort) = request.reasoning.effort {
+        body["reasoning_effort"] = json!(effort.as_str());
+    }
     body
 }
 

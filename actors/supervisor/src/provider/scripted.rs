@@ -53,6 +53,9 @@ pub struct PromptTurns {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
+    /// Reasoning streamed before the answer, apart from it (S13.4).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
     /// Assistant text, streamed in pieces of at most `chunk` characters.
     #[serde(default)]
     pub text: String,
@@ -249,6 +252,10 @@ impl ModelProvider for ScriptedProvider {
             self.clock.sleep(Duration::from_millis(turn.delay_ms)).await;
         }
         let mut events: Vec<Result<ModelEvent, ProviderError>> = Vec::new();
+        let thought: Vec<char> = turn.reasoning.chars().collect();
+        for piece in thought.chunks(self.chunk) {
+            events.push(Ok(ModelEvent::ReasoningDelta(piece.iter().collect())));
+        }
         let chars: Vec<char> = turn.text.chars().collect();
         for piece in chars.chunks(self.chunk) {
             events.push(Ok(ModelEvent::TextDelta(piece.iter().collect())));
@@ -338,6 +345,7 @@ mod tests {
             tools: Vec::new().into(),
             temperature: None,
             max_output_tokens: None,
+            reasoning: Default::default(),
         };
         let stream = provider.stream(request).await.unwrap();
         super::super::collect_response(stream, |_| {})

@@ -15,7 +15,7 @@ use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
 use super::{Interruption, Msg, Supervisor, Watched};
 use crate::builtin;
 use crate::error::RunError;
-use crate::provider::{FinishReason, ModelRequest, collect_response};
+use crate::provider::{FinishReason, ModelRequest, ModelUsage, collect_response_apart};
 use crate::store::{RunEvent, Tx};
 use crate::transcript::{Message, Tail};
 
@@ -63,6 +63,7 @@ impl Supervisor {
             tools,
             temperature: self.config.model.temperature,
             max_output_tokens: self.config.model.max_output_tokens,
+            reasoning: self.config.model.reasoning,
         };
         let mut repeats = 0u32;
         let response = loop {
@@ -77,12 +78,23 @@ impl Supervisor {
             let req = request.clone();
             let mut fut: BoxFuture<'static, _> = boxed(async move {
                 let stream = provider?.stream(req).await?;
-                collect_response(stream, |text| {
-                    events.emit(RunEvent::TextDelta {
-                        run: run.clone(),
-                        text: text.to_owned(),
-                    });
-                })
+                let reasoning_events = events.clone();
+                let reasoning_run = run.clone();
+                collect_response_apart(
+                    stream,
+                    |text| {
+                        events.emit(RunEvent::TextDelta {
+                            run: run.clone(),
+                            text: text.to_owned(),
+                        });
+                    },
+                    |text| {
+                        reasoning_events.emit(RunEvent::ReasoningDelta {
+                            run: reasoning_run.clone(),
+                            text: text.to_owned(),
+                        });
+                    },
+                )
                 .await
             });
             match self.watch(inbox, &mut fut).await? {
@@ -132,20 +144,16 @@ impl Supervisor {
             tool_calls: response.tool_calls.clone(),
             native: response.native.take(),
         }];
-        tx.run.usage.input_tokens = tx
-            .run
-            .usage
-            .input_tokens
-            .saturating_add(response.usage.input_tokens);
-        tx.run.usage.output_tokens = tx
-            .run
-            .usage
-            .output_tokens
-            .saturating_add(response.usage.output_tokens);
+        // The reasoning is kept apart: its own blob on the activity, never
+        // the answer and never the conversation (S13.4).
+        let reasoning_blob = (!response.reasoning.is_empty())
+            .then(|| tx.blob(std::mem::take(&mut response.reasoning).into_bytes()));
+        add_model_usage(&mut tx.run.usage, &response.usage);
         tx.activity(ActivityKind::ModelResponse {
             round,
             text: text_blob.clone(),
             tool_calls: u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX),
+            reasoning: reasoning_blob,
         });
         if !response.tool_calls.is_empty() {
             if let Err(dim) = self
@@ -260,6 +268,20 @@ impl Supervisor {
         self.transcript_ref = blob;
         self.request_announced = announce;
         Ok(())
+    }
+}
+
+/// Add one round's reported tokens to the run's usage (saturating).
+fn add_model_usage(usage: &mut agent_kernel::run::Usage, round: &ModelUsage) {
+    let pairs = [
+        (&mut usage.input_tokens, round.input_tokens),
+        (&mut usage.output_tokens, round.output_tokens),
+        (&mut usage.cached_input_tokens, round.cached_input_tokens),
+        (&mut usage.cache_write_tokens, round.cache_write_tokens),
+        (&mut usage.reasoning_tokens, round.reasoning_tokens),
+    ];
+    for (total, added) in pairs {
+        *total = total.saturating_add(added);
     }
 }
 
