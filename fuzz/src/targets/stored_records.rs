@@ -20,12 +20,15 @@ use agent_workspace::{Artifact, FileEntry, TrashEntry};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-fn round_trip<R>(bytes: &[u8])
+/// Decode `bytes` as `R` and check the codec on it; false when the bytes
+/// are not an `R` (a typed serde error, which the backends report as
+/// `StorageError::Corrupt`).
+pub fn round_trip<R>(bytes: &[u8]) -> bool
 where
     R: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
 {
     let Ok(record) = serde_json::from_slice::<R>(bytes) else {
-        return;
+        return false;
     };
     let encoded = serde_json::to_vec(&record)
         .unwrap_or_else(|e| panic!("a decoded record does not encode: {e}: {record:?}"));
@@ -38,10 +41,11 @@ where
     assert_eq!(again, record, "decode(encode(x)) != x");
     let twice = serde_json::to_vec(&again).unwrap_or_default();
     assert_eq!(twice, encoded, "the encoding of one record is not stable");
+    true
 }
 
 /// The record types, in the order the first input byte picks them.
-pub const RECORDS: &[(&str, fn(&[u8]))] = &[
+pub const RECORDS: &[(&str, fn(&[u8]) -> bool)] = &[
     ("agent_run", round_trip::<AgentRun>),
     ("journal", round_trip::<JournalRecord>),
     ("activity", round_trip::<Activity>),
@@ -63,4 +67,12 @@ pub fn check(data: &[u8]) {
     };
     let (_, decode) = RECORDS[usize::from(which) % RECORDS.len()];
     decode(value);
+}
+
+/// Whether `data` (selector byte and value) decodes as the record it picks.
+pub fn decodes(data: &[u8]) -> bool {
+    let Some((&which, value)) = data.split_first() else {
+        return false;
+    };
+    (RECORDS[usize::from(which) % RECORDS.len()].1)(value)
 }
