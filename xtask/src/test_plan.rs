@@ -1,4 +1,4 @@
-//! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e) in
+//! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e, fuzz) in
 //! order, what each needs installed, the steps of each, and running them with
 //! the release check after the native group. The e2e group starts with the
 //! browser API's type check ([`typecheck_steps`]).
@@ -22,10 +22,19 @@ pub(crate) enum Group {
     Native,
     Wasm,
     E2e,
+    /// The fuzz targets' corpus replay, then each target briefly under
+    /// AFL++ ([`crate::fuzz::ci_steps`]).
+    Fuzz,
 }
 
 impl Group {
-    pub(crate) const ALL: [Group; 4] = [Group::Lint, Group::Native, Group::Wasm, Group::E2e];
+    pub(crate) const ALL: [Group; 5] = [
+        Group::Lint,
+        Group::Native,
+        Group::Wasm,
+        Group::E2e,
+        Group::Fuzz,
+    ];
 
     pub(crate) fn parse(value: &str) -> Result<Group, String> {
         match value {
@@ -33,8 +42,9 @@ impl Group {
             "native" => Ok(Group::Native),
             "wasm" => Ok(Group::Wasm),
             "e2e" => Ok(Group::E2e),
+            "fuzz" => Ok(Group::Fuzz),
             other => Err(format!(
-                "unknown group `{other}`: expected lint, native, wasm or e2e"
+                "unknown group `{other}`: expected lint, native, wasm, e2e or fuzz"
             )),
         }
     }
@@ -68,6 +78,8 @@ impl Group {
                 // tests/mcp.test.mjs runs the MCP reference server.
                 Prereq::McpReferenceNodeModules,
             ],
+            // `cargo xtask fuzz` installs cargo-afl itself (pinned version).
+            Group::Fuzz => &[],
         }
     }
 }
@@ -202,6 +214,7 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             }
             steps
         }
+        Group::Fuzz => crate::fuzz::ci_steps(),
     }
 }
 

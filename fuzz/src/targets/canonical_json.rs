@@ -17,8 +17,7 @@ fn same(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
         _ => a == b,
     }
@@ -31,7 +30,11 @@ pub fn check(data: &[u8]) {
     let canonical = canonical_json(&value)
         .unwrap_or_else(|e| panic!("a parsed JSON value has no canonical form: {e}"));
     let bytes = canonical_bytes(&value).unwrap_or_else(|e| panic!("canonical_bytes: {e}"));
-    assert_eq!(canonical.as_bytes(), &bytes[..], "text and byte forms differ");
+    assert_eq!(
+        canonical.as_bytes(),
+        &bytes[..],
+        "text and byte forms differ"
+    );
     let again: Value = serde_json::from_str(&canonical)
         .unwrap_or_else(|e| panic!("the canonical form {canonical:?} does not parse: {e}"));
     assert!(

@@ -16,10 +16,16 @@ fn encode(message: &ServerMessage) -> Value {
     match message {
         ServerMessage::Request { id, method, params } => request(id, method, params.clone()),
         ServerMessage::Notification { method, params } => notification(method, params.clone()),
-        ServerMessage::Response { id, outcome: Ok(result) } => {
+        ServerMessage::Response {
+            id,
+            outcome: Ok(result),
+        } => {
             json!({"jsonrpc": "2.0", "id": id, "result": result})
         }
-        ServerMessage::Response { id, outcome: Err(error) } => {
+        ServerMessage::Response {
+            id,
+            outcome: Err(error),
+        } => {
             json!({"jsonrpc": "2.0", "id": id, "error": error})
         }
     }
@@ -32,7 +38,11 @@ pub fn check(data: &[u8]) {
         Ok(messages) => {
             assert!(!messages.is_empty(), "no message and no error");
             if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(data) {
-                assert_eq!(items.len(), messages.len(), "a batch lost or gained messages");
+                assert_eq!(
+                    items.len(),
+                    messages.len(),
+                    "a batch lost or gained messages"
+                );
             }
             match &single {
                 Ok(one) => assert_eq!(messages.as_slice(), std::slice::from_ref(one)),
@@ -47,7 +57,10 @@ pub fn check(data: &[u8]) {
             }
         }
         Err(McpError::Protocol(_) | McpError::TooLarge { .. }) => {
-            assert!(single.is_err(), "the single parser accepted a refused message");
+            assert!(
+                single.is_err(),
+                "the single parser accepted a refused message"
+            );
         }
         Err(other) => panic!("an untyped refusal: {other:?}"),
     }

@@ -74,5 +74,7 @@ pub fn check(data: &[u8]) {
 
 /// A `%PDF-` header within the first 1,024 bytes (PDF 32000-1 annex H).
 fn has_header(data: &[u8]) -> bool {
-    data[..data.len().min(1024 + 5)].windows(5).any(|w| w == b"%PDF-")
+    data[..data.len().min(1024 + 5)]
+        .windows(5)
+        .any(|w| w == b"%PDF-")
 }

@@ -24,9 +24,17 @@ const TEMPLATES: &[(&str, &str, &[&str])] = &[
         "/repos/{owner}/{repo}/issues",
         &["owner", "repo"],
     ),
-    ("https://api.example.com/base", "/files/{name}.json", &["name"]),
+    (
+        "https://api.example.com/base",
+        "/files/{name}.json",
+        &["name"],
+    ),
     ("http://127.0.0.1:8080/api", "/a/{x}/b/{y}", &["x", "y"]),
-    ("https://api.example.com", "/search/v{version}", &["version"]),
+    (
+        "https://api.example.com",
+        "/search/v{version}",
+        &["version"],
+    ),
 ];
 
 fn percent_decode(text: &[u8]) -> Vec<u8> {
@@ -82,7 +90,10 @@ fn inside(base: &url::Url, template: &str, url: &url::Url) {
         base.origin(),
         "{url} left the origin of {base}"
     );
-    assert!(url.username().is_empty() && url.password().is_none(), "{url}");
+    assert!(
+        url.username().is_empty() && url.password().is_none(),
+        "{url}"
+    );
     assert!(url.fragment().is_none(), "{url} has a fragment");
     let base_path = base.path().trim_end_matches('/');
     let literal = &template[..template.find('{').unwrap_or(template.len())];
@@ -94,7 +105,11 @@ fn inside(base: &url::Url, template: &str, url: &url::Url) {
     );
     let expected = format!("{base_path}{template}").split('/').count() - 1;
     let segments: Vec<&str> = url.path().split('/').skip(1).collect();
-    assert_eq!(segments.len(), expected, "{url} has another shape than {template}");
+    assert_eq!(
+        segments.len(),
+        expected,
+        "{url} has another shape than {template}"
+    );
     for segment in segments {
         for reading in readings(segment) {
             let head = reading.split(';').next().unwrap_or("").trim();
@@ -140,8 +155,13 @@ pub fn check(data: &[u8]) {
             .collect();
         for (segment, piece) in segments.iter().zip(&shape) {
             if let Some(name) = piece.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-                let sent = String::from_utf8_lossy(&percent_decode(segment.as_bytes())).into_owned();
-                assert_eq!(Some(&Value::String(sent)), args.get(name), "{name} changed in {url}");
+                let sent =
+                    String::from_utf8_lossy(&percent_decode(segment.as_bytes())).into_owned();
+                assert_eq!(
+                    Some(&Value::String(sent)),
+                    args.get(name),
+                    "{name} changed in {url}"
+                );
             }
         }
     } else {

@@ -11,7 +11,9 @@
 //! Input: the first byte sets the chunk size of the split reading; the rest
 //! is the response body.
 
-use agent_supervisor::provider::{ModelEvent, ModelStream, ProviderError, anthropic, gemini, openai};
+use agent_supervisor::provider::{
+    ModelEvent, ModelStream, ProviderError, anthropic, gemini, openai,
+};
 use futures::StreamExt;
 
 type Decode = fn(agent_http::ByteStream) -> ModelStream;
@@ -33,7 +35,9 @@ fn check_with(decode: Decode, data: &[u8]) {
     let split = events(decode, body, usize::from(knob % 32) + 1);
     assert_eq!(whole, split, "the chunking changed the events");
 
-    let (last, before) = whole.split_last().unwrap_or_else(|| panic!("a stream with no end"));
+    let (last, before) = whole
+        .split_last()
+        .unwrap_or_else(|| panic!("a stream with no end"));
     assert!(
         matches!(last, Ok(ModelEvent::Finish(_)) | Err(_)),
         "the stream ended with {last:?}, neither Finish nor an error"

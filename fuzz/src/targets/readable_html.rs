@@ -63,7 +63,11 @@ pub fn check(data: &[u8]) {
     };
     match (answer(&request), estimate) {
         (Ok(got), Ok(_)) => {
-            assert!(got.chars <= max_chars, "{} chars over {max_chars}", got.chars);
+            assert!(
+                got.chars <= max_chars,
+                "{} chars over {max_chars}",
+                got.chars
+            );
             assert_eq!(got.text.chars().count(), got.chars, "chars miscounted");
             assert!(got.total_chars >= got.chars);
             assert_eq!(got.truncated, got.total_chars > got.chars);

@@ -124,8 +124,14 @@ pub fn check(data: &[u8]) {
     if whole.1.is_none() {
         // Within the bounds: exactly the specification's events.
         if let Some((events, partial)) = reference(stream) {
-            assert_eq!(whole.0, events, "the events differ from the specification's");
-            assert_eq!(whole.2, partial, "has_partial differs from the specification's");
+            assert_eq!(
+                whole.0, events,
+                "the events differ from the specification's"
+            );
+            assert_eq!(
+                whole.2, partial,
+                "has_partial differs from the specification's"
+            );
         } else {
             panic!("the decoder accepted a line that is not UTF-8");
         }

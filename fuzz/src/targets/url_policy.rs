@@ -66,9 +66,7 @@ fn not_public_v6(ip: Ipv6Addr) -> bool {
         return not_public_v4(embedded);
     }
     if s[0] == 0x2002 {
-        return not_public_v4(Ipv4Addr::from(
-            (u32::from(s[1]) << 16) | u32::from(s[2]),
-        ));
+        return not_public_v4(Ipv4Addr::from((u32::from(s[1]) << 16) | u32::from(s[2])));
     }
     ip.is_loopback()
         || ip.is_unspecified()
@@ -132,7 +130,10 @@ fn judge(url: &str, answers: Vec<IpAddr>) -> bool {
         checked.url().username().is_empty() && checked.url().password().is_none(),
         "accepted user info in {url:?}"
     );
-    assert!(!checked.addrs().is_empty(), "accepted {url:?} with no address");
+    assert!(
+        !checked.addrs().is_empty(),
+        "accepted {url:?} with no address"
+    );
     for addr in checked.addrs() {
         assert!(
             !not_public(addr.ip()),

@@ -25,7 +25,11 @@ fn accepted(input: &str, path: &WorkspacePath) {
         !s.starts_with('/') && !s.contains('\\'),
         "{input:?} accepted as {s:?}"
     );
-    assert_eq!(s.nfc().collect::<String>(), s, "{input:?} not stored in NFC");
+    assert_eq!(
+        s.nfc().collect::<String>(),
+        s,
+        "{input:?} not stored in NFC"
+    );
     assert!(
         !s.contains('\0') && !s.chars().any(char::is_control),
         "{input:?} kept a control character"
@@ -35,7 +39,10 @@ fn accepted(input: &str, path: &WorkspacePath) {
             !matches!(segment, "" | "." | ".."),
             "{input:?} accepted with segment {segment:?}"
         );
-        assert!(!segment.contains(':'), "{input:?}: a drive or stream in {segment:?}");
+        assert!(
+            !segment.contains(':'),
+            "{input:?}: a drive or stream in {segment:?}"
+        );
     }
     assert_eq!(
         WorkspacePath::parse(s).as_ref(),
@@ -46,12 +53,19 @@ fn accepted(input: &str, path: &WorkspacePath) {
     // stays under the root.
     let root = Path::new(ROOT);
     let joined = root.join(s);
-    assert!(joined.starts_with(root), "{input:?} left the root: {joined:?}");
+    assert!(
+        joined.starts_with(root),
+        "{input:?} left the root: {joined:?}"
+    );
     let below: Vec<Component<'_>> = joined
         .strip_prefix(root)
         .map(|p| p.components().collect())
         .unwrap_or_default();
-    assert_eq!(below.len(), path.depth(), "{input:?}: components differ from segments");
+    assert_eq!(
+        below.len(),
+        path.depth(),
+        "{input:?}: components differ from segments"
+    );
     for c in below {
         assert!(
             matches!(c, Component::Normal(_)),
