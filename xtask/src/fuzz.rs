@@ -99,10 +99,16 @@ pub(crate) fn targets(root: &Path) -> Vec<String> {
     names
 }
 
-/// The steps `cargo xtask test` adds: the corpus replay under `cargo test`
-/// (no AFL), then every target for [`CI_SECONDS`] seconds.
+/// The steps `cargo xtask test` adds: the fuzz crate's formatting (a
+/// workspace of its own, which `cargo fmt --all` does not reach), the
+/// corpus replay under `cargo test` (no AFL), then every target for
+/// [`CI_SECONDS`] seconds.
 pub(crate) fn ci_steps() -> Vec<Step> {
     vec![
+        Step::cargo(
+            "fuzz: fmt",
+            &["fmt", "--manifest-path", "fuzz/Cargo.toml", "--check"],
+        ),
         Step::cargo(
             "fuzz: corpus replay",
             &["test", "--manifest-path", "fuzz/Cargo.toml"],
@@ -449,10 +455,11 @@ mod tests {
     #[test]
     fn ci_replays_the_corpora_then_fuzzes_every_target_briefly() {
         let steps = ci_steps();
-        assert_eq!(steps[0].args[0], "test");
-        assert!(steps[0].args.iter().any(|a| a == "fuzz/Cargo.toml"));
+        assert_eq!(steps[0].args[0], "fmt");
+        assert_eq!(steps[1].args[0], "test");
+        assert!(steps[1].args.iter().any(|a| a == "fuzz/Cargo.toml"));
         assert_eq!(
-            steps[1].args,
+            steps[2].args,
             ["xtask", "fuzz", "--all", "--time", &CI_SECONDS.to_string()]
         );
     }

@@ -133,7 +133,7 @@ pub fn check(data: &[u8]) {
     let base_url = url::Url::parse(base).unwrap_or_else(|e| panic!("{base}: {e}"));
     let checked = PathTemplate::new(&base_url, template)
         .unwrap_or_else(|e| panic!("the template {template} is refused: {e}"));
-    if knob % 2 == 0 {
+    if knob.is_multiple_of(2) {
         let mut args = Map::new();
         let mut values = rest.split(|&b| b == 0x1e);
         for name in names {

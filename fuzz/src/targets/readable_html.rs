@@ -34,7 +34,7 @@ pub fn check(data: &[u8]) {
     let Some(html) = super::text(rest) else {
         return;
     };
-    let style = if knob % 2 == 0 {
+    let style = if knob.is_multiple_of(2) {
         TextStyle::Markdown
     } else {
         TextStyle::Formatted

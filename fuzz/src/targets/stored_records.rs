@@ -44,8 +44,11 @@ where
     true
 }
 
+/// Decodes and checks one record type ([`round_trip`]).
+pub type RoundTrip = fn(&[u8]) -> bool;
+
 /// The record types, in the order the first input byte picks them.
-pub const RECORDS: &[(&str, fn(&[u8]) -> bool)] = &[
+pub const RECORDS: &[(&str, RoundTrip)] = &[
     ("agent_run", round_trip::<AgentRun>),
     ("journal", round_trip::<JournalRecord>),
     ("activity", round_trip::<Activity>),

@@ -78,7 +78,7 @@ fn not_public_v6(ip: Ipv6Addr) -> bool {
 fn address(family: u8, bytes: &[u8]) -> IpAddr {
     let mut b = [0u8; 16];
     b[..bytes.len().min(16)].copy_from_slice(&bytes[..bytes.len().min(16)]);
-    if family % 2 == 0 {
+    if family.is_multiple_of(2) {
         IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
     } else {
         IpAddr::V6(Ipv6Addr::from(b))
@@ -89,7 +89,7 @@ pub fn check(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    if mode % 2 == 0 {
+    if mode.is_multiple_of(2) {
         free_text(rest);
     } else {
         spelled(mode / 2, rest);
@@ -194,7 +194,7 @@ fn spelled(which: u8, data: &[u8]) {
     if data.len() >= 16 && which >= 64 {
         // An IPv6 literal, full and compressed.
         let v6 = Ipv6Addr::from(<[u8; 16]>::try_from(&data[..16]).unwrap_or([0; 16]));
-        let text = if which % 2 == 0 {
+        let text = if which.is_multiple_of(2) {
             format!("[{v6}]")
         } else {
             let s = v6.segments();
