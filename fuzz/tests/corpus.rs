@@ -57,3 +57,22 @@ fn target_names_are_unique_and_match_their_folders() {
         assert!(corpus.join(name).is_dir(), "corpus/{name} is missing");
     }
 }
+
+/// Inputs that break a property whose fix is still open
+/// (`findings/TARGET/`, see docs/src/development/fuzzing.md): they must
+/// still fail, so that the day they pass they move to `regressions/`.
+#[test]
+fn open_findings_still_fail_until_fixed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("findings");
+    for target in TARGETS {
+        for input in files(&root.join(target.name)) {
+            let data = std::fs::read(&input).unwrap_or_else(|e| panic!("{input:?}: {e}"));
+            let outcome = std::panic::catch_unwind(|| (target.check)(&data));
+            assert!(
+                outcome.is_err(),
+                "{input:?} now holds for {}: move it to regressions/",
+                target.name
+            );
+        }
+    }
+}

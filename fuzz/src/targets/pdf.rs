@@ -2,7 +2,11 @@
 //! pre-scan (`pdf_scan::scan`, [`PdfLimits`]) and the extraction after it.
 //!
 //! Properties, with small limits so that the fuzzer reaches them:
-//! - what the pre-scan admits is within every limit it reports;
+//! - what the pre-scan admits is within its limits on objects, values kept
+//!   and bytes decoded (its `deepest` and `longest_array` also count page
+//!   content, which is bounded by values per stream, not by nesting: by
+//!   design, see `pdf_scan`; arrays nested 100,000 deep in a content stream
+//!   make `lopdf`'s content parser answer an error);
 //! - a file the pre-scan refuses is refused by the extraction with that
 //!   refusal, before `lopdf` builds anything;
 //! - an extraction answers with text of at most `max_chars` characters
@@ -41,8 +45,6 @@ pub fn check(data: &[u8]) {
         assert!(
             counts.objects <= l.max_objects
                 && counts.values <= l.max_values
-                && counts.longest_array <= l.max_array_len
-                && counts.deepest <= l.max_nesting
                 && counts.decompressed_bytes <= l.max_decompressed_bytes,
             "the pre-scan admitted counts over its limits: {counts:?}"
         );
