@@ -27,8 +27,8 @@
 //!      exists; it serves with the release `agentrt` of step 2 when that ran
 //!      (`AGENTRT_BIN`);
 //!   5. fuzz: the fuzz targets' seed corpora and regressions replayed under
-//!      `cargo test`, then every target for [`fuzz::CI_SECONDS`] seconds
-//!      under AFL++ (see `cargo xtask fuzz`).
+//!      `cargo test`, then every target without an open finding for
+//!      [`fuzz::CI_SECONDS`] seconds under AFL++ (see `cargo xtask fuzz`).
 //!
 //!   Flags: `--only lint|native|wasm|e2e|fuzz` runs one group, `--no-install` fails
 //!   instead of installing a missing prerequisite, `--dry-run` checks the
@@ -189,11 +189,12 @@ Project automation. Usage:
       time) and prints the state count and each violation as a trace.
       --sabotage swaps in a faulty rule; it passes only if it is caught.
 
-  cargo xtask fuzz TARGET|--all [--time N]
+  cargo xtask fuzz TARGET|--all [--time N] [--skip-open-findings]
       Coverage-guided fuzzing (AFL++ through cargo-afl, installed when
       missing) of one target of fuzz/ or all of them, N seconds each
       (default 60); prints executions, coverage and crashes, and fails on a
-      crash. The targets are the folders of fuzz/corpus/.
+      crash. The targets are the folders of fuzz/corpus/. --skip-open-findings
+      (what CI passes) leaves out targets with inputs in fuzz/findings/.
 
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
