@@ -28,9 +28,12 @@
 //!      `webdriver.json`;
 //!   4. e2e: `npm test` in `host-browser/e2e` (Playwright), once that suite
 //!      exists; it serves with the release `agentrt` of step 2 when that ran
-//!      (`AGENTRT_BIN`).
+//!      (`AGENTRT_BIN`);
+//!   5. fuzz: the fuzz targets' seed corpora and regressions replayed under
+//!      `cargo test`, then every target without an open finding for
+//!      [`fuzz::CI_SECONDS`] seconds under AFL++ (see `cargo xtask fuzz`).
 //!
-//!   Flags: `--only lint|native|wasm|e2e` runs one group, `--no-install` fails
+//!   Flags: `--only lint|native|wasm|e2e|fuzz` runs one group, `--no-install` fails
 //!   instead of installing a missing prerequisite, `--dry-run` checks the
 //!   prerequisites (read only) and prints the plan without running it.
 //!
@@ -63,6 +66,12 @@
 //!   as a trace ([`check_model_step`]). The CI bound is the default; the
 //!   native tests check it too.
 //!
+//! * `cargo xtask fuzz TARGET|--all [--time N]` — coverage-guided fuzzing
+//!   of the targets of `fuzz/` with AFL++ (cargo-afl, installed when
+//!   missing): N seconds per target (default 60), then each target's
+//!   executions, coverage and crashes ([`fuzz`]). `cargo xtask test` runs
+//!   every target briefly in its `fuzz` group.
+//!
 //! # Prerequisites
 //!
 //! Each is checked first and installed only when missing, printing the
@@ -86,6 +95,7 @@ use std::process::ExitCode;
 mod bench;
 mod book;
 mod demo;
+mod fuzz;
 mod layering;
 mod pack;
 mod prerequisites;
@@ -148,12 +158,13 @@ const WASM_TEST_TIMEOUT_SECS: &str = "120";
 const USAGE: &str = "\
 Project automation. Usage:
 
-  cargo xtask test [--only lint|native|wasm|e2e] [--no-install] [--dry-run]
+  cargo xtask test [--only lint|native|wasm|e2e|fuzz] [--no-install] [--dry-run]
       Prerequisites, then fmt --check, the layering check, clippy -D warnings
       (native and wasm32), the book (mdbook, internal links), cargo doc with
       -D warnings, native tests (nextest or cargo test) and doctests, a release agentrt
       checked to contain no test-only code, the wasm32 build,
-      wasm tests in headless Chromium, and the Playwright e2e suite.
+      wasm tests in headless Chromium, the Playwright e2e suite, and each
+      fuzz target for a few seconds.
       This is exactly what CI runs (.ci/run).
 
   cargo xtask demo [--no-install] [--dry-run] [--] [PORT | SERVE-ARGS...]
@@ -189,12 +200,19 @@ Project automation. Usage:
       #anchor fails) and the README's links into it; the lint group runs it
       after `mdbook build docs`.
 
+  cargo xtask fuzz TARGET|--all [--time N] [--skip-open-findings]
+      Coverage-guided fuzzing (AFL++ through cargo-afl, installed when
+      missing) of one target of fuzz/ or all of them, N seconds each
+      (default 60); prints executions, coverage and crashes, and fails on a
+      crash. The targets are the folders of fuzz/corpus/. --skip-open-findings
+      (what CI passes) leaves out targets with inputs in fuzz/findings/.
+
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
       or agent-capabilities / agent-kernel on tokio, rusqlite or web-sys.
 
 Flags:
-  --only GROUP   run one group of steps: lint, native, wasm or e2e
+  --only GROUP   run one group of steps: lint, native, wasm, e2e or fuzz
   --no-install   fail instead of installing a missing prerequisite
   --dry-run      check prerequisites (read only) and print the plan, run nothing
   -h, --help     this text
@@ -226,6 +244,7 @@ fn main() -> ExitCode {
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
         Cmd::CheckModel { args } => runner.run_step(&check_model_step(args)),
         Cmd::CheckLinks => check_book_links(&runner.root),
+        Cmd::Fuzz { args } => fuzz::fuzz(&mut runner, args),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
             status: format!("the layering is broken (DESIGN.md):\n{violations}"),
@@ -257,6 +276,7 @@ enum Cmd {
     Layering,
     CheckLinks,
     CheckModel { args: Vec<String> },
+    Fuzz { args: fuzz::FuzzArgs },
 }
 
 /// `cargo xtask check-links`: the book's internal links ([`book::check_links`]).
@@ -329,13 +349,14 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
             "--only" if sub == "test" => {
                 let value = iter
                     .next()
-                    .ok_or("--only needs a value: lint, native, wasm or e2e")?;
+                    .ok_or("--only needs a value: lint, native, wasm, e2e or fuzz")?;
                 only = Some(Group::parse(value)?);
             }
             "--quick" if sub == "bench" => quick = true,
             "--" if sub == "demo" => forwarded.extend(iter.by_ref().cloned()),
             _ if sub == "check-model" && arg != "--dry-run" => forwarded.push(arg.clone()),
             _ if sub == "demo" => forwarded.push(arg.clone()),
+            _ if sub == "fuzz" => forwarded.push(arg.clone()),
             other => return Err(format!("unknown argument `{other}` for `{sub}`")),
         }
     }
@@ -349,6 +370,9 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "layering" => Cmd::Layering,
         "check-links" => Cmd::CheckLinks,
         "check-model" => Cmd::CheckModel { args: forwarded },
+        "fuzz" => Cmd::Fuzz {
+            args: fuzz::parse(&forwarded)?,
+        },
         other => return Err(format!("unknown subcommand `{other}`")),
     };
     Ok(cli)

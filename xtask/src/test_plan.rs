@@ -1,4 +1,4 @@
-//! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e) in
+//! The plan of `cargo xtask test`: its groups (lint, native, wasm, e2e, fuzz) in
 //! order, what each needs installed, the steps of each, and running them with
 //! the release check after the native group. The e2e group starts with the
 //! browser API's type check ([`typecheck_steps`]).
@@ -23,10 +23,19 @@ pub(crate) enum Group {
     Native,
     Wasm,
     E2e,
+    /// The fuzz targets' corpus replay, then each target briefly under
+    /// AFL++ ([`crate::fuzz::ci_steps`]).
+    Fuzz,
 }
 
 impl Group {
-    pub(crate) const ALL: [Group; 4] = [Group::Lint, Group::Native, Group::Wasm, Group::E2e];
+    pub(crate) const ALL: [Group; 5] = [
+        Group::Lint,
+        Group::Native,
+        Group::Wasm,
+        Group::E2e,
+        Group::Fuzz,
+    ];
 
     pub(crate) fn parse(value: &str) -> Result<Group, String> {
         match value {
@@ -34,8 +43,9 @@ impl Group {
             "native" => Ok(Group::Native),
             "wasm" => Ok(Group::Wasm),
             "e2e" => Ok(Group::E2e),
+            "fuzz" => Ok(Group::Fuzz),
             other => Err(format!(
-                "unknown group `{other}`: expected lint, native, wasm or e2e"
+                "unknown group `{other}`: expected lint, native, wasm, e2e or fuzz"
             )),
         }
     }
@@ -75,6 +85,8 @@ impl Group {
                 // tests/mcp.test.mjs runs the MCP reference server.
                 Prereq::McpReferenceNodeModules,
             ],
+            // `cargo xtask fuzz` installs cargo-afl itself (pinned version).
+            Group::Fuzz => &[],
         }
     }
 }
@@ -213,6 +225,7 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             }
             steps
         }
+        Group::Fuzz => crate::fuzz::ci_steps(),
     }
 }
 

@@ -281,6 +281,13 @@ impl ModelProvider for AnthropicProvider {
     }
 }
 
+/// The model events of a Messages response body, read as `stream` reads
+/// one once its request is sent: for callers that already hold the
+/// body's bytes (the fuzz targets of `fuzz/` feed bytes through here).
+pub fn decode_body(body: super::http::ByteStream) -> ModelStream {
+    event_stream(body, MessagesDecoder::default())
+}
+
 /// Map a Messages `stop_reason`.
 pub fn finish_from_wire(reason: &str) -> FinishReason {
     match reason {

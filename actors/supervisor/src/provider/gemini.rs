@@ -248,6 +248,13 @@ impl ModelProvider for GeminiProvider {
     }
 }
 
+/// The model events of a streamGenerateContent response body, read as `stream` reads
+/// one once its request is sent: for callers that already hold the
+/// body's bytes (the fuzz targets of `fuzz/` feed bytes through here).
+pub fn decode_body(body: super::http::ByteStream) -> ModelStream {
+    event_stream(body, GeminiDecoder::default())
+}
+
 /// Map a Gemini `finishReason`; `STOP` after function calls means "run them".
 pub fn finish_from_wire(reason: &str, has_calls: bool) -> FinishReason {
     match reason {

@@ -186,6 +186,13 @@ impl ModelProvider for OpenAiProvider {
     }
 }
 
+/// The model events of a Chat Completions response body, read as `stream` reads
+/// one once its request is sent: for callers that already hold the
+/// body's bytes (the fuzz targets of `fuzz/` feed bytes through here).
+pub fn decode_body(body: super::http::ByteStream) -> ModelStream {
+    event_stream(body, ChatDecoder::default())
+}
+
 /// Reads Chat Completions chunks: text deltas (a string, or an array of
 /// typed parts whose `text` parts are the answer and whose reasoning-like
 /// parts never are), reasoning (`reasoning_content` / `reasoning` strings,
