@@ -22,9 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use agent_kernel::host::lease_rules;
 use agent_kernel::host::{
-    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+    Batch, BlobRef, LeaseCas, LeaseRecord, LeaseSwap, Op, Storage, StorageError, Table,
 };
 use agent_kernel::{OwnerId, SessionId};
 use futures::channel::oneshot;
@@ -403,19 +402,6 @@ impl SqliteStorage {
         }
     }
 
-    /// Run [`apply_lease_rule`] on the connection thread.
-    async fn update_lease(
-        &self,
-        session: &SessionId,
-        rule: impl FnOnce(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError>
-        + Send
-        + 'static,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let session = session.clone();
-        self.call(move |conn, path| apply_lease_rule(conn, path, &session, rule))
-            .await?
-    }
-
     /// Run `f` on the connection thread and wait for its answer.
     async fn call<T: Send + 'static>(
         &self,
@@ -514,89 +500,84 @@ impl SqliteStorage {
     }
 }
 
-/// The one atomic lease step of this backend: read the session's row, apply
-/// a kernel lease rule (`agent_kernel::host::lease_rules`), and write the
-/// record it returns, in one `BEGIN IMMEDIATE` transaction. A refusal writes
-/// nothing.
-fn apply_lease_rule(
-    conn: &mut Connection,
-    path: &Path,
-    session: &SessionId,
-    rule: impl FnOnce(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError>,
-) -> Result<Result<LeaseRecord, LeaseError>, StorageError> {
-    let db = |e: rusqlite::Error| backend(path, &e);
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(db)?;
-    let outcome = lease_rule_in(&tx, path, session, rule)?;
-    if outcome.is_ok() {
-        tx.commit().map_err(db)?;
-    }
-    Ok(outcome)
-}
-
-/// Read `session`'s lease in `tx`, apply `rule`, and write what it grants
-/// (the caller commits).
-fn lease_rule_in(
+/// The one atomic lease step of this backend, inside the caller's
+/// transaction: a conditional upsert (insert only if absent when nothing is
+/// expected; update only the row that is exactly the expected record
+/// otherwise), and on a refusal the row as it is.
+fn lease_cas_in(
     tx: &rusqlite::Transaction<'_>,
     path: &Path,
-    session: &SessionId,
-    rule: impl FnOnce(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError>,
-) -> Result<Result<LeaseRecord, LeaseError>, StorageError> {
+    expected: Option<&LeaseRecord>,
+    new: &LeaseRecord,
+) -> Result<LeaseCas, StorageError> {
     let db = |e: rusqlite::Error| backend(path, &e);
-    let current = read_lease(tx, session)
-        .map_err(db)?
-        .map(|(owner, epoch, expires)| lease_record(session, owner, epoch, expires))
-        .transpose()?;
-    let outcome = rule(current.as_ref(), session);
-    if let Ok(record) = &outcome {
-        tx.prepare_cached(
-            "INSERT INTO leases (session, owner, epoch, expires_at_ms) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (session) DO UPDATE SET owner = excluded.owner,
-               epoch = excluded.epoch, expires_at_ms = excluded.expires_at_ms",
-        )
-        .map_err(db)?
-        .execute(params![
-            session.as_str(),
-            record.owner.as_str(),
-            to_i64(record.epoch),
-            to_i64(record.expires_at_ms)
-        ])
-        .map_err(db)?;
+    let changed = match expected {
+        None => tx
+            .prepare_cached(
+                "INSERT INTO leases (session, owner, epoch, expires_at_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session) DO NOTHING",
+            )
+            .map_err(db)?
+            .execute(params![
+                new.session.as_str(),
+                new.owner.as_str(),
+                to_i64(new.epoch),
+                to_i64(new.expires_at_ms)
+            ])
+            .map_err(db)?,
+        Some(expected) => tx
+            .prepare_cached(
+                "UPDATE leases SET owner = ?2, epoch = ?3, expires_at_ms = ?4
+                 WHERE session = ?1 AND owner = ?5 AND epoch = ?6 AND expires_at_ms = ?7",
+            )
+            .map_err(db)?
+            .execute(params![
+                new.session.as_str(),
+                new.owner.as_str(),
+                to_i64(new.epoch),
+                to_i64(new.expires_at_ms),
+                expected.owner.as_str(),
+                to_i64(expected.epoch),
+                to_i64(expected.expires_at_ms)
+            ])
+            .map_err(db)?,
+    };
+    if changed == 1 {
+        return Ok(LeaseCas::Swapped);
     }
-    Ok(outcome)
+    let current = read_lease(tx, &new.session)
+        .map_err(db)?
+        .map(|(owner, epoch, expires)| lease_record(&new.session, owner, epoch, expires))
+        .transpose()?;
+    Ok(LeaseCas::Refused { current })
 }
 
-/// Renew each of `held` in one transaction, one commit for all of them.
-fn renew_leases_in_one_commit(
+/// Every swap of `swaps` in one `BEGIN IMMEDIATE` transaction, one commit
+/// for all of them (a heartbeat's renewals).
+fn lease_cas_in_one_commit(
     conn: &mut Connection,
     path: &Path,
-    owner: &OwnerId,
-    held: &[(SessionId, u64)],
-    now_ms: u64,
-    ttl_ms: u64,
-) -> Result<Vec<Result<LeaseRecord, LeaseError>>, StorageError> {
+    swaps: &[LeaseSwap],
+) -> Result<Vec<LeaseCas>, StorageError> {
     let db = |e: rusqlite::Error| backend(path, &e);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db)?;
-    let mut renewed = Vec::with_capacity(held.len());
-    for (session, epoch) in held {
-        renewed.push(lease_rule_in(&tx, path, session, |current, session| {
-            lease_rules::renew(current, session, owner, *epoch, now_ms, ttl_ms)
-        })?);
-    }
-    if renewed.iter().any(Result::is_ok) {
+    let answers = swaps
+        .iter()
+        .map(|swap| lease_cas_in(&tx, path, swap.expected.as_ref(), &swap.new))
+        .collect::<Result<Vec<_>, _>>()?;
+    if answers.contains(&LeaseCas::Swapped) {
         tx.commit().map_err(db)?;
     }
-    Ok(renewed)
+    Ok(answers)
 }
 
 fn read_lease(
-    tx: &rusqlite::Transaction<'_>,
+    conn: &Connection,
     session: &SessionId,
 ) -> rusqlite::Result<Option<(String, i64, i64)>> {
-    tx.prepare_cached("SELECT owner, epoch, expires_at_ms FROM leases WHERE session = ?1")?
+    conn.prepare_cached("SELECT owner, epoch, expires_at_ms FROM leases WHERE session = ?1")?
         .query_row([session.as_str()], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
@@ -842,97 +823,68 @@ impl Storage for SqliteStorage {
         .await
     }
 
-    async fn try_acquire_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let taker = owner.clone();
-        let liveness = self.liveness.clone();
-        self.update_lease(session, move |current, session| {
-            match lease_rules::acquire(current, session, &taker, now_ms, ttl_ms) {
-                // The holder's process is gone: a new tenure at once.
-                Err(LeaseError::Held { owner: holder, .. })
-                    if liveness(&holder) == Liveness::Dead =>
-                {
-                    Ok(lease_rules::take_over(
-                        current, session, &taker, now_ms, ttl_ms,
-                    ))
-                }
-                outcome => outcome,
-            }
-        })
-        .await
-    }
-
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let owner = owner.clone();
-        self.update_lease(session, move |current, session| {
-            lease_rules::renew(current, session, &owner, epoch, now_ms, ttl_ms)
-        })
-        .await
-    }
-
-    async fn renew_leases(
-        &self,
-        owner: &OwnerId,
-        held: &[(SessionId, u64)],
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Vec<Result<LeaseRecord, LeaseError>> {
-        let (owner, sessions) = (owner.clone(), held.to_vec());
-        let renewed = self
-            .call(move |conn, path| {
-                renew_leases_in_one_commit(conn, path, &owner, &sessions, now_ms, ttl_ms)
-            })
-            .await;
-        match renewed {
-            Ok(renewed) => renewed,
-            // Nothing was committed: every lease is as it was, and each
-            // holder learns why.
-            Err(e) => held.iter().map(|_| Err(e.clone().into())).collect(),
-        }
-    }
-
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        let owner = owner.clone();
-        self.update_lease(session, move |current, session| {
-            lease_rules::release(current, session, &owner, epoch)
-        })
-        .await
-        .map(|_| ())
-    }
-
     async fn current_lease(
         &self,
         session: &SessionId,
     ) -> Result<Option<LeaseRecord>, StorageError> {
         let s = session.clone();
         self.call(move |conn, path| {
-            let row: Option<(String, i64, i64)> = conn
-                .prepare_cached("SELECT owner, epoch, expires_at_ms FROM leases WHERE session = ?1")
-                .and_then(|mut st| {
-                    st.query_row([s.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                        .optional()
-                })
-                .map_err(|e| backend(path, &e))?;
-            row.map(|(o, e, x)| lease_record(&s, o, e, x)).transpose()
+            read_lease(conn, &s)
+                .map_err(|e| backend(path, &e))?
+                .map(|(o, e, x)| lease_record(&s, o, e, x))
+                .transpose()
         })
         .await
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction around [`lease_cas_in`].
+    async fn lease_cas(
+        &self,
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        let swap = [LeaseSwap {
+            expected: expected.cloned(),
+            new: new.clone(),
+        }];
+        let mut answers = self.lease_cas_all(&swap).await?;
+        answers.pop().ok_or_else(|| {
+            StorageError::Backend("a lease compare-and-set gave no answer".to_owned())
+        })
+    }
+
+    /// All reads on one hop to the connection thread.
+    async fn current_leases(
+        &self,
+        sessions: &[SessionId],
+    ) -> Result<Vec<Option<LeaseRecord>>, StorageError> {
+        let sessions = sessions.to_vec();
+        self.call(move |conn, path| {
+            sessions
+                .iter()
+                .map(|s| {
+                    read_lease(conn, s)
+                        .map_err(|e| backend(path, &e))?
+                        .map(|(o, e, x)| lease_record(s, o, e, x))
+                        .transpose()
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// All swaps in one transaction: one commit, however many leases.
+    async fn lease_cas_all(&self, swaps: &[LeaseSwap]) -> Result<Vec<LeaseCas>, StorageError> {
+        if swaps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let swaps = swaps.to_vec();
+        self.call(move |conn, path| lease_cas_in_one_commit(conn, path, &swaps))
+            .await
+    }
+
+    fn lease_holder_gone(&self, holder: &OwnerId) -> bool {
+        (self.liveness)(holder) == Liveness::Dead
     }
 }
 

@@ -34,10 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_kernel::host::lease_rules;
-use agent_kernel::host::{
-    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
-};
+use agent_kernel::host::{Batch, BlobRef, LeaseCas, LeaseRecord, Op, Storage, StorageError, Table};
 use agent_kernel::{OwnerId, SessionId};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::Host;
@@ -177,10 +174,10 @@ fn lease_record(
 
 const SELECT_LEASE: &str =
     "SELECT owner, epoch, expires_at_ms FROM agentrt_leases WHERE session = $1";
-const UPSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, expires_at_ms)
-     VALUES ($1, $2, $3, $4)
-     ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,
-       epoch = EXCLUDED.epoch, expires_at_ms = EXCLUDED.expires_at_ms";
+const INSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, expires_at_ms)
+     VALUES ($1, $2, $3, $4) ON CONFLICT (session) DO NOTHING";
+const SWAP_LEASE: &str = "UPDATE agentrt_leases SET owner = $2, epoch = $3, expires_at_ms = $4
+     WHERE session = $1 AND owner = $5 AND epoch = $6 AND expires_at_ms = $7";
 const SELECT_EPOCH: &str = "SELECT epoch FROM agentrt_leases WHERE session = $1";
 const SELECT_VALUE: &str = "SELECT value FROM agentrt_kv WHERE tbl = $1 AND key = $2";
 const UPSERT_VALUE: &str = "INSERT INTO agentrt_kv (tbl, key, value) VALUES ($1, $2, $3)
@@ -339,42 +336,36 @@ impl PostgresStorage {
         }
     }
 
-    /// The one atomic lease step of this backend: read the session's row,
-    /// apply a kernel lease rule, write the record it returns, in one
-    /// serializable transaction. A refusal writes nothing.
-    async fn update_lease(
+    /// The one atomic lease step of this backend: a conditional insert or
+    /// update of the session's row in one serializable transaction.
+    async fn swap_lease(
         &self,
-        session: &SessionId,
-        rule: &LeaseRule<'_>,
-    ) -> Result<LeaseRecord, LeaseError> {
-        match self.serializable(Work::Lease { session, rule }).await? {
-            Done::Lease(outcome) => outcome,
-            Done::Committed => Err(LeaseError::Storage(StorageError::Backend(
-                "a lease step ended without a lease record (a bug in agent-store-postgres)"
-                    .to_owned(),
-            ))),
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        match self.serializable(Work::Lease { expected, new }).await? {
+            Done::Lease(outcome) => Ok(outcome),
+            Done::Committed => Err(StorageError::Backend(
+                "a lease step ended without an answer (a bug in agent-store-postgres)".to_owned(),
+            )),
         }
     }
 }
-
-/// A kernel lease rule applied to the session's current record.
-type LeaseRule<'a> =
-    dyn Fn(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError> + Send + Sync + 'a;
 
 /// What one serializable transaction does; taken again whole on a conflict.
 enum Work<'a> {
     Batch(&'a Batch),
     Lease {
-        session: &'a SessionId,
-        rule: &'a LeaseRule<'a>,
+        expected: Option<&'a LeaseRecord>,
+        new: &'a LeaseRecord,
     },
 }
 
 /// What a transaction of [`Work`] produced.
 enum Done {
     Committed,
-    /// The rule's outcome: a refusal (`Held`, `Lost`) wrote nothing.
-    Lease(Result<LeaseRecord, LeaseError>),
+    /// The compare-and-set's answer: a refusal wrote nothing.
+    Lease(LeaseCas),
 }
 
 impl Work<'_> {
@@ -394,50 +385,68 @@ impl Work<'_> {
             Work::Batch(batch) => check_and_apply(tx, batch, target)
                 .await
                 .map(|()| Done::Committed),
-            Work::Lease { session, rule } => {
-                lease_step(tx, session, rule, target).await.map(Done::Lease)
-            }
+            Work::Lease { expected, new } => lease_step(tx, *expected, new, target)
+                .await
+                .map(Done::Lease),
         }
     }
 }
 
+/// Store `new` if the session's row is exactly `expected` (absent for
+/// `None`): `INSERT ... ON CONFLICT DO NOTHING` or a conditional `UPDATE`;
+/// on a refusal, the row as it is.
 async fn lease_step(
     tx: &deadpool_postgres::Transaction<'_>,
-    session: &SessionId,
-    rule: &LeaseRule<'_>,
+    expected: Option<&LeaseRecord>,
+    new: &LeaseRecord,
     target: &str,
-) -> Result<Result<LeaseRecord, LeaseError>, Failure> {
+) -> Result<LeaseCas, Failure> {
     let db = |e: tokio_postgres::Error| classify(target, &e, false);
+    let (session, owner, epoch, expires) = (
+        new.session.as_str(),
+        new.owner.as_str(),
+        to_i64(new.epoch),
+        to_i64(new.expires_at_ms),
+    );
+    let changed = match expected {
+        None => {
+            let insert = tx.prepare_cached(INSERT_LEASE).await.map_err(db)?;
+            tx.execute(&insert, &[&session, &owner, &epoch, &expires])
+                .await
+                .map_err(db)?
+        }
+        Some(old) => {
+            let update = tx.prepare_cached(SWAP_LEASE).await.map_err(db)?;
+            tx.execute(
+                &update,
+                &[
+                    &session,
+                    &owner,
+                    &epoch,
+                    &expires,
+                    &old.owner.as_str(),
+                    &to_i64(old.epoch),
+                    &to_i64(old.expires_at_ms),
+                ],
+            )
+            .await
+            .map_err(db)?
+        }
+    };
+    if changed == 1 {
+        return Ok(LeaseCas::Swapped);
+    }
     let select = tx.prepare_cached(SELECT_LEASE).await.map_err(db)?;
-    let current = match tx
-        .query_opt(&select, &[&session.as_str()])
-        .await
-        .map_err(db)?
-    {
+    let current = match tx.query_opt(&select, &[&session]).await.map_err(db)? {
         None => None,
         Some(row) => {
             let owner: String = row.try_get(0).map_err(db)?;
             let epoch: i64 = row.try_get(1).map_err(db)?;
             let expires: i64 = row.try_get(2).map_err(db)?;
-            Some(lease_record(session, owner, epoch, expires)?)
+            Some(lease_record(&new.session, owner, epoch, expires)?)
         }
     };
-    let outcome = rule(current.as_ref(), session);
-    if let Ok(record) = &outcome {
-        let upsert = tx.prepare_cached(UPSERT_LEASE).await.map_err(db)?;
-        tx.execute(
-            &upsert,
-            &[
-                &session.as_str(),
-                &record.owner.as_str(),
-                &to_i64(record.epoch),
-                &to_i64(record.expires_at_ms),
-            ],
-        )
-        .await
-        .map_err(db)?;
-    }
-    Ok(outcome)
+    Ok(LeaseCas::Refused { current })
 }
 
 /// What one pipelined statement answered.
@@ -746,54 +755,16 @@ impl Storage for PostgresStorage {
             .map_err(db)
     }
 
-    async fn try_acquire_lease(
+    async fn lease_cas(
         &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let dead_owner = self.dead_owner.clone();
-        let rule = move |current: Option<&LeaseRecord>, session: &SessionId| {
-            match lease_rules::acquire(current, session, owner, now_ms, ttl_ms) {
-                // The host knows the holder is gone: a new tenure at once.
-                Err(LeaseError::Held { owner: holder, .. })
-                    if dead_owner.as_ref().is_some_and(|dead| dead(&holder)) =>
-                {
-                    Ok(lease_rules::take_over(
-                        current, session, owner, now_ms, ttl_ms,
-                    ))
-                }
-                outcome => outcome,
-            }
-        };
-        self.update_lease(session, &rule).await
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        self.swap_lease(expected, new).await
     }
 
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let rule = |current: Option<&LeaseRecord>, session: &SessionId| {
-            lease_rules::renew(current, session, owner, epoch, now_ms, ttl_ms)
-        };
-        self.update_lease(session, &rule).await
-    }
-
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        let rule = |current: Option<&LeaseRecord>, session: &SessionId| {
-            lease_rules::release(current, session, owner, epoch)
-        };
-        self.update_lease(session, &rule).await.map(|_| ())
+    fn lease_holder_gone(&self, holder: &OwnerId) -> bool {
+        self.dead_owner.as_ref().is_some_and(|dead| dead(holder))
     }
 
     async fn current_lease(
