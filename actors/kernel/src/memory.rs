@@ -211,13 +211,7 @@ impl Storage for MemoryStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         self.state()?
             .blobs
             .entry(blob.hash.clone())

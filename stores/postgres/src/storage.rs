@@ -1,7 +1,7 @@
 //! [`PostgresStorage`]: `agent_kernel::host::Storage` over a PostgreSQL
 //! database: the key-value tables, content-addressed blobs, lease rows, and
-//! every batch and lease step in one serializable transaction, taken again
-//! on a serialization conflict.
+//! every batch and lease compare-and-set in one serializable transaction,
+//! taken again on a serialization conflict.
 //!
 //! # Leases: a time-to-live with a heartbeat, not an advisory lock
 //!
@@ -153,23 +153,14 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_micros(ceiling * 500 + jitter * ceiling / 2)
 }
 
+/// The record of an `agentrt_leases` row.
 fn lease_record(
     session: &SessionId,
     owner: String,
     epoch: i64,
     expires: i64,
 ) -> Result<LeaseRecord, StorageError> {
-    let owner = OwnerId::new(owner).map_err(|e| {
-        StorageError::Backend(format!(
-            "the lease row of session {session} names an invalid owner ({e}); delete that row from agentrt_leases"
-        ))
-    })?;
-    Ok(LeaseRecord {
-        session: session.clone(),
-        owner,
-        epoch: to_u64(epoch),
-        expires_at_ms: to_u64(expires),
-    })
+    LeaseRecord::from_sql_row(session, owner, epoch, expires, "agentrt_leases")
 }
 
 const SELECT_LEASE: &str =
@@ -683,13 +674,7 @@ impl Storage for PostgresStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         let client = self.client().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         let st = client.prepare_cached(INSERT_BLOB).await.map_err(db)?;

@@ -11,7 +11,7 @@ use agent_kernel::host::{LeaseCas, LeaseRecord, LeaseSwap, StorageError};
 use agent_kernel::{OwnerId, SessionId};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::storage::{backend, to_i64, to_u64};
+use crate::storage::{backend, to_i64};
 
 /// What the host knows about a lease holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,23 +114,14 @@ pub(crate) fn read_lease(
         .optional()
 }
 
+/// The record of a `leases` row.
 pub(crate) fn lease_record(
     session: &SessionId,
     owner: String,
     epoch: i64,
     expires: i64,
 ) -> Result<LeaseRecord, StorageError> {
-    let owner = OwnerId::new(owner).map_err(|e| {
-        StorageError::Backend(format!(
-            "the lease row of session {session} names an invalid owner ({e}); delete that row from the leases table"
-        ))
-    })?;
-    Ok(LeaseRecord {
-        session: session.clone(),
-        owner,
-        epoch: to_u64(epoch),
-        expires_at_ms: to_u64(expires),
-    })
+    LeaseRecord::from_sql_row(session, owner, epoch, expires, "the leases table")
 }
 
 #[cfg(test)]

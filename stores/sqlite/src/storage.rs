@@ -483,13 +483,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         let stored = blob.clone();
         self.blob_writes.fetch_add(1, Ordering::SeqCst);
         self.call(move |conn, path| {

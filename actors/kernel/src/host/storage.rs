@@ -88,6 +88,20 @@ impl BlobRef {
             size: bytes.len() as u64,
         }
     }
+
+    /// The reference for `bytes` stored under the name `claimed`, the rule
+    /// of `Storage::put_blob`: refused (`BlobHashMismatch`) unless the bytes
+    /// hash to it.
+    pub fn claimed(claimed: &str, bytes: &[u8]) -> Result<BlobRef, StorageError> {
+        let blob = BlobRef::of(bytes);
+        if blob.hash != claimed {
+            return Err(StorageError::BlobHashMismatch {
+                claimed: claimed.to_owned(),
+                actual: blob.hash,
+            });
+        }
+        Ok(blob)
+    }
 }
 
 /// A write is allowed only while the writer's lease epoch is current.
@@ -318,6 +332,29 @@ impl LeaseRecord {
     }
     pub fn is_live(&self, now_ms: u64) -> bool {
         now_ms < self.expires_at_ms
+    }
+
+    /// The record of a lease row as the SQL backends store it (signed
+    /// 64-bit columns; a negative value reads as 0). An owner column that is
+    /// not an owner id is `Backend`, naming the row and `table` to fix.
+    pub fn from_sql_row(
+        session: &SessionId,
+        owner: String,
+        epoch: i64,
+        expires_at_ms: i64,
+        table: &str,
+    ) -> Result<LeaseRecord, StorageError> {
+        let owner = OwnerId::new(owner).map_err(|e| {
+            StorageError::Backend(format!(
+                "the lease row of session {session} names an invalid owner ({e}); delete that row from {table}"
+            ))
+        })?;
+        Ok(LeaseRecord {
+            session: session.clone(),
+            owner,
+            epoch: u64::try_from(epoch).unwrap_or(0),
+            expires_at_ms: u64::try_from(expires_at_ms).unwrap_or(0),
+        })
     }
 }
 
