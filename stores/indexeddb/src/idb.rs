@@ -456,13 +456,7 @@ impl Storage for IdbStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         let tx = self.tx(&[BLOBS], IdbTransactionMode::Readwrite)?;
         let done = js::transaction(&tx);
         Self::store(&tx, BLOBS)?
