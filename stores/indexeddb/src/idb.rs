@@ -10,11 +10,11 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+use agent_kernel::SessionId;
 use agent_kernel::host::lease_cas;
 use agent_kernel::host::{
-    Batch, BlobRef, Condition, LeaseCas, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+    Batch, BlobRef, Condition, LeaseCas, LeaseRecord, Op, Storage, StorageError, Table,
 };
-use agent_kernel::{OwnerId, SessionId};
 use futures::channel::oneshot;
 use futures::future::join_all;
 use js_sys::{Array, JsString, Uint8Array};
@@ -293,18 +293,6 @@ impl IdbStorage {
                 "IndexedDB read was dropped before it was answered".into(),
             )),
         }
-    }
-
-    /// Take the session's lease even from a live other owner (epoch + 1);
-    /// only for a holder of the session's tab lock (see `lease_rules::take_over`).
-    pub async fn take_over_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        lease_cas::take_over(self, session, owner, now_ms, ttl_ms).await
     }
 }
 

@@ -19,9 +19,9 @@
 //!
 //! It does not own the lease rules: acquire, renew and release are the
 //! kernel's provided methods over this crate's compare-and-set, and taking a
-//! session over from a closed tab (`IdbStorage::take_over_lease`) is the
-//! kernel's `lease_cas::take_over`. Which tab may take over is the browser
-//! host's knowledge (its Web Locks), not this crate's.
+//! session over from a closed tab is the kernel's `lease_cas::take_over`
+//! over it too. Which tab may take over is the browser host's knowledge
+//! (its Web Locks), not this crate's.
 //!
 //! # Design
 //!

@@ -153,14 +153,18 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_micros(ceiling * 500 + jitter * ceiling / 2)
 }
 
-/// The record of an `agentrt_leases` row.
-fn lease_record(
+/// The record of an `agentrt_leases` row (owner, epoch, expiry).
+fn lease_from_row(
     session: &SessionId,
-    owner: String,
-    epoch: i64,
-    expires: i64,
-) -> Result<LeaseRecord, StorageError> {
-    LeaseRecord::from_sql_row(session, owner, epoch, expires, "agentrt_leases")
+    row: &tokio_postgres::Row,
+) -> Result<Result<LeaseRecord, StorageError>, tokio_postgres::Error> {
+    Ok(LeaseRecord::from_sql_row(
+        session,
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        "agentrt_leases",
+    ))
 }
 
 const SELECT_LEASE: &str =
@@ -430,12 +434,7 @@ async fn lease_step(
     let select = tx.prepare_cached(SELECT_LEASE).await.map_err(db)?;
     let current = match tx.query_opt(&select, &[&session]).await.map_err(db)? {
         None => None,
-        Some(row) => {
-            let owner: String = row.try_get(0).map_err(db)?;
-            let epoch: i64 = row.try_get(1).map_err(db)?;
-            let expires: i64 = row.try_get(2).map_err(db)?;
-            Some(lease_record(&new.session, owner, epoch, expires)?)
-        }
+        Some(row) => Some(lease_from_row(&new.session, &row).map_err(db)??),
     };
     Ok(LeaseCas::Refused { current })
 }
@@ -765,12 +764,7 @@ impl Storage for PostgresStorage {
             .map_err(db)?;
         match row {
             None => Ok(None),
-            Some(row) => {
-                let owner: String = row.try_get(0).map_err(db)?;
-                let epoch: i64 = row.try_get(1).map_err(db)?;
-                let expires: i64 = row.try_get(2).map_err(db)?;
-                lease_record(session, owner, epoch, expires).map(Some)
-            }
+            Some(row) => lease_from_row(session, &row).map_err(db)?.map(Some),
         }
     }
 }

@@ -77,7 +77,7 @@ fn lease_cas_in(
     }
     let current = read_lease(tx, &new.session)
         .map_err(db)?
-        .map(|(owner, epoch, expires)| lease_record(&new.session, owner, epoch, expires))
+        .map(|row| lease_from_row(&new.session, row))
         .transpose()?;
     Ok(LeaseCas::Refused { current })
 }
@@ -115,11 +115,9 @@ pub(crate) fn read_lease(
 }
 
 /// The record of a `leases` row.
-pub(crate) fn lease_record(
+pub(crate) fn lease_from_row(
     session: &SessionId,
-    owner: String,
-    epoch: i64,
-    expires: i64,
+    (owner, epoch, expires): (String, i64, i64),
 ) -> Result<LeaseRecord, StorageError> {
     LeaseRecord::from_sql_row(session, owner, epoch, expires, "the leases table")
 }

@@ -14,7 +14,7 @@ use agent_kernel::{OwnerId, SessionId};
 use futures::channel::oneshot;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::lease::{Liveness, LivenessCheck, lease_cas_in_one_commit, lease_record, read_lease};
+use crate::lease::{Liveness, LivenessCheck, lease_cas_in_one_commit, lease_from_row, read_lease};
 use crate::open::{BUSY_TIMEOUT, OpenError, open_connection};
 
 /// Called before every commit with the batch; an `Err` refuses it (nothing is
@@ -551,7 +551,7 @@ impl Storage for SqliteStorage {
         self.call(move |conn, path| {
             read_lease(conn, &s)
                 .map_err(|e| backend(path, &e))?
-                .map(|(o, e, x)| lease_record(&s, o, e, x))
+                .map(|row| lease_from_row(&s, row))
                 .transpose()
         })
         .await
@@ -585,7 +585,7 @@ impl Storage for SqliteStorage {
                 .map(|s| {
                     read_lease(conn, s)
                         .map_err(|e| backend(path, &e))?
-                        .map(|(o, e, x)| lease_record(s, o, e, x))
+                        .map(|row| lease_from_row(s, row))
                         .transpose()
                 })
                 .collect()
