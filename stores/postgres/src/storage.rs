@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use agent_kernel::host::lease_cas;
 use agent_kernel::host::{Batch, BlobRef, LeaseCas, LeaseRecord, Op, Storage, StorageError, Table};
 use agent_kernel::{OwnerId, SessionId};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -169,10 +170,10 @@ fn lease_from_row(
 
 const SELECT_LEASE: &str =
     "SELECT owner, epoch, expires_at_ms FROM agentrt_leases WHERE session = $1";
-const INSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, expires_at_ms)
-     VALUES ($1, $2, $3, $4) ON CONFLICT (session) DO NOTHING";
-const SWAP_LEASE: &str = "UPDATE agentrt_leases SET owner = $2, epoch = $3, expires_at_ms = $4
-     WHERE session = $1 AND owner = $5 AND epoch = $6 AND expires_at_ms = $7";
+const UPSERT_LEASE: &str = "INSERT INTO agentrt_leases (session, owner, epoch, expires_at_ms)
+     VALUES ($1, $2, $3, $4)
+     ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,
+       epoch = EXCLUDED.epoch, expires_at_ms = EXCLUDED.expires_at_ms";
 const SELECT_EPOCH: &str = "SELECT epoch FROM agentrt_leases WHERE session = $1";
 const SELECT_VALUE: &str = "SELECT value FROM agentrt_kv WHERE tbl = $1 AND key = $2";
 const UPSERT_VALUE: &str = "INSERT INTO agentrt_kv (tbl, key, value) VALUES ($1, $2, $3)
@@ -388,8 +389,11 @@ impl Work<'_> {
 }
 
 /// Store `new` if the session's row is exactly `expected` (absent for
-/// `None`): `INSERT ... ON CONFLICT DO NOTHING` or a conditional `UPDATE`;
-/// on a refusal, the row as it is.
+/// `None`), in the caller's serializable transaction: read the row, compare,
+/// then write it. The read matters: it puts this transaction in conflict
+/// with every concurrent batch that read the row as its fence, so that a
+/// batch still in flight with the old epoch either commits before the new
+/// record or is taken again (and then refused as stale).
 async fn lease_step(
     tx: &deadpool_postgres::Transaction<'_>,
     expected: Option<&LeaseRecord>,
@@ -397,46 +401,28 @@ async fn lease_step(
     target: &str,
 ) -> Result<LeaseCas, Failure> {
     let db = |e: tokio_postgres::Error| classify(target, &e, false);
-    let (session, owner, epoch, expires) = (
-        new.session.as_str(),
-        new.owner.as_str(),
-        to_i64(new.epoch),
-        to_i64(new.expires_at_ms),
-    );
-    let changed = match expected {
-        None => {
-            let insert = tx.prepare_cached(INSERT_LEASE).await.map_err(db)?;
-            tx.execute(&insert, &[&session, &owner, &epoch, &expires])
-                .await
-                .map_err(db)?
-        }
-        Some(old) => {
-            let update = tx.prepare_cached(SWAP_LEASE).await.map_err(db)?;
-            tx.execute(
-                &update,
-                &[
-                    &session,
-                    &owner,
-                    &epoch,
-                    &expires,
-                    &old.owner.as_str(),
-                    &to_i64(old.epoch),
-                    &to_i64(old.expires_at_ms),
-                ],
-            )
-            .await
-            .map_err(db)?
-        }
-    };
-    if changed == 1 {
-        return Ok(LeaseCas::Swapped);
-    }
+    let session = new.session.as_str();
     let select = tx.prepare_cached(SELECT_LEASE).await.map_err(db)?;
     let current = match tx.query_opt(&select, &[&session]).await.map_err(db)? {
         None => None,
         Some(row) => Some(lease_from_row(&new.session, &row).map_err(db)??),
     };
-    Ok(LeaseCas::Refused { current })
+    if !lease_cas::is_expected(expected, current.as_ref()) {
+        return Ok(LeaseCas::Refused { current });
+    }
+    let upsert = tx.prepare_cached(UPSERT_LEASE).await.map_err(db)?;
+    tx.execute(
+        &upsert,
+        &[
+            &session,
+            &new.owner.as_str(),
+            &to_i64(new.epoch),
+            &to_i64(new.expires_at_ms),
+        ],
+    )
+    .await
+    .map_err(db)?;
+    Ok(LeaseCas::Swapped)
 }
 
 /// What one pipelined statement answered.
