@@ -5,9 +5,11 @@
 //! A backend implements [`Storage::lease_cas`](crate::host::Storage::lease_cas):
 //! "if the session's stored record is exactly `expected` (or absent, for
 //! `None`), store `new`; otherwise change nothing and say what is stored".
-//! That is one conditional upsert in SQLite, one readwrite transaction in
-//! IndexedDB, one conditional `UPDATE` (or `INSERT ... ON CONFLICT DO
-//! NOTHING`) in PostgreSQL, one lock in memory. Whole records are compared,
+//! That is one conditional upsert in a `BEGIN IMMEDIATE` transaction in
+//! SQLite, one readwrite transaction in IndexedDB, one serializable
+//! transaction that reads, compares and upserts the row in PostgreSQL (the
+//! read puts it in conflict with every batch in flight that read the row as
+//! its fence), one lock in memory. Whole records are compared,
 //! not epochs alone: a release keeps the epoch and moves the expiry, so a
 //! renewal that compared epochs only could revive a released lease.
 //!
