@@ -1,8 +1,9 @@
 //! `agent-host-browser`: the browser host of the Trusted Agent Runtime.
 //!
 //! - `api` (feature `runtime`): `AgentRuntime`, the wasm-bindgen API for embedders;
-//! - `idb`: `Storage` on IndexedDB (one transaction per batch, fenced);
-//! - [`key_range`]: IndexedDB key ranges for prefix scans (pure);
+//! - `idb`: `Storage` on IndexedDB, the `agent-store-indexeddb` crate
+//!   (re-exported under this name);
+//! - [`key_range`]: IndexedDB key ranges for prefix scans (that crate's);
 //! - `locks`: session leases across tabs (Web Locks or a localStorage
 //!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
 //! - `page`: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
@@ -62,7 +63,7 @@
 // browser's values are single-threaded by nature, so those Arcs are not Send.
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
-pub mod key_range;
+pub use agent_store_indexeddb::key_range;
 pub mod subscriptions;
 
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]
@@ -70,7 +71,7 @@ pub mod api;
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]
 pub mod html_extractor;
 #[cfg(target_arch = "wasm32")]
-pub mod idb;
+pub use agent_store_indexeddb as idb;
 #[cfg(target_arch = "wasm32")]
 mod js;
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_kernel::host::lease_cas;
 use agent_kernel::host::{
     Clock, Executor, LeaseError, LeaseGuard, LeaseManager, LeaseRecord, Storage,
 };
@@ -400,14 +401,14 @@ impl SessionLeases {
                 .insert(session.clone(), TabLock { depth: 1, release });
             // Holding the tab lock proves any other stored holder is gone.
             if let Some(idb) = &inner.idb {
-                let taken = idb
-                    .take_over_lease(
-                        session,
-                        &inner.owner,
-                        inner.clock.wall_ms(),
-                        u64::try_from(inner.ttl.as_millis()).unwrap_or(u64::MAX),
-                    )
-                    .await;
+                let taken = lease_cas::take_over(
+                    idb.as_ref(),
+                    session,
+                    &inner.owner,
+                    inner.clock.wall_ms(),
+                    u64::try_from(inner.ttl.as_millis()).unwrap_or(u64::MAX),
+                )
+                .await;
                 if let Err(e) = taken {
                     inner.unlock(session);
                     return Err(e);

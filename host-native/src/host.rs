@@ -264,7 +264,7 @@ impl NativeHost {
         let loose_dir = prepare_data_dir(&data_dir)?;
         let (storage, sqlite, postgres): (Arc<dyn Storage>, _, _) = match options.store.as_deref() {
             None => {
-                let sqlite = Arc::new(SqliteStorage::open(data_dir.join(DATABASE_FILE)).await?);
+                let sqlite = Arc::new(crate::sqlite::open(data_dir.join(DATABASE_FILE)).await?);
                 (sqlite.clone(), Some(sqlite), None)
             }
             Some(url) => {

@@ -1,9 +1,9 @@
 //! `agent-host-native`: the native host of the Trusted Agent Runtime.
 //!
-//! - [`sqlite`]: `Storage` over one SQLite file (WAL, `synchronous=FULL`,
-//!   numbered migrations, fenced atomic batches, leases in one transaction);
-//! - [`private`]: the file modes of the data directory (0700) and the
-//!   database files (0600), whatever the umask;
+//! - [`sqlite`]: the SQLite store (`agent-store-sqlite`) opened with this
+//!   process's liveness check, so that a dead process's lease is taken at once;
+//! - [`private`]: the file modes of the data directory (0700), and of the
+//!   database files (0600, owned by `agent-store-sqlite`), whatever the umask;
 //! - [`process`]: lease owners that name this process, and a `/proc`
 //!   liveness check so that a dead process's lease is taken over at once;
 //! - [`host`]: the tokio executor, the system clock, OS entropy, and
@@ -31,9 +31,9 @@
 //! - [`worker`]: `agentrt worker`, which executes queued runs, many workers
 //!   sharing one database (S14.1), and its health report.
 //!
-//! rusqlite (with its bundled SQLite) was chosen because it is the maintained
-//! SQLite binding with prepared-statement caching and `RETURNING` support;
-//! tokio because every other native crate here (axum, reqwest) runs on it.
+//! Storage backends are crates of their own (`stores/sqlite`,
+//! `stores/postgres`): this host picks one and wires it. tokio because every
+//! other native crate here (axum, reqwest) runs on it.
 //!
 //! # Example
 //!

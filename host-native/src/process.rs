@@ -29,19 +29,12 @@ use std::fs;
 use agent_kernel::OwnerId;
 use agent_kernel::host::{Entropy, random_id};
 
-/// What this process knows about a lease owner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Liveness {
-    /// A process of this boot and PID namespace that still runs (or an owner
-    /// inside this process).
-    Alive,
-    /// A process of this boot and PID namespace that no longer runs: its
-    /// lease can be taken now.
-    Dead,
-    /// Not a process owner, another boot, machine or PID namespace (or one
-    /// that cannot be known), or `/proc` is missing: wait for the TTL.
-    Unknown,
-}
+/// What this process knows about a lease owner: `Alive` (a process of this
+/// boot and PID namespace that still runs, or an owner inside this process),
+/// `Dead` (one that no longer runs: its lease can be taken now), `Unknown`
+/// (not a process owner, another boot, machine or PID namespace, or `/proc`
+/// is missing: wait for the TTL). The SQLite store's type, which it asks.
+pub use agent_store_sqlite::Liveness;
 
 /// This process as seen through `/proc`.
 #[derive(Debug, Clone, PartialEq, Eq)]

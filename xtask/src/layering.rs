@@ -20,6 +20,12 @@
 //!    host through traits.
 //! 3. [`TEST_SUPPORT_CRATE`], the tokio test host, is a dev-dependency only:
 //!    no crate depends on it normally, so it never reaches a build people run.
+//! 4. Storage backends are crates under [`STORES_DIR`] (`stores/sqlite`,
+//!    `stores/indexeddb`, `stores/postgres`): each depends, among workspace
+//!    crates, on [`KERNEL_CRATE`] only (it implements
+//!    `agent_kernel::host::Storage`), and only crates outside `actors/` and
+//!    `stores/` (the hosts) depend on them: the kernel and the actors see the
+//!    `Storage` trait, never a backend, and no backend sees another.
 //!
 //! Crates are discovered from `cargo tree --workspace`, never listed here.
 
@@ -35,6 +41,8 @@ pub const ASSEMBLY_CRATE: &str = "agent-assembly";
 pub const TEST_SUPPORT_CRATE: &str = "agent-test-support";
 /// The folder whose crates are actor crates.
 pub const ACTORS_DIR: &str = "actors";
+/// The folder whose crates are storage backends.
+pub const STORES_DIR: &str = "stores";
 /// The crates that must stay free of any host runtime.
 pub const CORE_CRATES: [&str; 2] = ["agent-capabilities", KERNEL_CRATE];
 /// Host runtimes the core crates must not depend on, even indirectly.
@@ -54,13 +62,19 @@ impl Member {
     fn under_actors(&self) -> bool {
         self.dir.split('/').next() == Some(ACTORS_DIR)
     }
+
+    fn under_stores(&self) -> bool {
+        self.dir.split('/').next() == Some(STORES_DIR)
+    }
 }
 
 /// What kind of crate a member is, for rule 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// Not under `actors/` (capabilities, hosts, xtask).
+    /// Not under `actors/` or `stores/` (capabilities, hosts, xtask).
     Outside,
+    /// A storage backend, under `stores/`.
+    Store,
     Kernel,
     LeafLibrary,
     Assembly,
@@ -72,7 +86,9 @@ fn kinds(members: &[Member]) -> BTreeMap<&str, Kind> {
     members
         .iter()
         .map(|m| {
-            let kind = if !m.under_actors() {
+            let kind = if m.under_stores() {
+                Kind::Store
+            } else if !m.under_actors() {
                 Kind::Outside
             } else if m.name == KERNEL_CRATE {
                 Kind::Kernel
@@ -88,8 +104,8 @@ fn kinds(members: &[Member]) -> BTreeMap<&str, Kind> {
         .collect()
 }
 
-/// Every breach of rules 1 and 3, one line each; empty when the layering
-/// holds.
+/// Every breach of rules 1, 3 and 4, one line each; empty when the
+/// layering holds.
 pub fn actor_violations(members: &[Member]) -> Vec<String> {
     let kinds = kinds(members);
     let mut violations = Vec::new();
@@ -118,6 +134,14 @@ pub fn actor_violations(members: &[Member]) -> Vec<String> {
                 }
                 (Kind::Kernel, Kind::Actor | Kind::Assembly | Kind::LeafLibrary) => {
                     "agent-kernel is the layer below the actors and depends on no crate under actors/"
+                }
+                (Kind::Store, _) if dep != KERNEL_CRATE => {
+                    "a storage backend depends on agent-kernel only, among workspace crates: it \
+                     implements agent_kernel::host::Storage and nothing else"
+                }
+                (Kind::Kernel | Kind::Actor | Kind::Assembly | Kind::LeafLibrary, Kind::Store) => {
+                    "only hosts choose a storage backend: the kernel and the actors see \
+                     agent_kernel::host::Storage, never a backend"
                 }
                 _ => continue,
             };
@@ -255,9 +279,11 @@ pub fn check(root: &Path) -> Result<(), String> {
         };
         println!(
             "layering holds: actor crates ({}) depend on no other actor crate; leaf libraries: {}; \
+             storage backends ({}) depend on agent-kernel only and only hosts depend on them; \
              no tokio, rusqlite or web-sys under agent-capabilities and agent-kernel",
             list(Kind::Actor),
-            list(Kind::LeafLibrary)
+            list(Kind::LeafLibrary),
+            list(Kind::Store)
         );
         Ok(())
     } else {
@@ -305,9 +331,33 @@ mod tests {
             member(
                 "agent-host-native",
                 "host-native",
-                &["agent-kernel", "agent-tools", "agent-workspace", "tokio"],
+                &[
+                    "agent-kernel",
+                    "agent-tools",
+                    "agent-workspace",
+                    "agent-store-sqlite",
+                    "agent-store-postgres",
+                    "tokio",
+                ],
+            ),
+            member(
+                "agent-store-sqlite",
+                "stores/sqlite",
+                &["agent-kernel", "rusqlite"],
+            ),
+            member(
+                "agent-store-postgres",
+                "stores/postgres",
+                &["agent-kernel", "tokio-postgres"],
             ),
         ]
+    }
+
+    fn position(members: &[Member], name: &str) -> usize {
+        members
+            .iter()
+            .position(|m| m.name == name)
+            .unwrap_or_else(|| panic!("{name} is in the fixture"))
     }
 
     #[test]
@@ -404,6 +454,56 @@ mod tests {
         assert!(
             violations[0].starts_with("agent-kernel (actors/kernel) depends on agent-readable")
         );
+    }
+
+    #[test]
+    fn a_store_depends_on_the_kernel_only() {
+        for dep in [
+            "agent-capabilities",
+            "agent-readable",
+            "agent-tools",
+            "agent-host-native",
+            "agent-store-postgres",
+        ] {
+            let mut members = workspace();
+            let sqlite = position(&members, "agent-store-sqlite");
+            members[sqlite].deps.insert(dep.to_owned());
+            let violations = actor_violations(&members);
+            assert_eq!(violations.len(), 1, "{dep}: {violations:?}");
+            assert!(
+                violations[0].starts_with(&format!(
+                    "agent-store-sqlite (stores/sqlite) depends on {dep}"
+                )) && violations[0].contains("depends on agent-kernel only"),
+                "{violations:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_hosts_depend_on_a_store() {
+        // The host's edges to both stores are in the fixture and hold.
+        assert_eq!(actor_violations(&workspace()), Vec::<String>::new());
+        for from in ["agent-kernel", "agent-tools", "agent-readable"] {
+            let mut members = workspace();
+            let at = position(&members, from);
+            members[at].deps.insert("agent-store-sqlite".to_owned());
+            let violations = actor_violations(&members);
+            assert!(
+                violations
+                    .iter()
+                    .any(|v| v.starts_with(&format!("{from} ("))
+                        && v.contains("depends on agent-store-sqlite (stores/sqlite)")
+                        && v.contains("only hosts choose a storage backend")),
+                "{from}: {violations:?}"
+            );
+        }
+        let mut members = workspace();
+        members.push(member(ASSEMBLY_CRATE, "actors/assembly", &["agent-kernel"]));
+        let assembly = position(&members, ASSEMBLY_CRATE);
+        members[assembly]
+            .deps
+            .insert("agent-store-postgres".to_owned());
+        assert_eq!(actor_violations(&members).len(), 1);
     }
 
     #[test]

@@ -125,6 +125,7 @@ const WASM_TEST_CRATES: &[&str] = &[
     "agent-profiles",
     "agent-memory",
     "agent-knowledge",
+    "agent-store-indexeddb",
     "agent-host-browser",
 ];
 
@@ -132,6 +133,7 @@ const WASM_TEST_CRATES: &[&str] = &[
 const NATIVE_ONLY_CRATES: &[&str] = &[
     "agent-host-native",
     "agent-store-postgres",
+    "agent-store-sqlite",
     "agent-test-support",
     "agent-model-check",
     "xtask",

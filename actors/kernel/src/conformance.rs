@@ -51,8 +51,10 @@ use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
+use crate::host::lease_cas::{LeaseCas, LeaseSwap};
 use crate::host::storage::{
-    Batch, BlobRef, Fence, LeaseError, Record, Storage, StorageError, StorageExt, Table,
+    Batch, BlobRef, Fence, LeaseError, LeaseRecord, Record, Storage, StorageError, StorageExt,
+    Table,
 };
 use crate::ids::{CallId, OwnerId, RequestId, RunId, SessionId};
 use crate::journal::{CallState, JournalRecord};
@@ -120,6 +122,8 @@ macro_rules! for_each_conformance_case {
             lease_held_by_live_other_owner
             lease_renew_and_release_check_owner_and_epoch
             lease_renewals_together_answer_each_lease
+            lease_cas_at_the_boundary
+            lease_cas_all_answers_each_swap_in_order
             blob_with_wrong_hash_is_refused
             blob_same_bytes_stored_once
             blob_get_delete_list
@@ -1013,6 +1017,200 @@ pub async fn lease_renewals_together_answer_each_lease(storage: Arc<dyn Storage>
         storage.current_lease(&stale).await.expect("current"),
         Some(stale_lease)
     );
+}
+
+fn lease(session: &str, who: &str, epoch: u64, expires_at_ms: u64) -> LeaseRecord {
+    LeaseRecord {
+        session: sid(session),
+        owner: owner(who),
+        epoch,
+        expires_at_ms,
+    }
+}
+
+/// The one atomic lease step at its boundary: expected absent and absent,
+/// expected absent but present, expected present but absent, the expected
+/// record exactly, the epoch one off, the same epoch with another expiry
+/// (a released lease), and an expired record (the step compares records; it
+/// does not judge time). A refusal changes nothing and says what is stored.
+pub async fn lease_cas_at_the_boundary(storage: Arc<dyn Storage>) {
+    let s = "session-cas";
+    let current = |storage: Arc<dyn Storage>| async move {
+        storage.current_lease(&sid(s)).await.expect("current")
+    };
+    let first = lease(s, "tab-a", 1, T0 + TTL);
+    // Expected present, but there is no record: refused, still absent.
+    assert_eq!(
+        storage.lease_cas(Some(&first), &first).await.expect("cas"),
+        LeaseCas::Refused { current: None }
+    );
+    assert_eq!(current(storage.clone()).await, None);
+    // Expected absent and absent: stored.
+    assert_eq!(
+        storage.lease_cas(None, &first).await.expect("cas"),
+        LeaseCas::Swapped
+    );
+    assert_eq!(current(storage.clone()).await, Some(first.clone()));
+    // Expected absent, but present: refused with what is stored.
+    let intruder = lease(s, "tab-b", 1, T0 + 2 * TTL);
+    assert_eq!(
+        storage.lease_cas(None, &intruder).await.expect("cas"),
+        LeaseCas::Refused {
+            current: Some(first.clone())
+        }
+    );
+    // The epoch one off either way: refused, unchanged.
+    for epoch in [first.epoch - 1, first.epoch + 1] {
+        let stale = LeaseRecord {
+            epoch,
+            ..first.clone()
+        };
+        assert_eq!(
+            storage
+                .lease_cas(Some(&stale), &intruder)
+                .await
+                .expect("cas"),
+            LeaseCas::Refused {
+                current: Some(first.clone())
+            },
+            "expected epoch {epoch}"
+        );
+    }
+    // The same epoch and owner with another expiry (what a renewal that
+    // raced a release would expect): refused.
+    let released = LeaseRecord {
+        expires_at_ms: 0,
+        ..first.clone()
+    };
+    assert_eq!(
+        storage
+            .lease_cas(Some(&released), &intruder)
+            .await
+            .expect("cas"),
+        LeaseCas::Refused {
+            current: Some(first.clone())
+        }
+    );
+    // Another owner expected: refused.
+    let other_owner = LeaseRecord {
+        owner: owner("tab-b"),
+        ..first.clone()
+    };
+    assert_eq!(
+        storage
+            .lease_cas(Some(&other_owner), &intruder)
+            .await
+            .expect("cas"),
+        LeaseCas::Refused {
+            current: Some(first.clone())
+        }
+    );
+    assert_eq!(current(storage.clone()).await, Some(first.clone()));
+    // Exactly the stored record: swapped (here, a release).
+    assert_eq!(
+        storage
+            .lease_cas(Some(&first), &released)
+            .await
+            .expect("cas"),
+        LeaseCas::Swapped
+    );
+    assert_eq!(current(storage.clone()).await, Some(released.clone()));
+    // An expired record is swapped like any other when it is the one expected.
+    let next = lease(s, "tab-b", 2, T0 + TTL);
+    assert!(!released.is_live(T0));
+    assert_eq!(
+        storage
+            .lease_cas(Some(&released), &next)
+            .await
+            .expect("cas"),
+        LeaseCas::Swapped
+    );
+    assert_eq!(current(storage.clone()).await, Some(next.clone()));
+    // The largest times and epochs round-trip, so that a swap can expect them.
+    let far = LeaseRecord {
+        epoch: i64::MAX as u64,
+        expires_at_ms: i64::MAX as u64,
+        ..next.clone()
+    };
+    assert_eq!(
+        storage.lease_cas(Some(&next), &far).await.expect("cas"),
+        LeaseCas::Swapped
+    );
+    assert_eq!(current(storage.clone()).await, Some(far.clone()));
+    assert_eq!(
+        storage.lease_cas(Some(&far), &next).await.expect("cas"),
+        LeaseCas::Swapped
+    );
+    // The provided operations agree with what the steps stored.
+    let err = storage
+        .try_acquire_lease(&sid(s), &owner("tab-a"), T0, TTL)
+        .await
+        .expect_err("tab-b holds it");
+    assert!(
+        matches!(&err, LeaseError::Held { owner: o, expires_at_ms, .. } if o.as_str() == "tab-b" && *expires_at_ms == T0 + TTL),
+        "{err:?}"
+    );
+}
+
+/// The batched step answers each swap as the single step would, in order:
+/// a later swap of the same session sees the earlier one, a refusal does
+/// not stop the swaps after it, and nothing is asked of an empty batch.
+pub async fn lease_cas_all_answers_each_swap_in_order(storage: Arc<dyn Storage>) {
+    assert!(storage.lease_cas_all(&[]).await.expect("empty").is_empty());
+    let a1 = lease("session-all-a", "tab-a", 1, T0 + TTL);
+    let a2 = LeaseRecord {
+        expires_at_ms: T0 + 2 * TTL,
+        ..a1.clone()
+    };
+    let b1 = lease("session-all-b", "tab-a", 1, T0 + TTL);
+    let c1 = lease("session-all-c", "tab-a", 1, T0 + TTL);
+    let swaps = [
+        LeaseSwap {
+            expected: None,
+            new: a1.clone(),
+        },
+        LeaseSwap {
+            expected: Some(a1.clone()),
+            new: a2.clone(),
+        },
+        // Expects a record that is not there.
+        LeaseSwap {
+            expected: Some(b1.clone()),
+            new: b1.clone(),
+        },
+        LeaseSwap {
+            expected: None,
+            new: c1.clone(),
+        },
+        // Expects what was there before the second swap.
+        LeaseSwap {
+            expected: Some(a1.clone()),
+            new: a1.clone(),
+        },
+    ];
+    let answers = storage.lease_cas_all(&swaps).await.expect("cas all");
+    assert_eq!(
+        answers,
+        vec![
+            LeaseCas::Swapped,
+            LeaseCas::Swapped,
+            LeaseCas::Refused { current: None },
+            LeaseCas::Swapped,
+            LeaseCas::Refused {
+                current: Some(a2.clone())
+            },
+        ]
+    );
+    let sessions = [
+        sid("session-all-a"),
+        sid("session-all-b"),
+        sid("session-all-c"),
+    ];
+    assert_eq!(
+        storage.current_leases(&sessions).await.expect("read all"),
+        vec![Some(a2), None, Some(c1)]
+    );
+    assert!(storage.current_leases(&[]).await.expect("none").is_empty());
 }
 
 /// Renew and release need the right owner and epoch; renewing a live lease

@@ -16,12 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use crate::host::lease_rules;
-use crate::host::storage::{
-    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
-};
+use crate::host::lease_cas::{self, LeaseCas};
+use crate::host::storage::{Batch, BlobRef, LeaseRecord, Op, Storage, StorageError, Table};
 use crate::host::{Clock, Executor, Host, Lifecycle, ManualClock, SeededEntropy};
-use crate::ids::{OwnerId, SessionId};
+use crate::ids::SessionId;
 use crate::maybe_send::{BoxFuture, MaybeSend, MaybeSync};
 
 // ---------------------------------------------------------------------------
@@ -213,13 +211,7 @@ impl Storage for MemoryStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         self.state()?
             .blobs
             .entry(blob.hash.clone())
@@ -239,58 +231,28 @@ impl Storage for MemoryStorage {
         Ok(self.state()?.blobs.keys().cloned().collect())
     }
 
-    async fn try_acquire_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let mut state = self.state()?;
-        let record =
-            lease_rules::acquire(state.leases.get(session), session, owner, now_ms, ttl_ms)?;
-        state.leases.insert(session.clone(), record.clone());
-        Ok(record)
-    }
-
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let mut state = self.state()?;
-        let record = lease_rules::renew(
-            state.leases.get(session),
-            session,
-            owner,
-            epoch,
-            now_ms,
-            ttl_ms,
-        )?;
-        state.leases.insert(session.clone(), record.clone());
-        Ok(record)
-    }
-
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        let mut state = self.state()?;
-        let record = lease_rules::release(state.leases.get(session), session, owner, epoch)?;
-        state.leases.insert(session.clone(), record);
-        Ok(())
-    }
-
     async fn current_lease(
         &self,
         session: &SessionId,
     ) -> Result<Option<LeaseRecord>, StorageError> {
         Ok(self.state()?.leases.get(session).cloned())
+    }
+
+    /// Under the state's one lock: compare, then store.
+    async fn lease_cas(
+        &self,
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        let mut state = self.state()?;
+        let stored = state.leases.get(&new.session);
+        if !lease_cas::is_expected(expected, stored) {
+            return Ok(LeaseCas::Refused {
+                current: stored.cloned(),
+            });
+        }
+        state.leases.insert(new.session.clone(), new.clone());
+        Ok(LeaseCas::Swapped)
     }
 }
 

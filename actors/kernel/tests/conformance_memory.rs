@@ -18,5 +18,5 @@ agent_kernel::storage_conformance_tests! {
 /// `every_public_case_is_listed` catches a function missing from the list).
 #[test]
 fn every_case_is_listed() {
-    assert_eq!(agent_kernel::conformance::CASES.len(), 20);
+    assert_eq!(agent_kernel::conformance::CASES.len(), 22);
 }

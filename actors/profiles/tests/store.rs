@@ -157,42 +157,18 @@ impl Storage for Interleaved {
     async fn list_blobs(&self) -> Result<Vec<String>, agent_kernel::host::StorageError> {
         self.inner.list_blobs().await
     }
-    async fn try_acquire_lease(
-        &self,
-        session: &agent_kernel::SessionId,
-        owner: &agent_kernel::OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<agent_kernel::host::LeaseRecord, agent_kernel::host::LeaseError> {
-        self.inner
-            .try_acquire_lease(session, owner, now_ms, ttl_ms)
-            .await
-    }
-    async fn renew_lease(
-        &self,
-        session: &agent_kernel::SessionId,
-        owner: &agent_kernel::OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<agent_kernel::host::LeaseRecord, agent_kernel::host::LeaseError> {
-        self.inner
-            .renew_lease(session, owner, epoch, now_ms, ttl_ms)
-            .await
-    }
-    async fn release_lease(
-        &self,
-        session: &agent_kernel::SessionId,
-        owner: &agent_kernel::OwnerId,
-        epoch: u64,
-    ) -> Result<(), agent_kernel::host::LeaseError> {
-        self.inner.release_lease(session, owner, epoch).await
-    }
     async fn current_lease(
         &self,
         session: &agent_kernel::SessionId,
     ) -> Result<Option<agent_kernel::host::LeaseRecord>, agent_kernel::host::StorageError> {
         self.inner.current_lease(session).await
+    }
+    async fn lease_cas(
+        &self,
+        expected: Option<&agent_kernel::host::LeaseRecord>,
+        new: &agent_kernel::host::LeaseRecord,
+    ) -> Result<agent_kernel::host::LeaseCas, agent_kernel::host::StorageError> {
+        self.inner.lease_cas(expected, new).await
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use agent_kernel::budget::Budget;
-use agent_kernel::host::{Batch, BlobRef, LeaseError, LeaseRecord, Storage, StorageError, Table};
+use agent_kernel::host::{Batch, BlobRef, LeaseCas, LeaseRecord, Storage, StorageError, Table};
 use agent_kernel::ids::{OwnerId, RunId, SessionId};
 use agent_kernel::memory::MemoryHost;
 use agent_kernel::run::{PendingKind, RunStatus};
@@ -72,42 +72,18 @@ impl Storage for Counting {
     async fn list_blobs(&self) -> Result<Vec<String>, StorageError> {
         self.inner.list_blobs().await
     }
-    async fn try_acquire_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.inner
-            .try_acquire_lease(session, owner, now_ms, ttl_ms)
-            .await
-    }
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.inner
-            .renew_lease(session, owner, epoch, now_ms, ttl_ms)
-            .await
-    }
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        self.inner.release_lease(session, owner, epoch).await
-    }
     async fn current_lease(
         &self,
         session: &SessionId,
     ) -> Result<Option<LeaseRecord>, StorageError> {
         self.inner.current_lease(session).await
+    }
+    async fn lease_cas(
+        &self,
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        self.inner.lease_cas(expected, new).await
     }
 }
 

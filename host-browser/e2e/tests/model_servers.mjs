@@ -35,6 +35,7 @@ export const FORMATS = {
         choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       });
       const events = [chunk({ role: 'assistant', content: '' })];
+      if (reply.reasoning) for (const piece of halves(reply.reasoning.text)) events.push(chunk({ reasoning_content: piece }));
       if (reply.text) for (const piece of halves(reply.text)) events.push(chunk({ content: piece }));
       (reply.calls ?? []).forEach((call, index) => {
         const fragments = call.fragments ?? [JSON.stringify(call.args)];
@@ -44,7 +45,8 @@ export const FORMATS = {
       events.push(chunk({}, reply.finish ?? (reply.calls ? 'tool_calls' : 'stop')));
       events.push(sse({
         id: `chatcmpl-${n}`, object: 'chat.completion.chunk', created: 1_700_000_000, model: 'e2e-model', choices: [],
-        usage: { prompt_tokens: reply.usage.input, completion_tokens: reply.usage.output, total_tokens: reply.usage.input + reply.usage.output },
+        usage: { prompt_tokens: reply.usage.input, completion_tokens: reply.usage.output, total_tokens: reply.usage.input + reply.usage.output,
+          ...(reply.usage.reasoning ? { completion_tokens_details: { reasoning_tokens: reply.usage.reasoning } } : {}) },
       }));
       events.push('data: [DONE]\n\n');
       return events;
@@ -59,6 +61,9 @@ export const FORMATS = {
         content: { role: 'model', parts }, ...(finishReason ? { finishReason } : {}), index: 0,
       });
       const events = [];
+      if (reply.reasoning) {
+        for (const piece of halves(reply.reasoning.text)) events.push(sse({ candidates: [candidate([{ text: piece, thought: true }])], modelVersion: 'gemini-e2e' }));
+      }
       if (reply.text) {
         for (const piece of halves(reply.text)) events.push(sse({ candidates: [candidate([{ text: piece }])], modelVersion: 'gemini-e2e' }));
       }
@@ -71,7 +76,8 @@ export const FORMATS = {
       }
       events.push(sse({
         candidates: [candidate([{ text: '' }], reply.finish ?? 'STOP')],
-        usageMetadata: { promptTokenCount: reply.usage.input, candidatesTokenCount: reply.usage.output, totalTokenCount: reply.usage.input + reply.usage.output },
+        usageMetadata: { promptTokenCount: reply.usage.input, candidatesTokenCount: reply.usage.output, totalTokenCount: reply.usage.input + reply.usage.output,
+          ...(reply.usage.reasoning ? { thoughtsTokenCount: reply.usage.reasoning } : {}) },
         modelVersion: 'gemini-e2e',
       }));
       return events;
@@ -88,6 +94,13 @@ export const FORMATS = {
         named({ type: 'ping' }),
       ];
       let index = 0;
+      if (reply.reasoning) {
+        events.push(named({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '' } }));
+        for (const piece of halves(reply.reasoning.text)) events.push(named({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: piece } }));
+        events.push(named({ type: 'content_block_delta', index, delta: { type: 'signature_delta', signature: reply.reasoning.signature } }));
+        events.push(named({ type: 'content_block_stop', index }));
+        index += 1;
+      }
       if (reply.text) {
         events.push(named({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }));
         for (const piece of halves(reply.text)) events.push(named({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: piece } }));

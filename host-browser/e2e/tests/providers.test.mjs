@@ -389,3 +389,90 @@ test('layout: the settings panel has labelled controls and fits at 1280 px and 3
     await context.close();
   }
 });
+
+/** The reasoning setting as each format's request carries it (S13.4), for effort `high` and a 2,048-token budget. */
+function reasoningSettingOf(format, body) {
+  if (format === 'openai') return body.reasoning_effort;
+  if (format === 'gemini') return body.generationConfig?.thinkingConfig;
+  return body.thinking;
+}
+const EXPECTED_SETTING = {
+  openai: 'high',
+  gemini: { thinkingBudget: 2048, includeThoughts: true },
+  anthropic: { type: 'enabled', budget_tokens: 2048 },
+};
+
+for (const format of FORMATS) {
+  test(`S13.4 (${format}): a run under a profile that asks for reasoning — the setting in every request, the streamed reasoning on the run card apart from the answer, never in the answer, the conversation or (but for Anthropic's signed block, byte for byte) the next request`, async () => {
+    const server = await startModelServer(format);
+    const context = await env.browser.newContext();
+    const session = uniqueSession(`reasoning-${format}`);
+    const thinking = `The person wants one note; workspace_write takes a path and the text (${format}).`;
+    const signature = `EqQBCgIYAhIM${format}SignatureBytes+/=`;
+    try {
+      const page = await openDemo(context, session);
+      await useModel(page, { ...SETTINGS[format], baseUrl: server.baseUrl, apiKey: 'reasoning-test-key' });
+      // A profile that asks for reasoning, chosen in the picker as a person would after saving it.
+      await page.evaluate(async () => {
+        const rt = window.agentrtDemo.runtime;
+        await rt.saveProfile({
+          id: 'thinker', name: 'Thinker', mode: 'agent', approval: 'permissive',
+          reasoning: { effort: 'high', budget_tokens: 2048 },
+        }, undefined);
+        const picker = document.getElementById('profile-picker');
+        picker.append(new Option('Thinker', 'thinker'));
+        picker.value = 'thinker';
+        window.seenEvents = [];
+        rt.subscribe(window.agentrtDemo.session, (event) => { window.seenEvents.push(event); });
+      });
+      server.reply(
+        {
+          reasoning: { text: thinking, signature },
+          calls: [{ name: 'workspace_write', args: { path: 'notes/one.txt', content: 'One' } }],
+          usage: { input: 100, output: 40, reasoning: 25 },
+        },
+        { text: 'The note is written.', usage: { input: 150, output: 8 } },
+      );
+      const prompt = `Write one note, thinking first (${format}).`;
+      await send(page, prompt);
+      await waitRunOf(page, prompt, ['completed', 'failed', 'interrupted']);
+      const view = await runView(page);
+      assert.equal(view.run.status, 'completed', JSON.stringify(view.run));
+      assert.equal(view.output, 'The note is written.');
+      assert.deepEqual(view.journal.map((j) => [j.tool, j.state]), [['workspace_write', 'committed']]);
+
+      // The setting reached every request, in the format's own field.
+      assert.equal(server.requests.length, 2);
+      for (const r of server.requests) assert.deepEqual(reasoningSettingOf(format, r.body), EXPECTED_SETTING[format]);
+
+      // Stored and shown apart: the run view's reasoning, the card's reasoning section, a reasoning event.
+      assert.equal((view.reasoning ?? []).map((r) => r.text).join(''), thinking);
+      assert.ok(!view.output.includes(thinking));
+      assert.equal(await page.locator('#run-reasoning-section').isVisible(), true);
+      assert.equal(await page.locator('#run-reasoning').textContent(), thinking);
+      assert.ok(!(await page.locator('#run-output').textContent()).includes(thinking), 'not in the answer');
+      await page.waitForFunction(() => document.querySelector('#conversation > li.agent')?.dataset.status === 'completed');
+      assert.ok(!(await page.locator('#conversation').textContent()).includes('workspace_write takes a path'), 'not in the conversation');
+      const events = await page.evaluate(() => window.seenEvents.filter((e) => e.type === 'reasoning').map((e) => e.text).join(''));
+      assert.equal(events, thinking, 'streamed as its own event kind');
+      if (format !== 'anthropic') {
+        assert.equal(view.run.usage.reasoning_tokens, 25, JSON.stringify(view.run.usage));
+      }
+
+      // The continuation: Anthropic's signed thinking block back unchanged; no other format sends the text again.
+      const second = JSON.stringify(server.requests[1].body);
+      if (format === 'anthropic') {
+        const assistant = server.requests[1].body.messages.at(-2);
+        assert.equal(assistant.role, 'assistant');
+        assert.deepEqual(assistant.content[0], { type: 'thinking', thinking, signature });
+        assert.equal(second.split('workspace_write takes a path').length, 2, 'only inside the signed block');
+      } else {
+        assert.ok(!second.includes('workspace_write takes a path'), `${format}: reasoning is not sent back as text`);
+      }
+      assert.deepEqual(page.errors, []);
+    } finally {
+      await context.close();
+      await server.close();
+    }
+  });
+}

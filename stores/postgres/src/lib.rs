@@ -21,9 +21,13 @@
 //!   default and need exactly this retry.
 //! * **Leases are rows with a time-to-live and an epoch**, renewed by a
 //!   heartbeat (the kernel's `LeaseManager::renew_all`), not session-scoped
-//!   advisory locks. See [`storage`] for why. Each lease step (take, renew,
-//!   release) is one serializable transaction around a kernel rule
-//!   (`agent_kernel::host::lease_rules`); a holder that dies stops renewing
+//!   advisory locks. See [`storage`] for why. This crate implements only
+//!   the lease read and the one atomic lease step, `Storage::lease_cas`:
+//!   read the row, compare it with the expected record, upsert, in one
+//!   serializable transaction (the read puts the step in conflict with every
+//!   fenced batch in flight that read the old epoch). Taking, renewing
+//!   and releasing are the kernel's provided methods, which apply its lease
+//!   rules (`agent_kernel::host::lease_rules`) over that step; a holder that dies stops renewing
 //!   and its lease ends at its expiry, or at once when the host can tell the
 //!   holder is dead ([`DeadOwnerCheck`], as the SQLite backend does with
 //!   `/proc`). A holder that comes back late is refused by the epoch fence.

@@ -1,7 +1,7 @@
 //! [`PostgresStorage`]: `agent_kernel::host::Storage` over a PostgreSQL
 //! database: the key-value tables, content-addressed blobs, lease rows, and
-//! every batch and lease step in one serializable transaction, taken again
-//! on a serialization conflict.
+//! every batch and lease compare-and-set in one serializable transaction,
+//! taken again on a serialization conflict.
 //!
 //! # Leases: a time-to-live with a heartbeat, not an advisory lock
 //!
@@ -50,10 +50,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_kernel::host::lease_rules;
-use agent_kernel::host::{
-    Batch, BlobRef, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
-};
+use agent_kernel::host::lease_cas;
+use agent_kernel::host::{Batch, BlobRef, LeaseCas, LeaseRecord, Op, Storage, StorageError, Table};
 use agent_kernel::{OwnerId, SessionId};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::Host;
@@ -172,23 +170,18 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_micros(ceiling * 500 + jitter * ceiling / 2)
 }
 
-fn lease_record(
+/// The record of an `agentrt_leases` row (owner, epoch, expiry).
+fn lease_from_row(
     session: &SessionId,
-    owner: String,
-    epoch: i64,
-    expires: i64,
-) -> Result<LeaseRecord, StorageError> {
-    let owner = OwnerId::new(owner).map_err(|e| {
-        StorageError::Backend(format!(
-            "the lease row of session {session} names an invalid owner ({e}); delete that row from agentrt_leases"
-        ))
-    })?;
-    Ok(LeaseRecord {
-        session: session.clone(),
-        owner,
-        epoch: to_u64(epoch),
-        expires_at_ms: to_u64(expires),
-    })
+    row: &tokio_postgres::Row,
+) -> Result<Result<LeaseRecord, StorageError>, tokio_postgres::Error> {
+    Ok(LeaseRecord::from_sql_row(
+        session,
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        "agentrt_leases",
+    ))
 }
 
 const SELECT_LEASE: &str =
@@ -357,42 +350,36 @@ impl PostgresStorage {
         }
     }
 
-    /// The one atomic lease step of this backend: read the session's row,
-    /// apply a kernel lease rule, write the record it returns, in one
-    /// serializable transaction. A refusal writes nothing.
-    async fn update_lease(
+    /// The one atomic lease step of this backend: a conditional insert or
+    /// update of the session's row in one serializable transaction.
+    async fn swap_lease(
         &self,
-        session: &SessionId,
-        rule: &LeaseRule<'_>,
-    ) -> Result<LeaseRecord, LeaseError> {
-        match self.serializable(Work::Lease { session, rule }).await? {
-            Done::Lease(outcome) => outcome,
-            Done::Committed => Err(LeaseError::Storage(StorageError::Backend(
-                "a lease step ended without a lease record (a bug in agent-store-postgres)"
-                    .to_owned(),
-            ))),
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        match self.serializable(Work::Lease { expected, new }).await? {
+            Done::Lease(outcome) => Ok(outcome),
+            Done::Committed => Err(StorageError::Backend(
+                "a lease step ended without an answer (a bug in agent-store-postgres)".to_owned(),
+            )),
         }
     }
 }
-
-/// A kernel lease rule applied to the session's current record.
-type LeaseRule<'a> =
-    dyn Fn(Option<&LeaseRecord>, &SessionId) -> Result<LeaseRecord, LeaseError> + Send + Sync + 'a;
 
 /// What one serializable transaction does; taken again whole on a conflict.
 enum Work<'a> {
     Batch(&'a Batch),
     Lease {
-        session: &'a SessionId,
-        rule: &'a LeaseRule<'a>,
+        expected: Option<&'a LeaseRecord>,
+        new: &'a LeaseRecord,
     },
 }
 
 /// What a transaction of [`Work`] produced.
 enum Done {
     Committed,
-    /// The rule's outcome: a refusal (`Held`, `Lost`) wrote nothing.
-    Lease(Result<LeaseRecord, LeaseError>),
+    /// The compare-and-set's answer: a refusal wrote nothing.
+    Lease(LeaseCas),
 }
 
 impl Work<'_> {
@@ -412,50 +399,48 @@ impl Work<'_> {
             Work::Batch(batch) => check_and_apply(tx, batch, target)
                 .await
                 .map(|()| Done::Committed),
-            Work::Lease { session, rule } => {
-                lease_step(tx, session, rule, target).await.map(Done::Lease)
-            }
+            Work::Lease { expected, new } => lease_step(tx, *expected, new, target)
+                .await
+                .map(Done::Lease),
         }
     }
 }
 
+/// Store `new` if the session's row is exactly `expected` (absent for
+/// `None`), in the caller's serializable transaction: read the row, compare,
+/// then write it. The read matters: it puts this transaction in conflict
+/// with every concurrent batch that read the row as its fence, so that a
+/// batch still in flight with the old epoch either commits before the new
+/// record or is taken again (and then refused as stale).
 async fn lease_step(
     tx: &deadpool_postgres::Transaction<'_>,
-    session: &SessionId,
-    rule: &LeaseRule<'_>,
+    expected: Option<&LeaseRecord>,
+    new: &LeaseRecord,
     target: &str,
-) -> Result<Result<LeaseRecord, LeaseError>, Failure> {
+) -> Result<LeaseCas, Failure> {
     let db = |e: tokio_postgres::Error| classify(target, &e, false);
+    let session = new.session.as_str();
     let select = tx.prepare_cached(SELECT_LEASE).await.map_err(db)?;
-    let current = match tx
-        .query_opt(&select, &[&session.as_str()])
-        .await
-        .map_err(db)?
-    {
+    let current = match tx.query_opt(&select, &[&session]).await.map_err(db)? {
         None => None,
-        Some(row) => {
-            let owner: String = row.try_get(0).map_err(db)?;
-            let epoch: i64 = row.try_get(1).map_err(db)?;
-            let expires: i64 = row.try_get(2).map_err(db)?;
-            Some(lease_record(session, owner, epoch, expires)?)
-        }
+        Some(row) => Some(lease_from_row(&new.session, &row).map_err(db)??),
     };
-    let outcome = rule(current.as_ref(), session);
-    if let Ok(record) = &outcome {
-        let upsert = tx.prepare_cached(UPSERT_LEASE).await.map_err(db)?;
-        tx.execute(
-            &upsert,
-            &[
-                &session.as_str(),
-                &record.owner.as_str(),
-                &to_i64(record.epoch),
-                &to_i64(record.expires_at_ms),
-            ],
-        )
-        .await
-        .map_err(db)?;
+    if !lease_cas::is_expected(expected, current.as_ref()) {
+        return Ok(LeaseCas::Refused { current });
     }
-    Ok(outcome)
+    let upsert = tx.prepare_cached(UPSERT_LEASE).await.map_err(db)?;
+    tx.execute(
+        &upsert,
+        &[
+            &session,
+            &new.owner.as_str(),
+            &to_i64(new.epoch),
+            &to_i64(new.expires_at_ms),
+        ],
+    )
+    .await
+    .map_err(db)?;
+    Ok(LeaseCas::Swapped)
 }
 
 /// What one pipelined statement answered.
@@ -692,13 +677,7 @@ impl Storage for PostgresStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         let client = self.client().await?;
         let db = |e: tokio_postgres::Error| single(&self.target, &e);
         let st = client.prepare_cached(INSERT_BLOB).await.map_err(db)?;
@@ -764,54 +743,16 @@ impl Storage for PostgresStorage {
             .map_err(db)
     }
 
-    async fn try_acquire_lease(
+    async fn lease_cas(
         &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let dead_owner = self.dead_owner.clone();
-        let rule = move |current: Option<&LeaseRecord>, session: &SessionId| {
-            match lease_rules::acquire(current, session, owner, now_ms, ttl_ms) {
-                // The host knows the holder is gone: a new tenure at once.
-                Err(LeaseError::Held { owner: holder, .. })
-                    if dead_owner.as_ref().is_some_and(|dead| dead(&holder)) =>
-                {
-                    Ok(lease_rules::take_over(
-                        current, session, owner, now_ms, ttl_ms,
-                    ))
-                }
-                outcome => outcome,
-            }
-        };
-        self.update_lease(session, &rule).await
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        self.swap_lease(expected, new).await
     }
 
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let rule = |current: Option<&LeaseRecord>, session: &SessionId| {
-            lease_rules::renew(current, session, owner, epoch, now_ms, ttl_ms)
-        };
-        self.update_lease(session, &rule).await
-    }
-
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        let rule = |current: Option<&LeaseRecord>, session: &SessionId| {
-            lease_rules::release(current, session, owner, epoch)
-        };
-        self.update_lease(session, &rule).await.map(|_| ())
+    fn lease_holder_gone(&self, holder: &OwnerId) -> bool {
+        self.dead_owner.as_ref().is_some_and(|dead| dead(holder))
     }
 
     async fn current_lease(
@@ -827,12 +768,7 @@ impl Storage for PostgresStorage {
             .map_err(db)?;
         match row {
             None => Ok(None),
-            Some(row) => {
-                let owner: String = row.try_get(0).map_err(db)?;
-                let epoch: i64 = row.try_get(1).map_err(db)?;
-                let expires: i64 = row.try_get(2).map_err(db)?;
-                lease_record(session, owner, epoch, expires).map(Some)
-            }
+            Some(row) => lease_from_row(session, &row).map_err(db)?.map(Some),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Session leases shared by every backend: reentrancy for one owner, guards,
-//! renewal. Backends supply only the atomic "take the lease" step
-//! (`Storage::try_acquire_lease`); every write then carries the guard's fence.
+//! renewal. Backends supply only the lease read and the atomic
+//! compare-and-set (`Storage::lease_cas`, see [`crate::host::lease_cas`]);
+//! every write then carries the guard's fence.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

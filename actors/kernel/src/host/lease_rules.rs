@@ -4,9 +4,11 @@
 //! renewal and release check owner, epoch and expiry, and the take-over of a
 //! live lease by the holder of a host's session lock.
 //!
-//! Every backend (memory, SQLite, IndexedDB) implements only the atomic step
-//! around them: read the session's record, apply a rule, write the result,
-//! all in one transaction (or under one lock).
+//! Backends do not call them: every backend implements one atomic
+//! compare-and-set of a lease record (`Storage::lease_cas`), and the
+//! kernel's provided lease methods (`crate::host::lease_cas`) read the
+//! record, apply a rule here, and compare-and-set the result. The model
+//! checker (`model-check`) steps through the same rules.
 
 use crate::host::storage::{LeaseError, LeaseRecord};
 use crate::ids::{OwnerId, SessionId};
@@ -44,6 +46,25 @@ pub fn acquire(
             epoch: 1,
             expires_at_ms,
         }),
+    }
+}
+
+/// [`acquire`], except that a live holder `gone` says has gone (its process
+/// exited) is taken over at once ([`take_over`]): the host's knowledge of its own
+/// processes shortens the wait, never the fence.
+pub fn acquire_unless_gone(
+    current: Option<&LeaseRecord>,
+    session: &SessionId,
+    owner: &OwnerId,
+    now_ms: u64,
+    ttl_ms: u64,
+    gone: impl Fn(&OwnerId) -> bool,
+) -> Result<LeaseRecord, LeaseError> {
+    match acquire(current, session, owner, now_ms, ttl_ms) {
+        Err(LeaseError::Held { owner: holder, .. }) if gone(&holder) => {
+            Ok(take_over(current, session, owner, now_ms, ttl_ms))
+        }
+        outcome => outcome,
     }
 }
 
@@ -169,6 +190,22 @@ mod tests {
             renew(Some(&again), &sid(), &owner("a"), 1, 170, 50).is_err(),
             "at expiry"
         );
+    }
+
+    #[test]
+    fn s3_a_gone_holder_is_taken_over_a_live_one_is_held() {
+        let a = acquire(None, &sid(), &owner("a"), 100, 50).expect("free");
+        let held = acquire_unless_gone(Some(&a), &sid(), &owner("b"), 110, 50, |_| false)
+            .expect_err("a lives");
+        assert!(matches!(held, LeaseError::Held { .. }), "{held:?}");
+        let b = acquire_unless_gone(Some(&a), &sid(), &owner("b"), 110, 50, |o| {
+            o.as_str() == "a"
+        })
+        .expect("a is gone");
+        assert_eq!((b.epoch, b.owner.as_str(), b.expires_at_ms), (2, "b", 160));
+        let own = acquire_unless_gone(Some(&a), &sid(), &owner("a"), 110, 50, |_| true)
+            .expect("own lease");
+        assert_eq!(own.epoch, 1, "one's own lease is never taken over");
     }
 
     #[test]

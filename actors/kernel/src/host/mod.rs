@@ -1,12 +1,14 @@
 //! Host traits: everything the runtime needs from its environment (storage,
 //! blobs, leases, clock, executor, lifecycle, entropy, secrets). Native and browser
 //! hosts implement them; `crate::memory` implements them in memory. The lease
-//! rules every storage backend applies live in [`lease_rules`].
+//! rules live in [`lease_rules`]; the one atomic lease step every storage backend
+//! implements, and the lease operations built on it, in [`lease_cas`].
 
 pub mod clock;
 pub mod entropy;
 pub mod executor;
 pub mod lease;
+pub mod lease_cas;
 pub mod lease_rules;
 pub mod lifecycle;
 pub mod secrets;
@@ -18,6 +20,7 @@ pub use clock::{Clock, Elapsed, ManualClock, timeout};
 pub use entropy::{Entropy, SeededEntropy, random_id, random_key};
 pub use executor::Executor;
 pub use lease::{LeaseGuard, LeaseManager};
+pub use lease_cas::{LeaseCas, LeaseSwap};
 pub use lifecycle::{Lifecycle, LifecycleEvent};
 pub use secrets::{SecretError, SecretHandle, SecretResolver, SecretValue};
 pub use storage::{

@@ -10,6 +10,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::host::lease_cas::{self, LeaseCas, LeaseSwap};
+use crate::host::lease_rules;
 use crate::ids::{OwnerId, SessionId};
 use crate::maybe_send::{MaybeSend, MaybeSync};
 
@@ -85,6 +87,20 @@ impl BlobRef {
             hash: agent_capabilities::sha256_hex(bytes),
             size: bytes.len() as u64,
         }
+    }
+
+    /// The reference for `bytes` stored under the name `claimed`, the rule
+    /// of `Storage::put_blob`: refused (`BlobHashMismatch`) unless the bytes
+    /// hash to it.
+    pub fn claimed(claimed: &str, bytes: &[u8]) -> Result<BlobRef, StorageError> {
+        let blob = BlobRef::of(bytes);
+        if blob.hash != claimed {
+            return Err(StorageError::BlobHashMismatch {
+                claimed: claimed.to_owned(),
+                actual: blob.hash,
+            });
+        }
+        Ok(blob)
     }
 }
 
@@ -317,6 +333,29 @@ impl LeaseRecord {
     pub fn is_live(&self, now_ms: u64) -> bool {
         now_ms < self.expires_at_ms
     }
+
+    /// The record of a lease row as the SQL backends store it (signed
+    /// 64-bit columns; a negative value reads as 0). An owner column that is
+    /// not an owner id is `Backend`, naming the row and `table` to fix.
+    pub fn from_sql_row(
+        session: &SessionId,
+        owner: String,
+        epoch: i64,
+        expires_at_ms: i64,
+        table: &str,
+    ) -> Result<LeaseRecord, StorageError> {
+        let owner = OwnerId::new(owner).map_err(|e| {
+            StorageError::Backend(format!(
+                "the lease row of session {session} names an invalid owner ({e}); delete that row from {table}"
+            ))
+        })?;
+        Ok(LeaseRecord {
+            session: session.clone(),
+            owner,
+            epoch: u64::try_from(epoch).unwrap_or(0),
+            expires_at_ms: u64::try_from(expires_at_ms).unwrap_or(0),
+        })
+    }
 }
 
 /// A storage operation failed. Every variant says what to do next.
@@ -369,6 +408,14 @@ pub enum LeaseError {
 
 /// The primitives a storage backend implements. Run the conformance suite
 /// (`agent_kernel::conformance`, feature `conformance`) against every backend.
+///
+/// Leases: a backend implements two steps, [`Storage::current_lease`] (a
+/// read) and [`Storage::lease_cas`] (one atomic compare-and-set); acquiring,
+/// renewing and releasing are provided over them and the kernel's
+/// [`lease_rules`], and a backend never implements or forwards them. A
+/// wrapper around another storage forwards those two steps (and
+/// [`Storage::lease_holder_gone`], [`Storage::current_leases`] and
+/// [`Storage::lease_cas_all`] when the wrapped backend overrides them).
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
 #[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 pub trait Storage: MaybeSend + MaybeSync {
@@ -392,17 +439,81 @@ pub trait Storage: MaybeSend + MaybeSync {
     /// Every stored blob hash, ordered.
     async fn list_blobs(&self) -> Result<Vec<String>, StorageError>;
 
-    /// One atomic step: grant the lease to `owner` if it is free, expired, or
-    /// already `owner`'s (then the epoch stays and the expiry extends);
-    /// otherwise `LeaseError::Held`. A new holder gets epoch + 1.
+    /// The current lease record, live or expired. With
+    /// [`Storage::lease_cas`], the lease step a backend implements.
+    async fn current_lease(&self, session: &SessionId)
+    -> Result<Option<LeaseRecord>, StorageError>;
+
+    /// The one atomic lease step (see [`lease_cas`](crate::host::lease_cas)):
+    /// if the record stored for `new.session` is exactly `expected` (`None`:
+    /// no record), store `new` and answer `Swapped`; otherwise change nothing
+    /// and answer `Refused` with what is stored. Whole records are compared
+    /// ([`lease_cas::is_expected`](crate::host::lease_cas::is_expected)). The
+    /// lease operations below are built on it and on
+    /// [`Storage::current_lease`]; a backend does not implement them.
+    async fn lease_cas(
+        &self,
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError>;
+
+    /// [`Storage::current_lease`] of each session, in order. A backend whose
+    /// every call has a fixed cost (a thread hop, a round trip) overrides it
+    /// to read them all at once; the heartbeat reads every held lease.
+    async fn current_leases(
+        &self,
+        sessions: &[SessionId],
+    ) -> Result<Vec<Option<LeaseRecord>>, StorageError> {
+        let mut currents = Vec::with_capacity(sessions.len());
+        for session in sessions {
+            currents.push(self.current_lease(session).await?);
+        }
+        Ok(currents)
+    }
+
+    /// [`Storage::lease_cas`] of each swap, in order (a later swap of the
+    /// same session sees the earlier one), one answer per swap. A backend
+    /// whose writes are durable commits overrides it to make the lot one
+    /// commit: a host's heartbeat renews every session it holds at once.
+    async fn lease_cas_all(&self, swaps: &[LeaseSwap]) -> Result<Vec<LeaseCas>, StorageError> {
+        let mut answers = Vec::with_capacity(swaps.len());
+        for swap in swaps {
+            answers.push(self.lease_cas(swap.expected.as_ref(), &swap.new).await?);
+        }
+        Ok(answers)
+    }
+
+    /// True when this backend's host knows that `holder` is gone (its process
+    /// exited), so that its live-looking lease may be taken over at once
+    /// ([`lease_rules::acquire_unless_gone`]). By default no holder is known
+    /// gone: leases end at their expiry.
+    fn lease_holder_gone(&self, holder: &OwnerId) -> bool {
+        let _ = holder;
+        false
+    }
+
+    /// Grant the lease to `owner` if it is free, expired, released, or
+    /// already `owner`'s (then the epoch stays and the expiry extends), or
+    /// held by a holder known gone; otherwise `LeaseError::Held`. A new
+    /// holder gets epoch + 1. Provided: the rule of
+    /// [`lease_rules::acquire_unless_gone`] through [`Storage::lease_cas`].
     async fn try_acquire_lease(
         &self,
         session: &SessionId,
         owner: &OwnerId,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError>;
+    ) -> Result<LeaseRecord, LeaseError> {
+        lease_cas::update(self, session, |current| {
+            lease_rules::acquire_unless_gone(current, session, owner, now_ms, ttl_ms, |holder| {
+                self.lease_holder_gone(holder)
+            })
+        })
+        .await
+    }
+
     /// Extend a lease still held with `epoch`; `LeaseError::Lost` otherwise.
+    /// Provided: [`lease_rules::renew`] through [`Storage::lease_cas`].
     async fn renew_lease(
         &self,
         session: &SessionId,
@@ -410,12 +521,17 @@ pub trait Storage: MaybeSend + MaybeSync {
         epoch: u64,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError>;
+    ) -> Result<LeaseRecord, LeaseError> {
+        lease_cas::update(self, session, |current| {
+            lease_rules::renew(current, session, owner, epoch, now_ms, ttl_ms)
+        })
+        .await
+    }
+
     /// Extend every lease in `held` (a session and the epoch `owner` holds
     /// it with) as [`Storage::renew_lease`] would, one answer per lease in
-    /// order. A host's heartbeat renews all its sessions at once: a backend
-    /// whose writes are durable commits overrides this to make it one
-    /// commit instead of one per session.
+    /// order. Provided: two batched steps ([`Storage::current_leases`],
+    /// [`Storage::lease_cas_all`]), see [`lease_cas::renew_all`].
     async fn renew_leases(
         &self,
         owner: &OwnerId,
@@ -423,26 +539,24 @@ pub trait Storage: MaybeSend + MaybeSync {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Vec<Result<LeaseRecord, LeaseError>> {
-        let mut renewed = Vec::with_capacity(held.len());
-        for (session, epoch) in held {
-            renewed.push(
-                self.renew_lease(session, owner, *epoch, now_ms, ttl_ms)
-                    .await,
-            );
-        }
-        renewed
+        lease_cas::renew_all(self, owner, held, now_ms, ttl_ms).await
     }
+
     /// Give the lease up (expire it now) if still held with `epoch`; the epoch
-    /// is kept so the next holder gets a higher one.
+    /// is kept so the next holder gets a higher one. Provided:
+    /// [`lease_rules::release`] through [`Storage::lease_cas`].
     async fn release_lease(
         &self,
         session: &SessionId,
         owner: &OwnerId,
         epoch: u64,
-    ) -> Result<(), LeaseError>;
-    /// The current lease record, live or expired.
-    async fn current_lease(&self, session: &SessionId)
-    -> Result<Option<LeaseRecord>, StorageError>;
+    ) -> Result<(), LeaseError> {
+        lease_cas::update(self, session, |current| {
+            lease_rules::release(current, session, owner, epoch)
+        })
+        .await
+        .map(|_| ())
+    }
 }
 
 /// A typed record stored as JSON in one table under its own key.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use agent_capabilities::ApprovalMode;
 use agent_kernel::host::{
-    Batch, BlobRef, Clock, Executor, Host, LeaseError, LeaseRecord, Lifecycle, ManualClock,
+    Batch, BlobRef, Clock, Executor, Host, LeaseCas, LeaseRecord, Lifecycle, ManualClock,
     SeededEntropy, Storage, StorageError, StorageExt, Table,
 };
 use agent_kernel::ids::{OwnerId, RunId, SessionId};
@@ -207,45 +207,19 @@ impl Storage for TabStorage {
     async fn list_blobs(&self) -> Result<Vec<String>, StorageError> {
         self.inner.list_blobs().await
     }
-    async fn try_acquire_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.check_alive()?;
-        self.inner
-            .try_acquire_lease(session, owner, now_ms, ttl_ms)
-            .await
-    }
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.check_alive()?;
-        self.inner
-            .renew_lease(session, owner, epoch, now_ms, ttl_ms)
-            .await
-    }
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        self.check_alive()?;
-        self.inner.release_lease(session, owner, epoch).await
-    }
     async fn current_lease(
         &self,
         session: &SessionId,
     ) -> Result<Option<LeaseRecord>, StorageError> {
         self.inner.current_lease(session).await
+    }
+    async fn lease_cas(
+        &self,
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        self.check_alive()?;
+        self.inner.lease_cas(expected, new).await
     }
 }
 

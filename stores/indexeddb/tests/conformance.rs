@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use agent_host_browser::idb::IdbStorage;
 use agent_kernel::host::Storage;
+use agent_store_indexeddb::IdbStorage;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);

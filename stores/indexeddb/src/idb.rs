@@ -10,10 +10,11 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+use agent_kernel::SessionId;
+use agent_kernel::host::lease_cas;
 use agent_kernel::host::{
-    Batch, BlobRef, Condition, LeaseError, LeaseRecord, Op, Storage, StorageError, Table,
+    Batch, BlobRef, Condition, LeaseCas, LeaseRecord, Op, Storage, StorageError, Table,
 };
-use agent_kernel::{OwnerId, SessionId};
 use futures::channel::oneshot;
 use futures::future::join_all;
 use js_sys::{Array, JsString, Uint8Array};
@@ -26,7 +27,6 @@ use web_sys::{
 
 use crate::js::{self, describe};
 use crate::key_range;
-use agent_kernel::host::lease_rules;
 
 /// The schema version; bump it with a migration in `upgrade`.
 const VERSION: u32 = 1;
@@ -294,53 +294,6 @@ impl IdbStorage {
             )),
         }
     }
-
-    /// Take the session's lease even from a live other owner (epoch + 1);
-    /// only for a holder of the session's tab lock (see `lease_rules::take_over`).
-    pub async fn take_over_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.update_lease(session, |cur| {
-            Ok(lease_rules::take_over(cur, session, owner, now_ms, ttl_ms))
-        })
-        .await
-    }
-
-    /// Run a read-modify-write of one session's lease record in one transaction.
-    async fn update_lease(
-        &self,
-        session: &SessionId,
-        rule: impl FnOnce(Option<&LeaseRecord>) -> Result<LeaseRecord, LeaseError>,
-    ) -> Result<LeaseRecord, LeaseError> {
-        let tx = self.tx(&[LEASES], IdbTransactionMode::Readwrite)?;
-        let done = js::transaction(&tx);
-        let store = Self::store(&tx, LEASES)?;
-        let key = JsValue::from_str(session.as_str());
-        let req = store.get(&key).map_err(|e| backend("get lease", &e))?;
-        let current = js::request(&req)
-            .await
-            .map_err(|e| backend("get lease", &e))?;
-        let decided = decode_lease(session, &current)
-            .map_err(LeaseError::from)
-            .and_then(|cur| rule(cur.as_ref()));
-        let record = match decided {
-            Ok(record) => record,
-            Err(e) => {
-                let _ = tx.abort();
-                let _ = done.await;
-                return Err(e);
-            }
-        };
-        store
-            .put_with_key(&encode_lease(&record)?, &key)
-            .map_err(|e| backend("put lease", &e))?;
-        done.await.map_err(|e| backend("lease transaction", &e))?;
-        Ok(record)
-    }
 }
 
 /// Create the object stores of `VERSION` (called inside `upgradeneeded`).
@@ -491,13 +444,7 @@ impl Storage for IdbStorage {
     }
 
     async fn put_blob(&self, hash: &str, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-        let blob = BlobRef::of(&bytes);
-        if blob.hash != hash {
-            return Err(StorageError::BlobHashMismatch {
-                claimed: hash.to_owned(),
-                actual: blob.hash,
-            });
-        }
+        let blob = BlobRef::claimed(hash, &bytes)?;
         let tx = self.tx(&[BLOBS], IdbTransactionMode::Readwrite)?;
         let done = js::transaction(&tx);
         Self::store(&tx, BLOBS)?
@@ -552,44 +499,40 @@ impl Storage for IdbStorage {
             .collect())
     }
 
-    async fn try_acquire_lease(
+    /// One readwrite transaction: read the session's record, compare it,
+    /// write the new one only if it is the expected one.
+    async fn lease_cas(
         &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.update_lease(session, |cur| {
-            lease_rules::acquire(cur, session, owner, now_ms, ttl_ms)
-        })
-        .await
-    }
-
-    async fn renew_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<LeaseRecord, LeaseError> {
-        self.update_lease(session, |cur| {
-            lease_rules::renew(cur, session, owner, epoch, now_ms, ttl_ms)
-        })
-        .await
-    }
-
-    async fn release_lease(
-        &self,
-        session: &SessionId,
-        owner: &OwnerId,
-        epoch: u64,
-    ) -> Result<(), LeaseError> {
-        self.update_lease(session, |cur| {
-            lease_rules::release(cur, session, owner, epoch)
-        })
-        .await
-        .map(|_| ())
+        expected: Option<&LeaseRecord>,
+        new: &LeaseRecord,
+    ) -> Result<LeaseCas, StorageError> {
+        let tx = self.tx(&[LEASES], IdbTransactionMode::Readwrite)?;
+        let done = js::transaction(&tx);
+        let store = Self::store(&tx, LEASES)?;
+        let key = JsValue::from_str(new.session.as_str());
+        let req = store.get(&key).map_err(|e| backend("get lease", &e))?;
+        let stored = js::request(&req)
+            .await
+            .map_err(|e| backend("get lease", &e))
+            .and_then(|value| decode_lease(&new.session, &value));
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(e) => {
+                let _ = tx.abort();
+                let _ = done.await;
+                return Err(e);
+            }
+        };
+        if !lease_cas::is_expected(expected, stored.as_ref()) {
+            // Nothing was written: the transaction commits empty.
+            done.await.map_err(|e| backend("lease transaction", &e))?;
+            return Ok(LeaseCas::Refused { current: stored });
+        }
+        store
+            .put_with_key(&encode_lease(new)?, &key)
+            .map_err(|e| backend("put lease", &e))?;
+        done.await.map_err(|e| backend("lease transaction", &e))?;
+        Ok(LeaseCas::Swapped)
     }
 
     async fn current_lease(

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use agent_host_native::sqlite::SqliteStorage;
 use agent_kernel::host::Storage;
+use agent_store_sqlite::SqliteStorage;
 
 agent_kernel::storage_conformance_tests! {
     attr: #[tokio::test(flavor = "multi_thread", worker_threads = 2)],

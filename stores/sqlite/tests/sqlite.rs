@@ -1,13 +1,14 @@
 //! SQLite-specific behaviour beyond the conformance suite: durability across
 //! reopen, several handles on one file, corrupted files and rows (typed
 //! errors, never a panic, data left untouched), schema versions, and the
-//! takeover of a lease whose owner process is dead (S1.1, S3.1, S3.3).
+//! takeover of a lease whose holder the host judges gone (S1.1, S3.1, S3.3).
 
-use agent_host_native::process::{Liveness, ProcessIdentity};
-use agent_host_native::sqlite::{OpenError, SqliteStorage};
+use std::sync::Arc;
+
 use agent_kernel::host::{Batch, LeaseError, Storage, StorageError, StorageExt, Table};
 use agent_kernel::run::AgentRun;
 use agent_kernel::{OwnerId, SessionId};
+use agent_store_sqlite::{Liveness, OpenError, SqliteStorage};
 use rusqlite::types::Value;
 
 fn sid(s: &str) -> SessionId {
@@ -276,52 +277,58 @@ async fn wal_and_full_sync_are_on() {
     assert_eq!(version, 1);
 }
 
-/// S3.3: a lease whose owner process is gone is taken at once, without
-/// waiting for its time-to-live; a live owner keeps it.
+/// S3.3: a holder the host's liveness check judges dead loses its live
+/// lease at once (epoch + 1); an alive or unknown one keeps it until expiry,
+/// and with [`SqliteStorage::open`] no holder is ever judged gone.
 #[tokio::test]
-async fn s3_3_dead_process_lease_is_taken_over_at_once() {
+async fn s3_3_a_holder_judged_dead_is_taken_over_at_once() {
     let dir = tempfile::tempdir().expect("dir");
-    let s = SqliteStorage::open(dir.path().join("db.sqlite3"))
-        .await
-        .expect("open");
-    let me = ProcessIdentity::current().expect("/proc");
-    let mut child = std::process::Command::new("true").spawn().expect("spawn");
-    let pid = child.id();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let start: u64 = stat[stat.rfind(')').expect(")") + 1..]
-        .split_whitespace()
-        .nth(19)
-        .expect("field")
-        .parse()
-        .expect("number");
-    child.wait().expect("wait");
-    // Owner ids name the PID namespace (issue 12 item 5): ours, so judged.
-    let ns = me.pid_ns.expect("a readable PID namespace");
-    let dead = owner(&format!("proc:{}:pidns-{ns}:{pid}:{start}:aa", me.boot));
-    assert_eq!(
-        agent_host_native::process::owner_liveness(&dead),
-        Liveness::Dead
-    );
+    let path = dir.path().join("db.sqlite3");
+    let judged = SqliteStorage::open_with_liveness(
+        &path,
+        Arc::new(|o: &OwnerId| match o.as_str() {
+            "tab-dead" => Liveness::Dead,
+            "tab-alive" => Liveness::Alive,
+            _ => Liveness::Unknown,
+        }),
+    )
+    .await
+    .expect("open");
     let ttl = 3_600_000;
-    let held = s
-        .try_acquire_lease(&sid("s"), &dead, 0, ttl)
+    for (session, holder) in [("alive", "tab-alive"), ("unknown", "tab-unknown")] {
+        judged
+            .try_acquire_lease(&sid(session), &owner(holder), 0, ttl)
+            .await
+            .expect("first");
+        let err = judged
+            .try_acquire_lease(&sid(session), &owner("tab-new"), 1, ttl)
+            .await
+            .expect_err("kept until expiry");
+        assert!(matches!(err, LeaseError::Held { .. }), "{err:?}");
+    }
+    let held = judged
+        .try_acquire_lease(&sid("dead"), &owner("tab-dead"), 0, ttl)
         .await
-        .expect("dead takes first");
-    let alive = owner(&format!(
-        "proc:{}:pidns-{ns}:{}:{}:bb",
-        me.boot, me.pid, me.start
-    ));
-    let mine = s
-        .try_acquire_lease(&sid("s"), &alive, 1, ttl)
+        .expect("first");
+    let plain = SqliteStorage::open(&path).await.expect("open plain");
+    let err = plain
+        .try_acquire_lease(&sid("dead"), &owner("tab-new"), 1, ttl)
+        .await
+        .expect_err("a plain store judges nobody gone");
+    assert!(matches!(err, LeaseError::Held { .. }), "{err:?}");
+    let taken = judged
+        .try_acquire_lease(&sid("dead"), &owner("tab-new"), 1, ttl)
         .await
         .expect("taken over at once");
-    assert_eq!(mine.epoch, held.epoch + 1);
-    assert_eq!(mine.owner, alive);
-    // A live process's lease is not taken.
-    let other = owner("tab-x");
-    let err = s
-        .try_acquire_lease(&sid("s"), &other, 2, ttl)
-        .await
-        .expect_err("live");
-    assert!(matches!(err, LeaseError::Held { .. }));
+    assert_eq!(
+        (taken.epoch, taken.owner.as_str()),
+        (held.epoch + 1, "tab-new")
+    );
+    let stale = Batch::new()
+        .fenced(held.fence())
+        .put(Table::Runs, "r", b"x".to_vec());
+    assert!(matches!(
+        judged.commit(stale).await,
+        Err(StorageError::StaleEpoch { .. })
+    ));
 }
