@@ -82,6 +82,7 @@ use std::process::ExitCode;
 mod bench;
 mod demo;
 mod layering;
+mod mcp_conformance;
 mod pack;
 mod prerequisites;
 mod release_check;
@@ -178,6 +179,11 @@ Project automation. Usage:
       time) and prints the state count and each violation as a trace.
       --sabotage swaps in a faulty rule; it passes only if it is caught.
 
+  cargo xtask mcp-conformance [--no-install] [--dry-run]
+      Installs the pinned official MCP conformance suite and a Node >= 22,
+      runs each client scenario against agent-mcp's client and prints
+      pass/fail per scenario (part of the native group of `test`).
+
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
       or agent-capabilities / agent-kernel on tokio, rusqlite or web-sys.
@@ -214,6 +220,8 @@ fn main() -> ExitCode {
         Cmd::Bench { quick } => bench::bench(&mut runner, *quick),
         Cmd::Install => ensure_prerequisites(&mut runner, &Prereq::ALL),
         Cmd::CheckModel { args } => runner.run_step(&check_model_step(args)),
+        Cmd::McpConformance => ensure_prerequisites(&mut runner, &[Prereq::McpConformance])
+            .and_then(|()| mcp_conformance::run(&mut runner)),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
             status: format!("the layering is broken (DESIGN.md):\n{violations}"),
@@ -243,6 +251,7 @@ enum Cmd {
     Bench { quick: bool },
     Install,
     Layering,
+    McpConformance,
     CheckModel { args: Vec<String> },
 }
 
@@ -310,6 +319,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "bench" => Cmd::Bench { quick },
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
+        "mcp-conformance" => Cmd::McpConformance,
         "check-model" => Cmd::CheckModel { args: forwarded },
         other => return Err(format!("unknown subcommand `{other}`")),
     };

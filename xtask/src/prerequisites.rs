@@ -46,10 +46,13 @@ pub(crate) enum Prereq {
     /// Debian's PostgreSQL server binaries (`initdb`, `pg_ctl`), which
     /// agent-store-postgres's tests run as throwaway clusters on loopback.
     Postgres,
+    /// Node >= 22 and the pinned MCP conformance suite
+    /// ([`crate::mcp_conformance`]).
+    McpConformance,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 10] = [
+    pub(crate) const ALL: [Prereq; 11] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::Clang,
@@ -60,6 +63,7 @@ impl Prereq {
         Prereq::McpReferenceNodeModules,
         Prereq::RelaySdkNodeModules,
         Prereq::Postgres,
+        Prereq::McpConformance,
     ];
 }
 
@@ -93,6 +97,7 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
                 ensure_node_modules(runner, RELAY_SDK_DIR, "relay SDK test")?
             }
             Prereq::Postgres => ensure_postgres(runner)?,
+            Prereq::McpConformance => crate::mcp_conformance::ensure(runner)?,
         }
     }
     Ok(())
