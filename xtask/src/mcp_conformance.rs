@@ -36,10 +36,6 @@ pub(crate) const EXCEPTIONS: &[(&str, &str)] = &[
         "elicitation is not implemented: a server's elicitation/create is answered -32601 (issue 35 part 4)",
     ),
     (
-        "sse-retry",
-        "resumable streams are not implemented: a tools/call SSE stream closed after a priming event is not resumed with GET and Last-Event-ID (issue 35 part 3)",
-    ),
-    (
         "auth/metadata-default",
         "authorization is not implemented: a 401 ends the connection (issue 35 part 5)",
     ),
