@@ -33,6 +33,12 @@ struct Script {
     resumed_from: Vec<String>,
     /// The id of the pending `tools/call`.
     pending: Option<Value>,
+    /// Offer a notification stream (GET without `Last-Event-ID`) that
+    /// closes after its priming event `n-0`; reopened from `n-0` it sends
+    /// `tools/list_changed`.
+    notify: bool,
+    /// The `Last-Event-ID` of every reopening of the notification stream.
+    reopened_from: Vec<String>,
 }
 
 type Shared = Arc<Mutex<Script>>;
@@ -62,14 +68,27 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     if method == Method::GET {
-        let Some(last) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) else {
+        let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+        let mut s = state.lock().unwrap();
+        if s.notify {
+            let Some(last) = last else {
+                return sse("id: n-0\nretry: 10\ndata: \n\n".to_owned());
+            };
+            s.reopened_from.push(last.to_owned());
+            if last == "n-0" {
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                return sse(format!("id: n-1\ndata: {note}\n\n"));
+            }
+            let n = s.reopened_from.len();
+            return sse(format!("id: n-{n}\nretry: 10\ndata: \n\n"));
+        }
+        let Some(last) = last else {
             // No notification stream on this server.
             return Response::builder()
                 .status(StatusCode::METHOD_NOT_ALLOWED)
                 .body(Body::empty())
                 .unwrap();
         };
-        let mut s = state.lock().unwrap();
         s.resumed_from.push(last.to_owned());
         let n = s.resumed_from.len();
         if s.answer_on == Some(n) {
@@ -103,10 +122,15 @@ async fn handle(
 }
 
 async fn start(answer_on: Option<usize>) -> (Shared, String) {
-    let state: Shared = Arc::new(Mutex::new(Script {
+    start_with(Script {
         answer_on,
         ..Script::default()
-    }));
+    })
+    .await
+}
+
+async fn start_with(script: Script) -> (Shared, String) {
+    let state: Shared = Arc::new(Mutex::new(script));
     let app = axum::Router::new()
         .route("/mcp", axum::routing::any(handle))
         .with_state(state.clone());
@@ -174,4 +198,24 @@ async fn a_stream_that_cannot_be_resumed_within_the_bound_is_an_unknown_effect()
     };
     assert!(e.effect_may_have_happened, "{e:?}");
     assert!(!e.retryable, "{e:?}");
+}
+
+#[tokio::test]
+async fn the_notification_stream_is_reopened_from_its_last_event() {
+    let (state, url) = start_with(Script {
+        notify: true,
+        ..Script::default()
+    })
+    .await;
+    let client = McpClient::connect(&McpServerConfig::http("cutter", &url), &env())
+        .await
+        .unwrap();
+    let events = client.events();
+    // Sent only on the stream reopened with Last-Event-ID n-0.
+    let event = tokio::time::timeout(std::time::Duration::from_secs(20), events.recv())
+        .await
+        .expect("tools/list_changed on the reopened stream")
+        .unwrap();
+    assert_eq!(event, agent_mcp::ServerEvent::ToolsListChanged);
+    assert_eq!(state.lock().unwrap().reopened_from[0], "n-0");
 }

@@ -10,7 +10,9 @@
 //! `Last-Event-ID`, after the stream's `retry` (capped at
 //! [`MAX_RETRY_MS`]), at most [`MAX_RESUME_ATTEMPTS`] times within
 //! [`MAX_RESUME_TIME`]; past that the request fails as sent (its effect
-//! unknown). A request the client
+//! unknown). The notification stream is reopened the same way when it
+//! ends after an event id (at most [`MAX_RESUME_ATTEMPTS`] times in a row
+//! without a message, or once a reopening fails). A request the client
 //! abandons (timed out, cancelled) has its event stream dropped at once,
 //! which closes its connection. Configured headers are
 //! attached per request, secrets resolved only then and only for the origin
@@ -405,6 +407,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct StreamEnd {
     /// The answer to the stream's request came.
     answered: bool,
+    /// At least one message came.
+    delivered: bool,
     /// The last event ID and reconnection time the stream set.
     last_event_id: Option<String>,
     retry_ms: Option<u64>,
@@ -416,6 +420,7 @@ impl StreamEnd {
     fn after(self, previous: &StreamEnd) -> StreamEnd {
         StreamEnd {
             answered: self.answered,
+            delivered: self.delivered,
             last_event_id: self
                 .last_event_id
                 .or_else(|| previous.last_event_id.clone()),
@@ -457,6 +462,7 @@ async fn read_sse(
                 {
                     end.answered = true;
                 }
+                end.delivered = true;
                 sink.deliver(Inbound::Message(message)).await;
             }
         }
@@ -571,29 +577,85 @@ impl Transport for HttpTransport {
         let sink = self.sink.clone();
         let closed = self.closed.token();
         let client = self.client.clone();
+        let clock = self.clock.clone();
         self.executor.spawn(boxed(async move {
+            // Kept to reopen the stream (a GET has no body: it clones).
+            let template = request.try_clone();
             let sent = futures::select! {
                 sent = agent_http::send(&client, request).fuse() => sent,
                 () = closed.cancelled().fuse() => return,
             };
-            match sent {
+            let mut response = match sent {
                 Ok(response)
                     if response.status().is_success()
                         && content_type(&response).starts_with("text/event-stream") =>
                 {
-                    if let Err(e) =
-                        read_sse(response, &sink, &closed, &CancelToken::never(), None).await
-                    {
-                        tracing::debug!(error = %e, "the MCP notification stream ended");
-                    }
+                    response
                 }
                 // 405: the server offers no such stream; anything else: none either.
                 Ok(response) => {
                     tracing::debug!(status = %response.status(), "no MCP notification stream");
+                    return;
                 }
                 Err(e) => {
-                    tracing::debug!(error = %e, "no MCP notification stream")
+                    tracing::debug!(error = %e, "no MCP notification stream");
+                    return;
                 }
+            };
+            // Reopened while it ends cleanly after an event id; at most
+            // MAX_RESUME_ATTEMPTS reopenings in a row without a message.
+            let mut last = StreamEnd::default();
+            let mut barren = 0u32;
+            loop {
+                let end =
+                    match read_sse(response, &sink, &closed, &CancelToken::never(), None).await {
+                        Ok(end) => end.after(&last),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "the MCP notification stream ended");
+                            return;
+                        }
+                    };
+                barren = if end.delivered { 0 } else { barren + 1 };
+                let (Some(last_id), Some(template)) = (end.last_event_id.clone(), &template) else {
+                    return;
+                };
+                if closed.is_cancelled() || barren > MAX_RESUME_ATTEMPTS {
+                    return;
+                }
+                let wait = Duration::from_millis(
+                    end.retry_ms.unwrap_or(DEFAULT_RETRY_MS).min(MAX_RETRY_MS),
+                );
+                futures::select! {
+                    () = clock.sleep(wait).fuse() => {},
+                    () = closed.cancelled().fuse() => return,
+                }
+                let (Some(mut get), Ok(value)) = (
+                    template.try_clone(),
+                    reqwest::header::HeaderValue::from_str(&last_id),
+                ) else {
+                    return;
+                };
+                get.headers_mut().insert(LAST_EVENT_ID_HEADER, value);
+                last = StreamEnd {
+                    delivered: false,
+                    ..end
+                };
+                let sent = futures::select! {
+                    sent = agent_http::send(&client, get).fuse() => sent,
+                    () = closed.cancelled().fuse() => return,
+                };
+                response = match sent {
+                    Ok(r)
+                        if r.status().is_success()
+                            && content_type(&r).starts_with("text/event-stream") =>
+                    {
+                        r
+                    }
+                    _ => {
+                        tracing::debug!("the MCP notification stream could not be reopened");
+                        return;
+                    }
+                };
             }
         }));
     }
