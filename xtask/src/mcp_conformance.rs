@@ -283,11 +283,11 @@ fn driver_path(root: &Path) -> PathBuf {
 }
 
 /// Build the driver, run every client scenario, print the table, and fail
-/// unless each one passes or is an exception.
-/// The suite and its Node are a prerequisite of the native group
+/// unless each one passes or is an exception. The suite and its Node are a prerequisite of the native group
 /// ([`ensure`], through `Prereq::McpConformance`).
 pub(crate) fn run(runner: &mut Runner) -> Result<()> {
-    runner.run_step(&Step::cargo(
+    // As the gate's other steps: no incremental caches.
+    let build = Step::cargo(
         "mcp conformance: build the client driver",
         &[
             "build",
@@ -296,7 +296,8 @@ pub(crate) fn run(runner: &mut Runner) -> Result<()> {
             "--example",
             "conformance_client",
         ],
-    ))?;
+    );
+    runner.run_step(&build.env("CARGO_INCREMENTAL", "0"))?;
     if runner.dry_run {
         println!("[mcp conformance] dry run: every client scenario would run here");
         return Ok(());
