@@ -97,6 +97,7 @@ mod book;
 mod demo;
 mod fuzz;
 mod layering;
+mod mcp_conformance;
 mod pack;
 mod prerequisites;
 mod release_check;
@@ -209,6 +210,11 @@ Project automation. Usage:
       crash. The targets are the folders of fuzz/corpus/. --skip-open-findings
       (what CI passes) leaves out targets with inputs in fuzz/findings/.
 
+  cargo xtask mcp-conformance [--no-install] [--dry-run]
+      Installs the pinned official MCP conformance suite and a Node >= 22,
+      runs each client scenario against agent-mcp's client and prints
+      pass/fail per scenario (part of the native group of `test`).
+
   cargo xtask layering
       Fails when an actor crate depends on another (only agent-assembly may),
       or agent-capabilities / agent-kernel on tokio, rusqlite or web-sys.
@@ -247,6 +253,8 @@ fn main() -> ExitCode {
         Cmd::CheckModel { args } => runner.run_step(&check_model_step(args)),
         Cmd::CheckLinks => check_book_links(&runner.root),
         Cmd::Fuzz { args } => fuzz::fuzz(&mut runner, args),
+        Cmd::McpConformance => ensure_prerequisites(&mut runner, &[Prereq::McpConformance])
+            .and_then(|()| mcp_conformance::run(&mut runner)),
         Cmd::Layering => layering::check(&runner.root).map_err(|violations| Failure::Step {
             name: "layering".to_string(),
             status: format!("the layering is broken (DESIGN.md):\n{violations}"),
@@ -277,6 +285,7 @@ enum Cmd {
     Install,
     Layering,
     CheckLinks,
+    McpConformance,
     CheckModel { args: Vec<String> },
     Fuzz { args: fuzz::FuzzArgs },
 }
@@ -371,6 +380,7 @@ fn parse_args(args: &[String]) -> Result<Cli, String> {
         "install" => Cmd::Install,
         "layering" => Cmd::Layering,
         "check-links" => Cmd::CheckLinks,
+        "mcp-conformance" => Cmd::McpConformance,
         "check-model" => Cmd::CheckModel { args: forwarded },
         "fuzz" => Cmd::Fuzz {
             args: fuzz::parse(&forwarded)?,

@@ -49,10 +49,13 @@ pub(crate) enum Prereq {
     /// Debian's PostgreSQL server binaries (`initdb`, `pg_ctl`), which
     /// agent-store-postgres's tests run as throwaway clusters on loopback.
     Postgres,
+    /// Node >= 22 and the pinned MCP conformance suite
+    /// ([`crate::mcp_conformance`]).
+    McpConformance,
 }
 
 impl Prereq {
-    pub(crate) const ALL: [Prereq; 11] = [
+    pub(crate) const ALL: [Prereq; 12] = [
         Prereq::WasmTarget,
         Prereq::WasmBindgen,
         Prereq::Clang,
@@ -64,6 +67,7 @@ impl Prereq {
         Prereq::RelaySdkNodeModules,
         Prereq::Postgres,
         Prereq::Mdbook,
+        Prereq::McpConformance,
     ];
 }
 
@@ -98,6 +102,7 @@ pub(crate) fn ensure_prerequisites(runner: &mut Runner, prereqs: &[Prereq]) -> R
             }
             Prereq::Postgres => ensure_postgres(runner)?,
             Prereq::Mdbook => ensure_mdbook(runner)?,
+            Prereq::McpConformance => crate::mcp_conformance::ensure(runner)?,
         }
     }
     Ok(())

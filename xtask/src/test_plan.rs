@@ -68,6 +68,7 @@ impl Group {
                 Prereq::McpReferenceNodeModules,
                 Prereq::RelaySdkNodeModules,
                 Prereq::Postgres,
+                Prereq::McpConformance,
             ],
             Group::Wasm => &[
                 Prereq::WasmTarget,
@@ -120,6 +121,8 @@ pub(crate) fn test(runner: &mut Runner, only: Option<Group>) -> Result<()> {
             runner.run_step(&step.env("CARGO_INCREMENTAL", "0"))?;
         }
         if group == Group::Native {
+            // The official MCP conformance suite against agent-mcp's client.
+            crate::mcp_conformance::run(runner)?;
             release_agentrt = check_test_only_code_out_of_release(runner)?;
         }
     }

@@ -1,8 +1,9 @@
 //! The one Server-Sent Events decoder (model streams and MCP Streamable
 //! HTTP): bytes in (split anywhere), complete `data` payloads out. `data:`
 //! lines (joined with `\n`), comments, blank-line event boundaries, LF or
-//! CRLF line ends; `event`, `id`, `retry` and unknown fields are ignored,
-//! as the SSE specification says. Bounded: one event's data is at most
+//! CRLF line ends; `event` and unknown fields are ignored, as the SSE
+//! specification says; the last `id` and a valid `retry` are kept for a
+//! reader that resumes ([`SseDecoder::last_event_id`], [`SseDecoder::retry_ms`]). Bounded: one event's data is at most
 //! `max_event_bytes`, and one line at most that plus [`LINE_OVERHEAD`]
 //! (room for the field name), so a broken or hostile server cannot grow
 //! memory without bound.
@@ -33,6 +34,10 @@ pub struct SseDecoder {
     has_data: bool,
     /// True when the current event has at least one field.
     has_field: bool,
+    /// The last `id` field seen (the stream's last event ID).
+    last_event_id: Option<String>,
+    /// The last `retry` field that was all ASCII digits, in milliseconds.
+    retry_ms: Option<u64>,
 }
 
 impl SseDecoder {
@@ -44,7 +49,20 @@ impl SseDecoder {
             data: String::new(),
             has_data: false,
             has_field: false,
+            last_event_id: None,
+            retry_ms: None,
         }
+    }
+
+    /// The last event ID the stream set (an `id` field without NUL), to
+    /// send as `Last-Event-ID` when reconnecting.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
+    }
+
+    /// The reconnection time the stream asked for (`retry`), if any.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
     }
 
     /// The longest line accepted.
@@ -99,6 +117,12 @@ impl SseDecoder {
             None => (text, ""),
         };
         self.has_field = true;
+        if field == "id" && !value.contains('\0') {
+            self.last_event_id = Some(value.to_owned());
+        }
+        if field == "retry" && !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+            self.retry_ms = value.parse().ok();
+        }
         if field == "data" {
             let size = self.data.len() + value.len() + usize::from(self.has_data);
             if size > self.max_event_bytes {
@@ -120,6 +144,27 @@ impl SseDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_event_id_and_a_valid_retry_are_kept() {
+        let mut d = SseDecoder::new(1024);
+        assert_eq!((d.last_event_id(), d.retry_ms()), (None, None));
+        // A priming event (MCP 2025-11-25): an id, a retry and empty data.
+        assert_eq!(
+            d.push(b"id: event-1\nretry: 500\ndata: \n\n").unwrap(),
+            vec![String::new()]
+        );
+        assert_eq!(
+            (d.last_event_id(), d.retry_ms()),
+            (Some("event-1"), Some(500))
+        );
+        // A retry that is not all digits is ignored; a later id replaces.
+        d.push(b"retry: 5s\nid: event-2\ndata: {}\n\n").unwrap();
+        assert_eq!(
+            (d.last_event_id(), d.retry_ms()),
+            (Some("event-2"), Some(500))
+        );
+    }
 
     const LIMIT: usize = 64 * 1024;
 

@@ -331,9 +331,7 @@ impl McpClient {
                     url,
                     origin,
                     config.headers.clone(),
-                    env.secrets.clone(),
-                    env.executor.clone(),
-                    env.gateway.as_ref(),
+                    env,
                     sink,
                 )?)
             }

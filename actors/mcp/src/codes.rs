@@ -15,3 +15,6 @@ pub const MCP_PROTOCOL_ERROR: &str = "mcp_protocol_error";
 pub const MCP_RESPONSE_TOO_LARGE: &str = "mcp_response_too_large";
 /// The session expired during a call that is not safe to repeat.
 pub const MCP_SESSION_EXPIRED: &str = "mcp_session_expired";
+/// The function declares an `outputSchema` and its result's
+/// `structuredContent` is missing or does not match it.
+pub const MCP_INVALID_OUTPUT: &str = "mcp_invalid_output";

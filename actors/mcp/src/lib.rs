@@ -2,7 +2,8 @@
 //!
 //! - [`jsonrpc`]: JSON-RPC 2.0 messages and the one bounded parser every
 //!   server message goes through (4 MiB, serde_json's depth limit);
-//! - [`protocol`]: the MCP messages (revisions 2025-06-18 and 2025-03-26);
+//! - [`protocol`]: the MCP messages (revision 2025-11-25; 2025-06-18 and
+//!   2025-03-26 accepted from older servers);
 //! - [`transport`]: Streamable HTTP (both targets; `agent_http`'s strict
 //!   client, redirect-refusing sender and bounded SSE decoder) and stdio (native);
 //! - [`client`]: [`McpClient`] (handshake, listings, calls, progress,

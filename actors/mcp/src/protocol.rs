@@ -1,5 +1,5 @@
-//! The MCP messages this client speaks (revisions 2025-06-18 and
-//! 2025-03-26), as serde types: initialize and version negotiation,
+//! The MCP messages this client speaks (revision 2025-11-25, and
+//! 2025-06-18 and 2025-03-26 from older servers), as serde types: initialize and version negotiation,
 //! capabilities, tools, content, resources, prompts, progress, and the
 //! listing caps. Unknown fields are ignored; a wrong type is an error.
 
@@ -9,9 +9,9 @@ use serde_json::Value;
 use crate::error::McpError;
 
 /// The revision offered in `initialize` (the newest supported).
-pub const LATEST_PROTOCOL_VERSION: &str = "2025-06-18";
+pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
 /// Every revision this client accepts from a server, newest first.
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-06-18", "2025-03-26"];
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 /// Pages read at most for one listing (`tools/list`, ...).
 pub const MAX_LIST_PAGES: usize = 50;
 /// Items accepted at most for one listing, over all pages.
@@ -264,16 +264,14 @@ mod tests {
 
     #[test]
     fn versions_are_negotiated() {
+        assert_eq!(negotiate_version("2025-11-25").unwrap(), "2025-11-25");
         assert_eq!(negotiate_version("2025-06-18").unwrap(), "2025-06-18");
         assert_eq!(negotiate_version("2025-03-26").unwrap(), "2025-03-26");
         assert!(matches!(
             negotiate_version("2024-11-05"),
             Err(McpError::UnsupportedVersion { .. })
         ));
-        assert_eq!(
-            initialize_params()["protocolVersion"],
-            LATEST_PROTOCOL_VERSION
-        );
+        assert_eq!(initialize_params()["protocolVersion"], "2025-11-25");
     }
 
     #[test]

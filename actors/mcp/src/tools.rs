@@ -387,6 +387,15 @@ fn build_load(shared: &Arc<Shared>, tools: &[McpTool]) -> McpLoad {
                 .push(refuse(format!("its inputSchema is not usable: {e}")));
             continue;
         }
+        let output = match tool.output_schema.as_ref().map(CompiledSchema::compile) {
+            None => None,
+            Some(Ok(compiled)) => Some(compiled),
+            Some(Err(e)) => {
+                load.refused
+                    .push(refuse(format!("its outputSchema is not usable: {e}")));
+                continue;
+            }
+        };
         let declared = shared.config.declared(&tool.name);
         let (effects, idempotency): (EffectSet, Idempotency) = match declared {
             Some(d) => (d.effects.clone(), d.idempotency),
@@ -431,6 +440,7 @@ fn build_load(shared: &Arc<Shared>, tools: &[McpTool]) -> McpLoad {
             server_name: tool.name.clone(),
             def,
             fingerprint,
+            output,
         };
         match spawn_tool_with(
             shared.env.executor.clone(),
@@ -698,6 +708,33 @@ struct McpFunctionTool {
     /// The name as the server lists it (the model-facing one may differ).
     server_name: String,
     def: ToolDefinition,
+    /// The function's `outputSchema`, compiled: its results'
+    /// `structuredContent` must match it.
+    output: Option<CompiledSchema>,
+}
+
+/// Check a successful result against the function's `outputSchema`: the
+/// specification says a server MUST then give `structuredContent` that
+/// conforms and a client SHOULD check it (Tools, "Output Schema"). Values
+/// are masked in the problems listed (they come from the server).
+pub fn check_structured_output(
+    output: &CompiledSchema,
+    result: &CallToolResult,
+) -> Result<(), String> {
+    let Some(structured) = &result.structured_content else {
+        return Err(
+            "the function declares an outputSchema but its result has no structuredContent"
+                .to_owned(),
+        );
+    };
+    match output.check(structured) {
+        Ok(()) => Ok(()),
+        Err(agent_kernel::tool::validate::ArgumentError::Schema { problems }) => Err(format!(
+            "its structuredContent does not match the function's outputSchema: {}",
+            problems.join("; ")
+        )),
+        Err(other) => Err(format!("its structuredContent cannot be checked: {other}")),
+    }
 }
 
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
@@ -757,6 +794,28 @@ impl Tool for McpFunctionTool {
                 provenance: provenance(shared, ctx.tool(), None, truncated, &content),
                 // The server handled the call and says it failed.
                 effect_may_have_happened: false,
+            });
+        }
+        if let Some(output) = &self.output
+            && let Err(why) = check_structured_output(output, &result)
+        {
+            let may_have = !read_only;
+            return Err(ToolFailure {
+                code: codes::MCP_INVALID_OUTPUT.to_owned(),
+                message: format!(
+                    "MCP server {} answered {} with a result the function's own outputSchema refuses ({why}){}",
+                    shared.id,
+                    ctx.tool(),
+                    if may_have {
+                        "; the server handled the call, so its effect may have happened"
+                    } else {
+                        ""
+                    }
+                ),
+                retryable: false,
+                trust: Trust::ExternalUntrusted,
+                provenance: provenance(shared, ctx.tool(), None, truncated, &content),
+                effect_may_have_happened: may_have,
             });
         }
         Ok(untrusted_success(shared, ctx, content, None, truncated))
@@ -908,6 +967,37 @@ mod tests {
             assert_eq!(text.chars().count(), len.min(MAX_TEXT_CHARS));
             assert_eq!(v.get("truncated").is_some(), cut);
         }
+    }
+
+    fn result_with(structured: Option<Value>) -> CallToolResult {
+        CallToolResult {
+            content: vec![],
+            structured_content: structured,
+            is_error: None,
+        }
+    }
+
+    #[test]
+    fn structured_content_is_checked_against_the_output_schema() {
+        // The specification's example outputSchema (Tools, "Output Schema").
+        let schema = json!({"type": "object", "properties": {
+            "temperature": {"type": "number"}, "conditions": {"type": "string"},
+            "humidity": {"type": "number"}},
+            "required": ["temperature", "conditions", "humidity"]});
+        let output = CompiledSchema::compile(&schema).unwrap();
+        let good = json!({"temperature": 22.5, "conditions": "Partly cloudy", "humidity": 65});
+        assert_eq!(
+            check_structured_output(&output, &result_with(Some(good))),
+            Ok(())
+        );
+        let missing = check_structured_output(&output, &result_with(None)).unwrap_err();
+        assert!(missing.contains("no structuredContent"), "{missing}");
+        let wrong = json!({"temperature": "secret-value", "conditions": "x"});
+        let why = check_structured_output(&output, &result_with(Some(wrong))).unwrap_err();
+        assert!(why.contains("/temperature"), "{why}");
+        assert!(why.contains("humidity"), "{why}");
+        // Values are masked: the server's text is not echoed.
+        assert!(!why.contains("secret-value"), "{why}");
     }
 
     #[test]

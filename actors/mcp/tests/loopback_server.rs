@@ -51,6 +51,8 @@ struct Script {
     notes_description: String,
     /// `lookup` is offered.
     lookup: bool,
+    /// `weather` and `weather_wrong` (with an `outputSchema`) are offered.
+    typed_output: bool,
     /// Where GET streams send notifications.
     listeners: Vec<mpsc::UnboundedSender<Result<Bytes, Infallible>>>,
     /// Answers to our requests to the client (ask_back), by id.
@@ -75,6 +77,16 @@ fn tools(s: &Script) -> Vec<Value> {
         json!({"name": "ask_back", "description": "Asks the client for sampling.", "inputSchema": object(json!({}))}),
         json!({"name": "bad_schema", "description": "Its schema is not an object.", "inputSchema": {"type": "string"}}),
     ];
+    if s.typed_output {
+        // The specification's outputSchema example (Tools, "Output Schema").
+        let output = json!({"type": "object", "properties": {
+            "temperature": {"type": "number"}, "conditions": {"type": "string"},
+            "humidity": {"type": "number"}}, "required": ["temperature", "conditions", "humidity"]});
+        for name in ["weather", "weather_wrong", "weather_untyped"] {
+            t.push(json!({"name": name, "description": "Get current weather data for a location.",
+                "inputSchema": object(json!({"location": {"type": "string"}})), "outputSchema": output}));
+        }
+    }
     if s.lookup {
         t.insert(0, json!({"name": "lookup", "description": "Look a word up.", "inputSchema": object(json!({"word": {"type": "string"}}))}));
     }
@@ -216,6 +228,23 @@ async fn post(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> R
             let name = message["params"]["name"].as_str().unwrap().to_owned();
             let token = message["params"]["_meta"]["progressToken"].clone();
             match name.as_str() {
+                "weather" | "weather_wrong" | "weather_untyped" => {
+                    let structured = match name.as_str() {
+                        "weather" => Some(
+                            json!({"temperature": 22.5, "conditions": "Partly cloudy", "humidity": 65}),
+                        ),
+                        "weather_wrong" => {
+                            Some(json!({"temperature": "warm", "conditions": "Partly cloudy"}))
+                        }
+                        _ => None,
+                    };
+                    let mut r =
+                        json!({"content": [{"type": "text", "text": "{\"temperature\": 22.5}"}]});
+                    if let Some(v) = structured {
+                        r["structuredContent"] = v;
+                    }
+                    answer(&state, result(&id, r), &session)
+                }
                 "injected" => answer(
                     &state,
                     result(
@@ -387,7 +416,8 @@ async fn pagination_json_and_sse_answers_headers_and_session_expiry() {
         let s = server.state.lock().unwrap();
         let (first, session, version) = &s.seen[0];
         assert_eq!(first["method"], "initialize");
-        assert_eq!(first["params"]["protocolVersion"], "2025-06-18");
+        // The newest revision offered (2025-11-25); the server's older one kept.
+        assert_eq!(first["params"]["protocolVersion"], "2025-11-25");
         assert_eq!((session, version), (&None, &None));
         // After the handshake: the session id and the version on every request.
         let (_, session, version) = s.seen.last().unwrap();
@@ -449,7 +479,11 @@ async fn unsupported_version_and_timeouts_are_typed_errors() {
         matches!(e, McpError::UnsupportedVersion { ref offered, .. } if offered == "2024-11-05"),
         "{e:?}"
     );
-    // 2025-03-26 is accepted.
+    // 2025-11-25 (offered) and 2025-03-26 (older) are accepted.
+    server.state.lock().unwrap().version = Some("2025-11-25".into());
+    let client = McpClient::connect(&server.config(), &env()).await.unwrap();
+    assert_eq!(client.server_info().unwrap().protocol_version, "2025-11-25");
+    drop(client);
     server.state.lock().unwrap().version = Some("2025-03-26".into());
     let mut config = server.config();
     config.timeout_ms = 300;
@@ -923,4 +957,41 @@ async fn a_stale_tool_actor_sends_nothing() {
         .filter(|m| *m == "tools/call")
         .count();
     assert_eq!(before, after);
+}
+
+/// Tools' `outputSchema` (2025-06-18 onward): a result whose
+/// `structuredContent` matches reaches the model; one that does not match,
+/// or has none, is `mcp_invalid_output`, its effect possibly done (the
+/// function is unknown, so assumed to write).
+#[tokio::test]
+async fn structured_content_is_validated_against_the_output_schema() {
+    let server = Loopback::start().await;
+    server.state.lock().unwrap().typed_output = true;
+    let mcp = spawn_mcp_server(&env(), &server.config()).await.unwrap();
+    let tools = tools_over(&mcp.load);
+    let run = Run::new(tools, "run-typed", ApprovalMode::Permissive);
+    run.search_and_load("weather", &["weather", "weather_wrong", "weather_untyped"])
+        .await;
+    let ok = run
+        .call("w1", "weather", json!({"location": "New York"}))
+        .await;
+    assert!(success_text(&ok).contains("Partly cloudy"), "{ok:?}");
+    for (id, name, why) in [
+        ("w2", "weather_wrong", "/temperature"),
+        ("w3", "weather_untyped", "no structuredContent"),
+    ] {
+        let r = run.call(id, name, json!({"location": "New York"})).await;
+        assert_eq!(
+            error_code(&r),
+            agent_mcp::codes::MCP_INVALID_OUTPUT,
+            "{r:?}"
+        );
+        let ToolResult::Error(e) = &r else {
+            unreachable!()
+        };
+        assert!(e.message.contains(why), "{}", e.message);
+        assert!(e.effect_may_have_happened, "{e:?}");
+        // The server's value is masked in the message.
+        assert!(!e.message.contains("warm"), "{}", e.message);
+    }
 }

@@ -41,7 +41,7 @@ async fn exercise(config: McpServerConfig) {
         .expect("the reference server connects");
     let info = server.client.server_info().unwrap();
     assert!(
-        ["2025-06-18", "2025-03-26"].contains(&info.protocol_version),
+        agent_mcp::protocol::SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version),
         "{info:?}"
     );
     let names: Vec<String> = server

@@ -4,7 +4,15 @@
 //! message); `Mcp-Session-Id` is kept and sent, `MCP-Protocol-Version`
 //! after the handshake; a 404 on a request carrying a session id is
 //! [`McpError::SessionExpired`]; the optional GET stream carries server
-//! notifications (405: the server offers none). A request the client
+//! notifications (405: the server offers none). A request's event stream
+//! that ends before its answer, after an event with an `id`, is resumed
+//! (2025-11-25, "Resumability and Redelivery"): a `GET` with
+//! `Last-Event-ID`, after the stream's `retry` (capped at
+//! [`MAX_RETRY_MS`]), at most [`MAX_RESUME_ATTEMPTS`] times within
+//! [`MAX_RESUME_TIME`]; past that the request fails as sent (its effect
+//! unknown). The notification stream is reopened the same way when it
+//! ends after an event id (at most [`MAX_RESUME_ATTEMPTS`] times in a row
+//! without a message, or once a reopening fails). A request the client
 //! abandons (timed out, cancelled) has its event stream dropped at once,
 //! which closes its connection. Configured headers are
 //! attached per request, secrets resolved only then and only for the origin
@@ -18,15 +26,17 @@ use std::sync::{Arc, Mutex};
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
-use agent_kernel::host::Executor;
+use std::time::Duration;
+
 use agent_kernel::host::secrets::SecretResolver;
+use agent_kernel::host::{Clock, Executor};
 use agent_kernel::maybe_send::boxed;
 use agent_kernel::tool::{CancelHandle, CancelToken};
 
 use super::{Inbound, InboundSink, Transport};
 use crate::config::HeaderValue;
 use crate::error::McpError;
-use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, parse_server_messages};
+use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, ServerMessage, parse_server_messages};
 use agent_http::SseDecoder;
 
 /// The session header.
@@ -57,6 +67,17 @@ impl std::fmt::Debug for GatewayRoute {
             .finish()
     }
 }
+/// How many times one request's event stream is resumed at most.
+pub const MAX_RESUME_ATTEMPTS: u32 = 5;
+/// The longest wait before a resumption, whatever `retry` a server asks.
+pub const MAX_RETRY_MS: u64 = 10_000;
+/// The wait before a resumption when the stream gave no `retry`.
+pub const DEFAULT_RETRY_MS: u64 = 1_000;
+/// How long after its stream first ended a request may still be resumed.
+pub const MAX_RESUME_TIME: Duration = Duration::from_secs(60);
+/// The header naming the last event received, on a resuming GET.
+const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+
 /// The protocol version header.
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 
@@ -75,6 +96,7 @@ pub struct HttpTransport {
     headers: BTreeMap<String, HeaderValue>,
     secrets: Arc<dyn SecretResolver>,
     executor: Arc<dyn Executor>,
+    clock: Arc<dyn Clock>,
     client: reqwest::Client,
     session: Mutex<Session>,
     /// Through a gateway: its MCP endpoint and token.
@@ -94,15 +116,19 @@ impl Drop for HttpTransport {
 }
 
 impl HttpTransport {
+    /// A transport to `url` (of `origin`) sending `headers`, with the
+    /// host's spawning, time, secrets and gateway route from `env`.
     pub fn new(
         url: url::Url,
         origin: String,
         headers: BTreeMap<String, HeaderValue>,
-        secrets: Arc<dyn SecretResolver>,
-        executor: Arc<dyn Executor>,
-        route: Option<&GatewayRoute>,
+        env: &crate::client::McpEnv,
         sink: InboundSink,
     ) -> Result<HttpTransport, McpError> {
+        let secrets = env.secrets.clone();
+        let executor = env.executor.clone();
+        let clock = env.clock.clone();
+        let route = env.gateway.as_ref();
         let route = match route {
             None => None,
             Some(r) => {
@@ -131,6 +157,7 @@ impl HttpTransport {
             headers,
             secrets,
             executor,
+            clock,
             client,
             session: Mutex::new(Session::default()),
             route,
@@ -233,7 +260,24 @@ impl HttpTransport {
         Ok((builder, had_session))
     }
 
-    fn spawn_sse(&self, response: agent_http::Response, request: Option<RequestId>) {
+    /// The GET that resumes a request's event stream (its headers as any
+    /// request's; `Last-Event-ID` added per attempt), or `None` when it
+    /// cannot be built (then the stream is not resumed).
+    async fn resume_template(&self) -> Option<reqwest::Request> {
+        let builder = self
+            .client
+            .get(self.endpoint())
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let (builder, _) = self.prepare(builder).await.ok()?;
+        built(builder).ok()
+    }
+
+    fn spawn_sse(
+        &self,
+        response: agent_http::Response,
+        request: Option<RequestId>,
+        resume: Option<reqwest::Request>,
+    ) {
         let sink = self.sink.clone();
         let closed = self.closed.token();
         let abandoned = CancelHandle::new();
@@ -242,8 +286,52 @@ impl HttpTransport {
         }
         let streams = self.streams.clone();
         let abandoned = abandoned.token();
+        let client = self.client.clone();
+        let clock = self.clock.clone();
         self.executor.spawn(boxed(async move {
-            let outcome = read_sse(response, &sink, &closed, &abandoned).await;
+            let mut outcome = read_sse(response, &sink, &closed, &abandoned, request.as_ref()).await;
+            let mut attempts = 0u32;
+            let first_end = clock.monotonic();
+            // Resume while the stream ended cleanly, unanswered, after an id.
+            while let (Ok(end), Some(template)) = (&outcome, &resume) {
+                let Some(last_id) = end.last_event_id.clone() else { break };
+                if end.answered || attempts >= MAX_RESUME_ATTEMPTS {
+                    break;
+                }
+                let wait = Duration::from_millis(
+                    end.retry_ms.unwrap_or(DEFAULT_RETRY_MS).min(MAX_RETRY_MS),
+                );
+                if clock.monotonic().saturating_sub(first_end) + wait > MAX_RESUME_TIME {
+                    break;
+                }
+                futures::select! {
+                    () = clock.sleep(wait).fuse() => {},
+                    () = closed.cancelled().fuse() => break,
+                    () = abandoned.cancelled().fuse() => break,
+                }
+                attempts += 1;
+                let Some(mut get) = template.try_clone() else { break };
+                let Ok(value) = reqwest::header::HeaderValue::from_str(&last_id) else { break };
+                get.headers_mut().insert(LAST_EVENT_ID_HEADER, value);
+                let previous = end.clone();
+                let sent = futures::select! {
+                    sent = agent_http::send(&client, get).fuse() => sent,
+                    () = closed.cancelled().fuse() => break,
+                    () = abandoned.cancelled().fuse() => break,
+                };
+                outcome = match sent {
+                    Ok(r)
+                        if r.status().is_success()
+                            && content_type(&r).starts_with("text/event-stream") =>
+                    {
+                        read_sse(r, &sink, &closed, &abandoned, request.as_ref())
+                            .await
+                            .map(|end| end.after(&previous))
+                    }
+                    // Not resumed this time: try again while the bound allows.
+                    Ok(_) | Err(_) => Ok(previous),
+                };
+            }
             if let Some(request) = &request {
                 lock(&streams).remove(request);
             }
@@ -254,7 +342,13 @@ impl HttpTransport {
             if let Some(request) = request {
                 // The router ignores this when the answer already came.
                 let error = match outcome {
-                    Ok(()) => McpError::Transport {
+                    Ok(_) if attempts > 0 => McpError::Transport {
+                        detail: format!(
+                            "the server's event stream ended before the answer and could not be resumed ({attempts} attempts)"
+                        ),
+                        sent: true,
+                    },
+                    Ok(_) => McpError::Transport {
                         detail: "the server's event stream ended before the answer".into(),
                         sent: true,
                     },
@@ -308,34 +402,72 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
+/// How an event stream ended cleanly.
+#[derive(Debug, Clone, Default)]
+struct StreamEnd {
+    /// The answer to the stream's request came.
+    answered: bool,
+    /// At least one message came.
+    delivered: bool,
+    /// The last event ID and reconnection time the stream set.
+    last_event_id: Option<String>,
+    retry_ms: Option<u64>,
+}
+
+impl StreamEnd {
+    /// This end of a resumed stream, keeping what the earlier one set and
+    /// this one did not.
+    fn after(self, previous: &StreamEnd) -> StreamEnd {
+        StreamEnd {
+            answered: self.answered,
+            delivered: self.delivered,
+            last_event_id: self
+                .last_event_id
+                .or_else(|| previous.last_event_id.clone()),
+            retry_ms: self.retry_ms.or(previous.retry_ms),
+        }
+    }
+}
+
 /// Read an SSE body into the sink until it ends, the transport closes or
-/// the request is `abandoned`.
+/// the request is `abandoned`; note whether `request`'s answer came.
 async fn read_sse(
     response: agent_http::Response,
     sink: &InboundSink,
     closed: &CancelToken,
     abandoned: &CancelToken,
-) -> Result<(), McpError> {
+    request: Option<&RequestId>,
+) -> Result<StreamEnd, McpError> {
+    let mut end = StreamEnd::default();
     let mut decoder = SseDecoder::new(MAX_MESSAGE_BYTES);
     let mut stream = response.bytes_stream();
     loop {
         let next = futures::select! {
             next = stream.next().fuse() => next,
-            () = closed.cancelled().fuse() => return Ok(()),
-            () = abandoned.cancelled().fuse() => return Ok(()),
+            () = closed.cancelled().fuse() => return Ok(end),
+            () = abandoned.cancelled().fuse() => return Ok(end),
         };
         let Some(chunk) = next else { break };
         let chunk = chunk.map_err(send_error)?;
-        for data in decoder.push(&chunk).map_err(sse_error)? {
+        let events = decoder.push(&chunk).map_err(sse_error)?;
+        end.last_event_id = decoder.last_event_id().map(str::to_owned);
+        end.retry_ms = decoder.retry_ms();
+        for data in events {
             if data.trim().is_empty() {
                 continue; // a priming event carries no message
             }
             for message in parse_server_messages(data.as_bytes())? {
+                if let (ServerMessage::Response { id, .. }, Some(request)) = (&message, request)
+                    && id == request
+                {
+                    end.answered = true;
+                }
+                end.delivered = true;
                 sink.deliver(Inbound::Message(message)).await;
             }
         }
     }
-    Ok(())
+    Ok(end)
 }
 
 fn sse_error(e: agent_http::SseError) -> McpError {
@@ -413,7 +545,8 @@ impl Transport for HttpTransport {
         }
         let kind = content_type(&response);
         if kind.starts_with("text/event-stream") {
-            self.spawn_sse(response, request.cloned());
+            let resume = self.resume_template().await;
+            self.spawn_sse(response, request.cloned(), resume);
             Ok(())
         } else if kind.starts_with("application/json") {
             let body = read_body(response).await?;
@@ -444,28 +577,85 @@ impl Transport for HttpTransport {
         let sink = self.sink.clone();
         let closed = self.closed.token();
         let client = self.client.clone();
+        let clock = self.clock.clone();
         self.executor.spawn(boxed(async move {
+            // Kept to reopen the stream (a GET has no body: it clones).
+            let template = request.try_clone();
             let sent = futures::select! {
                 sent = agent_http::send(&client, request).fuse() => sent,
                 () = closed.cancelled().fuse() => return,
             };
-            match sent {
+            let mut response = match sent {
                 Ok(response)
                     if response.status().is_success()
                         && content_type(&response).starts_with("text/event-stream") =>
                 {
-                    if let Err(e) = read_sse(response, &sink, &closed, &CancelToken::never()).await
-                    {
-                        tracing::debug!(error = %e, "the MCP notification stream ended");
-                    }
+                    response
                 }
                 // 405: the server offers no such stream; anything else: none either.
                 Ok(response) => {
                     tracing::debug!(status = %response.status(), "no MCP notification stream");
+                    return;
                 }
                 Err(e) => {
-                    tracing::debug!(error = %e, "no MCP notification stream")
+                    tracing::debug!(error = %e, "no MCP notification stream");
+                    return;
                 }
+            };
+            // Reopened while it ends cleanly after an event id; at most
+            // MAX_RESUME_ATTEMPTS reopenings in a row without a message.
+            let mut last = StreamEnd::default();
+            let mut barren = 0u32;
+            loop {
+                let end =
+                    match read_sse(response, &sink, &closed, &CancelToken::never(), None).await {
+                        Ok(end) => end.after(&last),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "the MCP notification stream ended");
+                            return;
+                        }
+                    };
+                barren = if end.delivered { 0 } else { barren + 1 };
+                let (Some(last_id), Some(template)) = (end.last_event_id.clone(), &template) else {
+                    return;
+                };
+                if closed.is_cancelled() || barren > MAX_RESUME_ATTEMPTS {
+                    return;
+                }
+                let wait = Duration::from_millis(
+                    end.retry_ms.unwrap_or(DEFAULT_RETRY_MS).min(MAX_RETRY_MS),
+                );
+                futures::select! {
+                    () = clock.sleep(wait).fuse() => {},
+                    () = closed.cancelled().fuse() => return,
+                }
+                let (Some(mut get), Ok(value)) = (
+                    template.try_clone(),
+                    reqwest::header::HeaderValue::from_str(&last_id),
+                ) else {
+                    return;
+                };
+                get.headers_mut().insert(LAST_EVENT_ID_HEADER, value);
+                last = StreamEnd {
+                    delivered: false,
+                    ..end
+                };
+                let sent = futures::select! {
+                    sent = agent_http::send(&client, get).fuse() => sent,
+                    () = closed.cancelled().fuse() => return,
+                };
+                response = match sent {
+                    Ok(r)
+                        if r.status().is_success()
+                            && content_type(&r).starts_with("text/event-stream") =>
+                    {
+                        r
+                    }
+                    _ => {
+                        tracing::debug!("the MCP notification stream could not be reopened");
+                        return;
+                    }
+                };
             }
         }));
     }
