@@ -557,7 +557,7 @@ impl Storage for SqliteStorage {
         .await
     }
 
-    /// One `BEGIN IMMEDIATE` transaction around [`lease_cas_in`].
+    /// One `BEGIN IMMEDIATE` transaction around `lease_cas_in`.
     async fn lease_cas(
         &self,
         expected: Option<&LeaseRecord>,

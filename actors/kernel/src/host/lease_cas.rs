@@ -2,7 +2,7 @@
 //! shared code that turns the kernel's lease rules into lease operations
 //! with it.
 //!
-//! A backend implements [`Storage::lease_cas`](crate::host::Storage::lease_cas):
+//! A backend implements [`Storage::lease_cas`]:
 //! "if the session's stored record is exactly `expected` (or absent, for
 //! `None`), store `new`; otherwise change nothing and say what is stored".
 //! That is one conditional upsert in a `BEGIN IMMEDIATE` transaction in
@@ -14,15 +14,15 @@
 //! renewal that compared epochs only could revive a released lease.
 //!
 //! Acquiring, renewing and releasing are then the same loop ([`settle`]):
-//! read the record, apply the rule of [`lease_rules`](crate::host::lease_rules)
+//! read the record, apply the rule of [`lease_rules`]
 //! to it, compare-and-set the result; when another writer changed the
 //! record in between, apply the rule again to what it wrote. Every refused
 //! swap means another writer's swap succeeded, so the loop always makes
 //! progress, and a rule that refuses (`Held`, `Lost`) ends it.
 //!
 //! A host's heartbeat renews all its sessions at once: [`renew_all`] reads
-//! them with [`Storage::current_leases`](crate::host::Storage::current_leases)
-//! and swaps them with [`Storage::lease_cas_all`](crate::host::Storage::lease_cas_all),
+//! them with [`Storage::current_leases`]
+//! and swaps them with [`Storage::lease_cas_all`],
 //! two batched steps that a backend whose commits are durable overrides to
 //! make one transaction each (SQLite: one commit for 10,001 leases instead of
 //! 10,001); only a lease changed in between is settled on its own.

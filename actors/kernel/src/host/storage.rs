@@ -448,7 +448,7 @@ pub trait Storage: MaybeSend + MaybeSync {
     /// if the record stored for `new.session` is exactly `expected` (`None`:
     /// no record), store `new` and answer `Swapped`; otherwise change nothing
     /// and answer `Refused` with what is stored. Whole records are compared
-    /// ([`lease_cas::is_expected`](crate::host::lease_cas::is_expected)). The
+    /// ([`crate::host::lease_cas::is_expected`]). The
     /// lease operations below are built on it and on
     /// [`Storage::current_lease`]; a backend does not implement them.
     async fn lease_cas(
