@@ -33,6 +33,9 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         input_tokens: 1_000,
         output_tokens: 200,
         active_ms: 5_000,
+        cached_input_tokens: 400,
+        cache_write_tokens: 100,
+        reasoning_tokens: 50,
     };
     let source = Source::Tool {
         tool: "write_file".into(),
