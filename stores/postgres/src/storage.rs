@@ -408,10 +408,11 @@ impl Work<'_> {
 
 /// Store `new` if the session's row is exactly `expected` (absent for
 /// `None`), in the caller's serializable transaction: read the row, compare,
-/// then write it. The read matters: it puts this transaction in conflict
-/// with every concurrent batch that read the row as its fence, so that a
-/// batch still in flight with the old epoch either commits before the new
-/// record or is taken again (and then refused as stale).
+/// then write it. The write of the row waits for every batch in flight
+/// that holds it through its fence's `FOR SHARE` read, so a batch with the
+/// old epoch either commits before the new record or is taken again and
+/// refused as stale ("Fencing in commit order" in the module doc);
+/// serializable isolation alone would not order their commits.
 async fn lease_step(
     tx: &deadpool_postgres::Transaction<'_>,
     expected: Option<&LeaseRecord>,
