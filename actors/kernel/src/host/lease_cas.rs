@@ -8,7 +8,7 @@
 //! That is one conditional upsert in a `BEGIN IMMEDIATE` transaction in
 //! SQLite, one readwrite transaction in IndexedDB, one serializable
 //! transaction that reads, compares and upserts the row in PostgreSQL (the
-//! read puts it in conflict with every batch in flight that read the row as
+//! upsert waits for every batch in flight that read the row `FOR SHARE` as
 //! its fence), one lock in memory. Whole records are compared,
 //! not epochs alone: a release keeps the epoch and moves the expiry, so a
 //! renewal that compared epochs only could revive a released lease.
