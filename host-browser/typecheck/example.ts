@@ -136,6 +136,10 @@ function onEvent(runtime: AgentRuntime, event: RuntimeEvent): void {
     case "text":
       console.log(`${event.runId}: ${event.text}`);
       return;
+    case "reasoning":
+      // The model's reasoning: shown apart, never part of the answer (S13.4).
+      console.log(`${event.runId} (reasoning): ${event.text}`);
+      return;
     case "session":
       console.log(`session ${event.session} is ${event.kind} (${event.owner})`);
       return;
