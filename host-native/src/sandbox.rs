@@ -7,7 +7,9 @@
 //!
 //! - starting a child with an empty environment, no descriptor but its
 //!   three pipes (the child closes any it inherited), stderr discarded, in
-//!   an empty private working directory ([`SandboxPool::new`]);
+//!   an empty private working directory that is removed as soon as the
+//!   child stands in it ([`SandboxPool::new`]): the child can create
+//!   nothing there, and a host that is killed leaves nothing behind;
 //! - the framing: a request line, then a reply line of at most a given
 //!   length; a reply that is longer, missing or cut off, or a child that
 //!   died, is a [`CallFailure`], never a panic;
@@ -351,7 +353,11 @@ impl Sandbox {
 /// warm between calls; each call has a process to itself.
 pub struct SandboxPool {
     command: SandboxCommand,
-    workdir: PrivateDir,
+    /// Where each child is started: created for the spawn, removed once
+    /// the child stands in it.
+    workdir: PathBuf,
+    /// Spawns take turns at making and removing `workdir`.
+    spawning: Mutex<()>,
     idle: Mutex<Vec<Sandbox>>,
     keep_idle: usize,
 }
@@ -360,7 +366,7 @@ impl std::fmt::Debug for SandboxPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SandboxPool")
             .field("command", &self.command)
-            .field("workdir", &self.workdir.0)
+            .field("workdir", &self.workdir)
             .field("keep_idle", &self.keep_idle)
             .finish_non_exhaustive()
     }
@@ -368,11 +374,14 @@ impl std::fmt::Debug for SandboxPool {
 
 impl SandboxPool {
     /// A pool that starts `command`, keeping at most `keep_idle` processes
-    /// warm. Creates its empty working directory.
+    /// warm. Chooses the name of its private working directory (checking
+    /// that it can be made), which exists only while a child is started.
     pub fn new(command: SandboxCommand, keep_idle: usize) -> std::io::Result<SandboxPool> {
+        let workdir = PrivateDir::create()?.0.clone();
         Ok(SandboxPool {
             command,
-            workdir: PrivateDir::create()?,
+            workdir,
+            spawning: Mutex::new(()),
             idle: Mutex::new(Vec::new()),
             keep_idle,
         })
@@ -383,21 +392,32 @@ impl SandboxPool {
         &self.command
     }
 
-    /// The sandboxes' working directory (empty, private to this user).
+    /// The path of the sandboxes' working directory: empty, private to
+    /// this user, and already removed while they run (`/proc/PID/cwd` of a
+    /// child reads this path with ` (deleted)` after it).
     pub fn workdir(&self) -> &Path {
-        &self.workdir.0
+        &self.workdir
     }
 
+    /// Start a child in a freshly made private directory, then remove the
+    /// directory: `spawn` returns once the child has changed into it and
+    /// exec'd, and a process may stand in a removed directory.
     fn spawn(&self) -> Result<Sandbox, CallFailure> {
-        let mut child = Command::new(&self.command.program)
+        let turn = self.spawning.lock().unwrap_or_else(PoisonError::into_inner);
+        let dir = PrivateDir::create_at(self.workdir.clone())
+            .map_err(|e| CallFailure::Spawn(format!("{}: {e}", self.workdir.display())))?;
+        let spawned = Command::new(&self.command.program)
             .args(&self.command.args)
             .env_clear()
-            .current_dir(&self.workdir.0)
+            .current_dir(&dir.0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
-            .spawn()
+            .spawn();
+        drop(dir);
+        drop(turn);
+        let mut child = spawned
             .map_err(|e| CallFailure::Spawn(format!("{}: {e}", self.command.program.display())))?;
         let pid = child.id().unwrap_or(0);
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -487,11 +507,16 @@ impl SandboxPool {
 struct PrivateDir(PathBuf);
 
 impl PrivateDir {
+    /// A new directory of a random name in the temporary directory.
     fn create() -> std::io::Result<PrivateDir> {
         let mut random = [0u8; 8];
         getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
         let name: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("agentrt-sandbox-{name}"));
+        PrivateDir::create_at(std::env::temp_dir().join(format!("agentrt-sandbox-{name}")))
+    }
+
+    /// A new directory at `path` (which must not exist), mode 0700.
+    fn create_at(path: PathBuf) -> std::io::Result<PrivateDir> {
         let mut builder = std::fs::DirBuilder::new();
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
@@ -502,8 +527,8 @@ impl PrivateDir {
 
 impl Drop for PrivateDir {
     fn drop(&mut self) {
-        // Empty unless a sandbox wrote into it; then it is left for the
-        // person to see rather than removed with unknown contents.
+        // Only ever empty: it is removed the moment its child stands in it,
+        // before the child is given any request.
         let _ = std::fs::remove_dir(&self.0);
     }
 }

@@ -52,7 +52,8 @@ fn parent_of(pid: u32) -> Option<u32> {
 }
 
 /// Live document sandboxes of this process working in `workdir` (any
-/// when `None`).
+/// when `None`). The pool removes that directory once a child stands in
+/// it, so `/proc/PID/cwd` reads its path with ` (deleted)` after it.
 fn sandboxes_in_opt(workdir: Option<&Path>) -> BTreeSet<u32> {
     let mut found = BTreeSet::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -71,8 +72,10 @@ fn sandboxes_in_opt(workdir: Option<&Path>) -> BTreeSet<u32> {
         }
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+        let removed =
+            workdir.map(|w| std::path::PathBuf::from(format!("{} (deleted)", w.display())));
         if cmdline.split(|b| *b == 0).nth(1) == Some(SUBCOMMAND.as_bytes())
-            && (workdir.is_none() || cwd.as_deref() == workdir)
+            && (workdir.is_none() || cwd == removed)
         {
             found.insert(pid);
         }

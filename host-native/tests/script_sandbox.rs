@@ -122,13 +122,15 @@ fn my_sandboxes() -> BTreeSet<u32> {
 fn sandboxes_in(workdir: &Path) -> BTreeSet<u32> {
     my_sandboxes()
         .into_iter()
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd"))
-                .ok()
-                .as_deref()
-                == Some(workdir)
-        })
+        .filter(|pid| stands_in_removed(*pid, workdir))
         .collect()
+}
+
+/// Process `pid` works in `workdir`, which was removed once it stood there
+/// (`/proc/PID/cwd` then reads the path with ` (deleted)` after it).
+fn stands_in_removed(pid: u32, workdir: &Path) -> bool {
+    let removed = format!("{} (deleted)", workdir.display());
+    std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == Path::new(&removed))
 }
 
 /// Gone from `/proc`: killed and reaped (a zombie would still be listed).
@@ -417,12 +419,19 @@ async fn the_sandbox_inherits_no_environment_no_descriptors_and_works_in_an_empt
             String::from_utf8_lossy(&environ)
         );
         assert_eq!(descriptors(pid), ["0", "1", "2"], "only stdio");
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).expect("cwd");
-        assert_eq!(cwd, workdir);
+        // It stands in its private directory, already removed: nothing
+        // can be created there, and nothing is left behind.
+        assert!(stands_in_removed(pid, workdir), "cwd of {pid}");
+        assert!(!workdir.exists(), "removed once the child stood in it");
+        let cwd = format!("/proc/{pid}/cwd");
         assert_eq!(std::fs::read_dir(&cwd).expect("dir").count(), 0, "empty");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&cwd).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        assert!(
+            std::fs::write(format!("{cwd}/left-behind"), b"x").is_err(),
+            "nothing can be created in a removed directory"
+        );
     })
     .await;
     // The directory went with the runner.

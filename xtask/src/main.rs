@@ -102,6 +102,7 @@ mod pack;
 mod prerequisites;
 mod release_check;
 mod runner;
+mod scratch;
 mod test_plan;
 mod workspace;
 

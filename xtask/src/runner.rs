@@ -124,6 +124,8 @@ pub(crate) struct Runner {
     pub(crate) no_install: bool,
     color: bool,
     records: Vec<Record>,
+    /// Variables every step gets (the scratch `TMPDIR` of `cargo xtask test`).
+    every_step_env: Vec<(String, String)>,
 }
 
 impl Runner {
@@ -134,6 +136,7 @@ impl Runner {
             no_install,
             color: std::io::stdout().is_terminal(),
             records: Vec::new(),
+            every_step_env: Vec::new(),
         }
     }
 
@@ -238,6 +241,12 @@ impl Runner {
         });
     }
 
+    /// Every step from now on runs with `key=value` (a step's own value for
+    /// the same key wins).
+    pub(crate) fn env_for_every_step(&mut self, key: &str, value: impl Into<String>) {
+        self.every_step_env.push((key.to_string(), value.into()));
+    }
+
     pub(crate) fn command(&self, step: &Step) -> Command {
         let program = match step.program.as_str() {
             // The cargo that runs xtask, so that the toolchain stays the same.
@@ -254,6 +263,7 @@ impl Runner {
         }
         command
             .args(&step.args)
+            .envs(self.every_step_env.iter().map(|(k, v)| (k, v)))
             .envs(step.envs.iter().map(|(k, v)| (k, v)));
         command.current_dir(match &step.dir {
             Some(dir) => self.root.join(dir),

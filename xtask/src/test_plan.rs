@@ -7,9 +7,12 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::book::book_steps;
-use crate::prerequisites::{Prereq, TYPECHECK_DIR, ensure_prerequisites};
+use crate::prerequisites::{
+    DISK_NEEDED_FOR_ALL_GROUPS_GIB, Prereq, TYPECHECK_DIR, ensure_free_disk, ensure_prerequisites,
+};
 use crate::release_check::check_test_only_code_out_of_release;
-use crate::runner::{Result, Runner, Step};
+use crate::runner::{Result, Runner, Step, loud_prereq_failure};
+use crate::scratch::ScratchTmp;
 use crate::workspace::{warn_about_rustflags, workspace_members};
 use crate::{
     CHROMEDRIVER, E2E_DIR, NATIVE_ONLY_CRATES, WASM_TARGET, WASM_TEST_CRATES,
@@ -106,7 +109,31 @@ pub(crate) fn test(runner: &mut Runner, only: Option<Group>) -> Result<()> {
             }
         }
     }
+    if only.is_none() {
+        ensure_free_disk(runner, DISK_NEEDED_FOR_ALL_GROUPS_GIB)?;
+    }
     ensure_prerequisites(runner, &prereqs)?;
+    // Whatever the steps leave in the temporary directory goes with the run.
+    let scratch = if runner.dry_run {
+        None
+    } else {
+        let scratch = ScratchTmp::create().map_err(|error| {
+            loud_prereq_failure("a scratch temporary directory", &error.to_string())
+        })?;
+        println!(
+            "\nxtask: TMPDIR for every step is {}",
+            scratch.path().display()
+        );
+        runner.env_for_every_step("TMPDIR", scratch.path().display().to_string());
+        Some(scratch)
+    };
+    let outcome = run_groups(runner, groups);
+    drop(scratch);
+    outcome
+}
+
+/// Runs `groups` in order, stopping at the first failure.
+fn run_groups(runner: &mut Runner, groups: Vec<Group>) -> Result<()> {
     let workspace = workspace_members(runner);
     // The release `agentrt` checked after the native tests; the e2e suite
     // then serves with it instead of building a debug one of its own.
