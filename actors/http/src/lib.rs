@@ -32,11 +32,18 @@
 //! use agent_http::sse::{SseDecoder, SseError};
 //!
 //! let mut sse = SseDecoder::new(1024);
-//! assert!(sse.push(b"data: {\"a\":").unwrap().is_empty());
-//! assert_eq!(sse.push(b"1}\n\ndata: done\n\n").unwrap(), ["{\"a\":1}", "done"]);
+//! let mut events = Vec::new();
+//! sse.push(b"data: {\"a\":", &mut events).unwrap();
+//! assert!(events.is_empty());
+//! sse.push(b"1}\n\ndata: done\n\n", &mut events).unwrap();
+//! assert_eq!(events, ["{\"a\":1}", "done"]);
 //!
+//! // An event over the bound is an error; what came before it is kept.
 //! let mut small = SseDecoder::new(4);
-//! assert!(matches!(small.push(b"data: far too long\n\n"), Err(SseError::EventTooLarge { .. })));
+//! let mut events = Vec::new();
+//! let pushed = small.push(b"data: ok\n\ndata: far too long\n\n", &mut events);
+//! assert!(matches!(pushed, Err(SseError::EventTooLarge { .. })));
+//! assert_eq!(events, ["ok"]);
 //! ```
 
 pub mod client;

@@ -38,6 +38,8 @@ pub struct SseDecoder {
     last_event_id: Option<String>,
     /// The last `retry` field that was all ASCII digits, in milliseconds.
     retry_ms: Option<u64>,
+    /// The error that broke the stream, returned by every later push.
+    failed: Option<SseError>,
 }
 
 impl SseDecoder {
@@ -51,6 +53,7 @@ impl SseDecoder {
             has_field: false,
             last_event_id: None,
             retry_ms: None,
+            failed: None,
         }
     }
 
@@ -70,16 +73,30 @@ impl SseDecoder {
         self.max_event_bytes.saturating_add(LINE_OVERHEAD)
     }
 
-    /// Feed bytes; returns the data payloads of every event they completed.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, SseError> {
-        let mut out = Vec::new();
+    /// Feed bytes; appends to `events` the data payload of every event
+    /// they completed. On an error the events completed before it are in
+    /// `events` all the same (a response that ended in the same chunk as
+    /// garbage is not lost), and the stream is broken: every later push
+    /// returns the same error and appends nothing.
+    pub fn push(&mut self, bytes: &[u8], events: &mut Vec<String>) -> Result<(), SseError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let decoded = self.decode(bytes, events);
+        if let Err(error) = &decoded {
+            self.failed = Some(error.clone());
+        }
+        decoded
+    }
+
+    fn decode(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), SseError> {
         for &b in bytes {
             if b == b'\n' {
                 let mut line = std::mem::take(&mut self.line);
                 if line.last() == Some(&b'\r') {
                     line.pop();
                 }
-                self.end_line(&line, &mut out)?;
+                self.end_line(&line, out)?;
             } else {
                 if self.line.len() >= self.max_line_bytes() {
                     return Err(SseError::LineTooLong {
@@ -89,7 +106,7 @@ impl SseDecoder {
                 self.line.push(b);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// True when bytes of an unfinished event are buffered (the stream
@@ -145,13 +162,36 @@ impl SseDecoder {
 mod tests {
     use super::*;
 
+    /// One push: its events, or its error.
+    fn pushed(d: &mut SseDecoder, bytes: &[u8]) -> Result<Vec<String>, SseError> {
+        let mut events = Vec::new();
+        d.push(bytes, &mut events).map(|()| events)
+    }
+
+    #[test]
+    fn events_completed_before_an_error_in_the_same_chunk_are_kept() {
+        // A response, then a line that is not UTF-8, in one chunk.
+        let mut d = SseDecoder::new(1024);
+        let mut events = Vec::new();
+        let r = d.push(
+            b"data: {\"id\":1}\n\ndata: \xff\n\ndata: later\n\n",
+            &mut events,
+        );
+        assert_eq!(r, Err(SseError::NotUtf8));
+        assert_eq!(events, ["{\"id\":1}"]);
+        // The stream is broken: the same error, nothing more decoded.
+        let r = d.push(b"data: more\n\n", &mut events);
+        assert_eq!(r, Err(SseError::NotUtf8));
+        assert_eq!(events, ["{\"id\":1}"]);
+    }
+
     #[test]
     fn the_last_event_id_and_a_valid_retry_are_kept() {
         let mut d = SseDecoder::new(1024);
         assert_eq!((d.last_event_id(), d.retry_ms()), (None, None));
         // A priming event (MCP 2025-11-25): an id, a retry and empty data.
         assert_eq!(
-            d.push(b"id: event-1\nretry: 500\ndata: \n\n").unwrap(),
+            pushed(&mut d, b"id: event-1\nretry: 500\ndata: \n\n").unwrap(),
             vec![String::new()]
         );
         assert_eq!(
@@ -159,7 +199,7 @@ mod tests {
             (Some("event-1"), Some(500))
         );
         // A retry that is not all digits is ignored; a later id replaces.
-        d.push(b"retry: 5s\nid: event-2\ndata: {}\n\n").unwrap();
+        pushed(&mut d, b"retry: 5s\nid: event-2\ndata: {}\n\n").unwrap();
         assert_eq!(
             (d.last_event_id(), d.retry_ms()),
             (Some("event-2"), Some(500))
@@ -171,7 +211,7 @@ mod tests {
     fn byte_by_byte(d: &mut SseDecoder, wire: &[u8]) -> Vec<String> {
         let mut got = Vec::new();
         for b in wire {
-            got.extend(d.push(std::slice::from_ref(b)).unwrap());
+            got.extend(pushed(d, std::slice::from_ref(b)).unwrap());
         }
         got
     }
@@ -180,7 +220,7 @@ mod tests {
     fn events_split_at_every_byte_decode_the_same() {
         let wire = b"data: {\"a\":1}\n\n: keep-alive\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n";
         let mut whole = SseDecoder::new(LIMIT);
-        let all = whole.push(wire).unwrap();
+        let all = pushed(&mut whole, wire).unwrap();
         assert_eq!(all, vec!["{\"a\":1}", "x\ny", "[DONE]"]);
         let mut split = SseDecoder::new(LIMIT);
         assert_eq!(byte_by_byte(&mut split, wire), all);
@@ -192,7 +232,7 @@ mod tests {
         let text =
             b"event: message\r\nid: 1\ndata: {\"a\":\ndata: 1}\n\n: keep-alive\n\ndata: x\n\n";
         let mut whole = SseDecoder::new(LIMIT);
-        assert_eq!(whole.push(text).unwrap(), vec!["{\"a\":\n1}", "x"]);
+        assert_eq!(pushed(&mut whole, text).unwrap(), vec!["{\"a\":\n1}", "x"]);
         let mut split = SseDecoder::new(LIMIT);
         assert_eq!(byte_by_byte(&mut split, text), vec!["{\"a\":\n1}", "x"]);
     }
@@ -200,17 +240,21 @@ mod tests {
     #[test]
     fn an_event_without_data_yields_nothing() {
         let mut d = SseDecoder::new(LIMIT);
-        assert!(d.push(b"event: ping\nid: 7\n\n").unwrap().is_empty());
+        assert!(
+            pushed(&mut d, b"event: ping\nid: 7\n\n")
+                .unwrap()
+                .is_empty()
+        );
         assert!(!d.has_partial());
     }
 
     #[test]
     fn an_unterminated_event_is_partial() {
         let mut d = SseDecoder::new(LIMIT);
-        assert!(d.push(b"data: {\"a\"").unwrap().is_empty());
+        assert!(pushed(&mut d, b"data: {\"a\"").unwrap().is_empty());
         assert!(d.has_partial());
         let mut d = SseDecoder::new(LIMIT);
-        assert!(d.push(b"data: {}\n").unwrap().is_empty());
+        assert!(pushed(&mut d, b"data: {}\n").unwrap().is_empty());
         assert!(
             d.has_partial(),
             "a data line without its blank line is not an event yet"
@@ -220,7 +264,10 @@ mod tests {
     #[test]
     fn non_utf8_is_an_error_not_a_panic() {
         let mut d = SseDecoder::new(LIMIT);
-        assert_eq!(d.push(b"data: \xff\xfe\n\n"), Err(SseError::NotUtf8));
+        assert_eq!(
+            pushed(&mut d, b"data: \xff\xfe\n\n"),
+            Err(SseError::NotUtf8)
+        );
     }
 
     #[test]
@@ -229,7 +276,7 @@ mod tests {
             // One data line of `size` bytes.
             let mut d = SseDecoder::new(LIMIT);
             let ev = format!("data: {}\n\n", "a".repeat(size));
-            let r = d.push(ev.as_bytes());
+            let r = pushed(&mut d, ev.as_bytes());
             assert_eq!(r.is_ok(), ok, "one line of {size}");
             if !ok {
                 assert!(matches!(r, Err(SseError::EventTooLarge { .. })), "{r:?}");
@@ -249,7 +296,7 @@ mod tests {
             ev.push_str("data: ");
             ev.push_str(&"c".repeat(rest));
             ev.push_str("\n\n");
-            let r = d.push(ev.as_bytes());
+            let r = pushed(&mut d, ev.as_bytes());
             assert_eq!(r.is_ok(), ok, "many lines of {size}");
             if ok {
                 assert_eq!(r.unwrap()[0].len(), size);
@@ -267,7 +314,7 @@ mod tests {
             // A comment line: no event data, so only the line bound applies.
             let mut d = SseDecoder::new(LIMIT);
             let line = format!(":{}\n", "k".repeat(len - 1));
-            let r = d.push(line.as_bytes());
+            let r = pushed(&mut d, line.as_bytes());
             assert_eq!(r.is_ok(), ok, "a line of {len} bytes");
             if !ok {
                 assert_eq!(r, Err(SseError::LineTooLong { limit: max }));
@@ -279,7 +326,7 @@ mod tests {
     fn an_endless_line_is_refused_without_buffering_it_all() {
         let mut d = SseDecoder::new(1024);
         let chunk = vec![b'x'; 4096];
-        let r = d.push(&chunk);
+        let r = pushed(&mut d, &chunk);
         assert!(matches!(r, Err(SseError::LineTooLong { .. })));
         assert!(d.line.len() <= d.max_line_bytes());
     }

@@ -39,6 +39,9 @@ struct Script {
     notify: bool,
     /// The `Last-Event-ID` of every reopening of the notification stream.
     reopened_from: Vec<String>,
+    /// Answer `tools/call` at once, and in the same chunk send a line that
+    /// is not UTF-8 (the stream is broken after the answer).
+    garbage_after_answer: bool,
 }
 
 type Shared = Arc<Mutex<Script>>;
@@ -109,6 +112,18 @@ async fn handle(
         "tools/list" => json_answer(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
             {"name": "cut", "description": "Its answer's stream is cut.",
              "inputSchema": {"type": "object", "properties": {}}}]}})),
+        "tools/call" if state.lock().unwrap().garbage_after_answer => {
+            let answer = json!({"jsonrpc": "2.0", "id": id,
+                "result": {"content": [{"type": "text", "text": "answered"}]}});
+            let mut body = format!("id: a-1\ndata: {answer}\n\n").into_bytes();
+            body.extend_from_slice(b"data: \xff\xfe\n\n");
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "text/event-stream")
+                .header("mcp-session-id", "s-1")
+                .body(Body::from(body))
+                .unwrap()
+        }
         "tools/call" => {
             state.lock().unwrap().pending = id;
             // The priming event, then the stream is closed before the answer.
@@ -218,4 +233,24 @@ async fn the_notification_stream_is_reopened_from_its_last_event() {
         .unwrap();
     assert_eq!(event, agent_mcp::ServerEvent::ToolsListChanged);
     assert_eq!(state.lock().unwrap().reopened_from[0], "n-0");
+}
+
+#[tokio::test]
+async fn an_answer_before_a_broken_line_in_the_same_chunk_is_delivered() {
+    let (_, url) = start_with(Script {
+        garbage_after_answer: true,
+        ..Script::default()
+    })
+    .await;
+    let client = McpClient::connect(&McpServerConfig::http("cutter", &url), &env())
+        .await
+        .unwrap();
+    let result = client
+        .call_tool("cut", json!({}), Default::default())
+        .await
+        .expect("the answer came before the broken line");
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap()[0]["text"],
+        "answered"
+    );
 }

@@ -449,7 +449,10 @@ async fn read_sse(
         };
         let Some(chunk) = next else { break };
         let chunk = chunk.map_err(send_error)?;
-        let events = decoder.push(&chunk).map_err(sse_error)?;
+        // Messages completed before a broken line are delivered first (a
+        // response may have ended in the same chunk), then the error.
+        let mut events = Vec::new();
+        let broken = decoder.push(&chunk, &mut events).map_err(sse_error);
         end.last_event_id = decoder.last_event_id().map(str::to_owned);
         end.retry_ms = decoder.retry_ms();
         for data in events {
@@ -466,6 +469,7 @@ async fn read_sse(
                 sink.deliver(Inbound::Message(message)).await;
             }
         }
+        broken?;
     }
     Ok(end)
 }

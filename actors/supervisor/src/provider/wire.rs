@@ -186,15 +186,10 @@ impl<D: WireDecoder> Reading<D> {
             };
             return self.emit(Err(e), VecDeque::new());
         }
-        let payloads = match self.sse.push(bytes) {
-            Ok(p) => p,
-            Err(e) => {
-                let e = ProviderError::Malformed {
-                    detail: e.to_string(),
-                };
-                return self.emit(Err(e), VecDeque::new());
-            }
-        };
+        // Events completed before a broken line are decoded first: the
+        // stream may have finished in the same chunk.
+        let mut payloads = Vec::new();
+        let broken = self.sse.push(bytes, &mut payloads);
         for p in payloads {
             self.payloads += 1;
             let mut events = VecDeque::new();
@@ -207,6 +202,12 @@ impl<D: WireDecoder> Reading<D> {
             if self.closed {
                 return;
             }
+        }
+        if let Err(e) = broken {
+            let e = ProviderError::Malformed {
+                detail: e.to_string(),
+            };
+            self.emit(Err(e), VecDeque::new());
         }
     }
 
@@ -302,8 +303,16 @@ mod tests {
     }
 
     fn read_all(body: &'static [u8], max: usize) -> Vec<Result<ModelEvent, ProviderError>> {
+        read_in_chunks(body, 5, max)
+    }
+
+    fn read_in_chunks(
+        body: &'static [u8],
+        chunk: usize,
+        max: usize,
+    ) -> Vec<Result<ModelEvent, ProviderError>> {
         let chunks: Vec<Result<bytes::Bytes, agent_http::SendError>> = body
-            .chunks(5)
+            .chunks(chunk)
             .map(|c| Ok(bytes::Bytes::from_static(c)))
             .collect();
         let stream = bounded_event_stream(Box::pin(futures::stream::iter(chunks)), Echo, max);
@@ -329,6 +338,31 @@ mod tests {
         assert!(
             !events.contains(&Ok(ModelEvent::Finish(FinishReason::Stop))),
             "nothing past the bound is read"
+        );
+    }
+
+    #[test]
+    fn events_before_a_broken_line_in_the_same_chunk_are_decoded_first() {
+        // The whole answer, then a line that is not UTF-8, in one chunk.
+        const BODY: &[u8] = b"data: hello\n\ndata: \xff\n\n";
+        let events = read_in_chunks(BODY, BODY.len(), 1 << 20);
+        assert_eq!(
+            events.first(),
+            Some(&Ok(ModelEvent::TextDelta("hello".into())))
+        );
+        assert!(
+            matches!(events.last(), Some(Err(ProviderError::Malformed { .. }))),
+            "{events:?}"
+        );
+        // Finished in the same chunk: the garbage after `[DONE]` is unread.
+        const DONE: &[u8] = b"data: hello\n\ndata: [DONE]\n\ndata: \xff\n\n";
+        let events = read_in_chunks(DONE, DONE.len(), 1 << 20);
+        assert_eq!(
+            events,
+            [
+                Ok(ModelEvent::TextDelta("hello".into())),
+                Ok(ModelEvent::Finish(FinishReason::Stop))
+            ]
         );
     }
 }
