@@ -27,7 +27,9 @@
 //! as the planning run's tool-call budget, which the supervisor checks
 //! before each dispatch (S9.4). Synthesis has none (S9.6). Neither shares
 //! the Agent system prompt, Skills, Memory, JavaScript, workspace writes or
-//! discovery (S9.1): a [`ChildRunSpec`] names only their tools and cap.
+//! discovery (S9.1): a
+//! [`ChildRunSpec`](agent_kernel::child_runs::ChildRunSpec) names only
+//! their tools and cap.
 //!
 //! Each action that writes takes the session's [`Fence`] (the host's open
 //! workspace tenure); each that may publish the report takes the
