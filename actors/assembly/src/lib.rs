@@ -3,10 +3,15 @@
 //! It owns:
 //! - which tool actors a runtime offers and how they are registered: the
 //!   JavaScript tool a host spawned (`run_javascript`), `extract_document`,
-//!   the workspace and Artifact tools, `fetch_url` over the host's
-//!   [`FetchBackend`], and the configured HTTP plugins ([`Parts`]);
+//!   each tool crate's built-in tools through its one registration function
+//!   `builtin_tools(&host, ToolDeps { .. })` (workspace and Artifacts, Deep
+//!   Research, `fetch_url` over the host's [`FetchBackend`], Memory,
+//!   knowledge), and the configured HTTP plugins ([`Parts`]);
 //! - which plugins are always on (the rule that an always-on id must name a
 //!   configured plugin: [`check_always_on`]);
+//! - Deep Research's wiring ([`research`]): the driver
+//!   (`agent_research::driver`) over the supervisor's runtime as the
+//!   kernel's `ChildRuns`, and the report's sink in the session's Artifacts;
 //! - the tools actor (with workspace spill and stored loaded tools, S5.2),
 //!   the [`WorkspaceDirectory`], and the supervisor's [`Runtime`];
 //! - opening a session ([`Assembly::open_session`]: the stored lease, the
@@ -26,8 +31,10 @@
 //! JavaScript API.
 //!
 //! Where things are wired:
-//! - a new **built-in tool**: spawn its actor in [`Assembly::build`] and push
-//!   its registration there; both hosts then offer it;
+//! - a new **built-in tool**: give its crate a `builtin_tools(host: &Host,
+//!   deps: ToolDeps) -> Result<Vec<BuiltinTool>, SpawnError>`
+//!   ([`agent_kernel::tool::builtin`]) and extend the tools with it in
+//!   [`Assembly::build`]; both hosts then offer it;
 //! - a new **model provider**: implement `agent_supervisor::ModelProvider`
 //!   and have the host build it (it reaches the assembly as
 //!   [`Parts::provider`]);
@@ -115,17 +122,15 @@
 
 use std::sync::Arc;
 
-use agent_fetch::{FetchActor, FetchBackend};
+use agent_fetch::FetchBackend;
 use agent_kernel::host::{Host, LeaseGuard, LeaseManager};
 use agent_kernel::protocol::ToolAddr;
-use agent_kernel::run::RunMode;
+use agent_kernel::tool::{BuiltinTool, SpawnError};
 use agent_kernel::{OwnerId, RunId, SessionId};
 use agent_research::ResearchStore;
+use agent_research::driver::{DriverParts, ResearchDriver};
 use agent_research::execute::ReadChannel;
-use agent_research::search::{SearchBackend, WEB_SEARCH, WebSearchTool, web_search_definition};
-use agent_research::start::{
-    START_DEEP_RESEARCH, StartDeepResearch, start_deep_research_definition,
-};
+use agent_research::search::SearchBackend;
 use agent_supervisor::{ModelProvider, RunError, Runtime, RuntimeOptions};
 use agent_tools::builtin::document::{DocumentTool, PdfReader, ReadableExtractor};
 use agent_tools::registry::Exposure;
@@ -238,6 +243,24 @@ pub fn plugin_registrations(
         .collect())
 }
 
+/// A tool crate's built-in tools (its `builtin_tools(host, deps)`, the one
+/// registration shape, [`agent_kernel::tool::builtin`]) as registry
+/// entries: built-in, always on, trusted, for the modes the crate names.
+/// `tool` names the crate's tools in the error when one cannot be spawned.
+fn registrations(
+    tool: &'static str,
+    spawned: Result<Vec<BuiltinTool>, SpawnError>,
+) -> Result<Vec<ToolRegistration>, AssemblyError> {
+    let spawned = spawned.map_err(|e| AssemblyError::Spawn {
+        tool,
+        detail: e.to_string(),
+    })?;
+    Ok(spawned
+        .into_iter()
+        .map(|t| ToolRegistration::builtin(t.definition, t.addr).in_modes(&t.modes))
+        .collect())
+}
+
 /// What a host passes in: only what is host-specific.
 pub struct Parts {
     /// Storage, clock, executor, entropy and lifecycle of this host.
@@ -292,7 +315,8 @@ pub struct Assembly {
     /// Resolves the secret handles plugins and MCP servers name.
     secrets: Arc<dyn SecretResolver>,
     mcp: Arc<mcp::McpServers>,
-    research: research::ResearchWiring,
+    /// The Deep Research driver, over this runtime.
+    research: research::Driver,
     /// Each run's Memory scopes and knowledge allowlist (S10.1).
     grants: memory::SharedGrants,
 }
@@ -356,14 +380,15 @@ impl Assembly {
             agent_tools::builtin::document::definition(),
             documents,
         ));
-        let workspace_tools = agent_workspace::tool_registrations(&host, workspaces.clone())
-            .map_err(|e| AssemblyError::Spawn {
-                tool: "workspace",
-                detail: e.to_string(),
-            })?;
-        for (definition, addr) in workspace_tools {
-            tools.push(ToolRegistration::builtin(definition, addr));
-        }
+        tools.extend(registrations(
+            "workspace",
+            agent_workspace::builtin_tools(
+                &host,
+                agent_workspace::ToolDeps {
+                    directory: workspaces.clone(),
+                },
+            ),
+        )?);
         // Deep Research (S9): `start_deep_research` for its start turn and,
         // with a search backend, `web_search` for planning; only `research`
         // runs see them. `fetch_url` serves both modes.
@@ -375,41 +400,31 @@ impl Assembly {
             parts.runtime.lease_ttl,
         );
         let research_store = ResearchStore::new(host.storage.clone(), host.clock.clone());
-        let start =
-            StartDeepResearch::new(research_store.clone(), leases.clone(), host.clock.clone())
-                .spawn(host.executor.clone(), None)
-                .map_err(|e| AssemblyError::Spawn {
-                    tool: START_DEEP_RESEARCH,
-                    detail: e.to_string(),
-                })?;
-        tools.push(
-            ToolRegistration::builtin(start_deep_research_definition(), start)
-                .in_modes(&[RunMode::Research]),
-        );
-        if let Some(backend) = &parts.search {
-            let search = WebSearchTool::new(backend.clone(), host.clock.clone())
-                .spawn(host.executor.clone(), None)
-                .map_err(|e| AssemblyError::Spawn {
-                    tool: WEB_SEARCH,
-                    detail: e.to_string(),
-                })?;
-            tools.push(
-                ToolRegistration::builtin(web_search_definition(&backend.origin()), search)
-                    .in_modes(&[RunMode::Research]),
-            );
-        }
+        tools.extend(registrations(
+            "deep research",
+            agent_research::builtin_tools(
+                &host,
+                agent_research::ToolDeps {
+                    store: research_store.clone(),
+                    leases: leases.clone(),
+                    search: parts.search.clone(),
+                },
+            ),
+        )?);
         let mut reader = None;
         if let Some(backend) = parts.fetch {
-            let fetch = FetchActor::new(backend, host.storage.clone(), host.clock.clone())
-                .spawn(host.executor.clone(), None);
-            reader = Some(ReadChannel {
-                addr: fetch.clone(),
-                definition: agent_fetch::fetch_url_definition(),
-            });
-            tools.push(
-                ToolRegistration::builtin(agent_fetch::fetch_url_definition(), fetch)
-                    .in_modes(&[RunMode::Agent, RunMode::Research]),
-            );
+            let fetch = registrations(
+                agent_fetch::FETCH_URL,
+                agent_fetch::builtin_tools(&host, agent_fetch::ToolDeps { backend }),
+            )?;
+            reader = fetch
+                .iter()
+                .find(|t| t.definition.name == agent_fetch::FETCH_URL)
+                .map(|t| ReadChannel {
+                    addr: t.addr.clone(),
+                    definition: t.definition.clone(),
+                });
+            tools.extend(fetch);
         }
         for manifest in &parts.plugins {
             tools.extend(plugin_registrations(
@@ -430,34 +445,26 @@ impl Assembly {
             )),
             workspaces.clone(),
         ));
-        let memory_tools = agent_memory::tool_registrations(
-            host.executor.clone(),
-            host.clock.clone(),
-            agent_memory::MemoryStore::new(host.storage.clone(), host.clock.clone()),
-            grants.clone(),
-        )
-        .map_err(|e| AssemblyError::Spawn {
-            tool: "memory",
-            detail: e.to_string(),
-        })?;
-        for (definition, addr) in memory_tools {
-            tools.push(
-                ToolRegistration::builtin(definition, addr).in_modes(&agent_memory::TOOL_MODES),
-            );
-        }
-        let (definition, addr) = agent_knowledge::tool_registration(
-            host.executor.clone(),
-            host.clock.clone(),
-            grants.bases_handle(),
-            grants.clone(),
-        )
-        .map_err(|e| AssemblyError::Spawn {
-            tool: "knowledge_search",
-            detail: e.to_string(),
-        })?;
-        tools.push(
-            ToolRegistration::builtin(definition, addr).in_modes(&agent_knowledge::TOOL_MODES),
-        );
+        tools.extend(registrations(
+            "memory",
+            agent_memory::builtin_tools(
+                &host,
+                agent_memory::ToolDeps {
+                    store: agent_memory::MemoryStore::new(host.storage.clone(), host.clock.clone()),
+                    access: grants.clone(),
+                },
+            ),
+        )?);
+        tools.extend(registrations(
+            "knowledge_search",
+            agent_knowledge::builtin_tools(
+                &host,
+                agent_knowledge::ToolDeps {
+                    bases: grants.bases_handle(),
+                    access: grants.clone(),
+                },
+            ),
+        )?);
         tools.extend(own_tools);
         let mut registry = Registry::new();
         registry.register_all(tools)?;
@@ -482,18 +489,22 @@ impl Assembly {
         );
         grants.set_runtime(runtime.clone());
         Ok(Assembly {
+            research: ResearchDriver::new(
+                research::RuntimeRuns(runtime.clone()),
+                DriverParts {
+                    store: research_store,
+                    reader,
+                    read_tool: agent_fetch::FETCH_URL.to_owned(),
+                    search_configured: parts.search.is_some(),
+                    entropy: host.entropy.clone(),
+                },
+            ),
             host,
             runtime,
             tools,
             workspaces,
             secrets: parts.secrets,
             mcp,
-            research: research::ResearchWiring {
-                store: research_store,
-                reader,
-                search_configured: parts.search.is_some(),
-                executing: Default::default(),
-            },
             grants,
         })
     }
@@ -502,6 +513,9 @@ impl Assembly {
     /// any run started (the native `TabSim` applies a test's sabotage here).
     pub fn map_runtime(mut self, wrap: impl FnOnce(Runtime) -> Runtime) -> Assembly {
         self.runtime = wrap(self.runtime);
+        self.research = self
+            .research
+            .with_runs(research::RuntimeRuns(self.runtime.clone()));
         self
     }
 
@@ -548,7 +562,7 @@ impl Assembly {
             // Research tasks left mid-phase wait for Resume (S9.6).
             Ok(recovered) if opened_here => self
                 .research
-                .store
+                .store()
                 .interrupt_active(&guard.fence())
                 .await
                 .map(|_| recovered)

@@ -79,4 +79,7 @@ pub use policy::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use reader::{DirectReader, RawResponse, WebReader, pinned_client_builder};
-pub use tool::{FETCH_URL, FetchActor, FetchArgs, SUMMARY_CHARS, fetch_url_definition};
+pub use tool::{
+    FETCH_URL, FetchActor, FetchArgs, SUMMARY_CHARS, TOOL_MODES, ToolDeps, builtin_tools,
+    fetch_url_definition,
+};

@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use agent_capabilities::{EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Trust};
 use agent_kernel::ParentLink;
-use agent_kernel::host::{Clock, Executor, Storage};
+use agent_kernel::host::{Clock, Executor, Host, Storage};
 use agent_kernel::protocol::{
     Provenance, Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolFailure,
     ToolResult, ToolSuccess,
 };
-use agent_kernel::tool::{CancelToken, Tool, ToolContext, ToolOptions, spawn_tool_with};
+use agent_kernel::run::RunMode;
+use agent_kernel::tool::{
+    BuiltinTool, CancelToken, SpawnError, Tool, ToolContext, ToolOptions, spawn_tool_with,
+};
 use serde_json::json;
 
 use crate::backend::FetchBackend;
@@ -107,6 +110,29 @@ impl FetchActor {
             Err(e) => unreachable!("fetch_url's own definition is valid: {e}"),
         }
     }
+}
+
+/// The run modes `fetch_url` is registered for: Agent runs, and Deep
+/// Research's planning look-ups and execution reads (S9.4).
+pub const TOOL_MODES: [RunMode; 2] = [RunMode::Agent, RunMode::Research];
+
+/// What `fetch_url` needs beyond the host: what it reads through.
+#[derive(Clone)]
+pub struct ToolDeps {
+    pub backend: Arc<dyn FetchBackend>,
+}
+
+/// Spawn `fetch_url` on the host's executor over `deps.backend`, caching
+/// in the host's storage, for [`TOOL_MODES`] (the tool crates' one
+/// registration shape, [`agent_kernel::tool::builtin`]).
+pub fn builtin_tools(host: &Host, deps: ToolDeps) -> Result<Vec<BuiltinTool>, SpawnError> {
+    let addr = FetchActor::new(deps.backend, host.storage.clone(), host.clock.clone())
+        .spawn(host.executor.clone(), None);
+    Ok(vec![BuiltinTool {
+        definition: fetch_url_definition(),
+        addr,
+        modes: TOOL_MODES.to_vec(),
+    }])
 }
 
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]

@@ -7,6 +7,8 @@
 //! - [`reasoning`]: a run's reasoning setting (effort, thinking budget) and its bounds;
 //! - [`tool`]: the one tool-actor shell (`Tool`, `spawn_tool`, the capability
 //!   gate, argument validation, cancellation, the `ToolDefinition` builder);
+//! - [`child_runs`]: what a driver of phase runs (Deep Research's) needs
+//!   from whoever starts and waits on runs, so that it needs no supervisor;
 //! - [`memory`]: an in-memory host for tests and the browser's non-durable fallback;
 //! - `conformance` (feature `conformance`): the storage suite every backend must pass.
 //!
@@ -58,6 +60,7 @@
 
 pub mod actor;
 pub mod budget;
+pub mod child_runs;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod host;

@@ -60,4 +60,4 @@ pub use index::{KnowledgeAllowlist, KnowledgeBases, Passage, SearchLimits};
 pub use store::{
     BaseRecord, DocumentRecord, KnowledgeError, KnowledgeStore, NewDocument, SourceRef,
 };
-pub use tool::{KnowledgeAccess, RunAllowlists, TOOL_MODES, tool_registration};
+pub use tool::{KnowledgeAccess, RunAllowlists, TOOL_MODES, ToolDeps, builtin_tools};

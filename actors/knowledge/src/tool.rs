@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use agent_capabilities::{EffectClass, Idempotency, Sensitivity};
-use agent_kernel::host::{Clock, Executor};
-use agent_kernel::protocol::{ToolAddr, ToolDefinition, ToolFailure, ToolSuccess};
+use agent_kernel::host::Host;
+use agent_kernel::protocol::{ToolDefinition, ToolFailure, ToolSuccess};
 use agent_kernel::run::RunMode;
-use agent_kernel::tool::{SpawnError, Tool, ToolContext, spawn_tool};
+use agent_kernel::tool::{BuiltinTool, SpawnError, Tool, ToolContext, spawn_tool};
 use agent_kernel::{MaybeSend, MaybeSync, RunId, SessionId};
 use serde::Deserialize;
 use serde_json::json;
@@ -146,14 +146,22 @@ impl Tool for KnowledgeSearch {
     }
 }
 
-/// Spawn the `knowledge_search` actor over `bases`, checking `access`;
-/// the host registers it for [`TOOL_MODES`].
-pub fn tool_registration(
-    executor: Arc<dyn Executor>,
-    clock: Arc<dyn Clock>,
-    bases: KnowledgeBases,
-    access: Arc<dyn KnowledgeAccess>,
-) -> Result<(ToolDefinition, ToolAddr), SpawnError> {
-    spawn_tool(executor, clock, KnowledgeSearch { bases, access })
-        .map(|(addr, definition)| (definition, addr))
+/// What `knowledge_search` needs beyond the host: the knowledge bases and
+/// the check of each run's allowlist.
+#[derive(Clone)]
+pub struct ToolDeps {
+    pub bases: KnowledgeBases,
+    pub access: Arc<dyn KnowledgeAccess>,
+}
+
+/// Spawn the `knowledge_search` actor on the host's executor over
+/// `deps.bases`, checking `deps.access`, for [`TOOL_MODES`] only (the tool
+/// crates' one registration shape, [`agent_kernel::tool::builtin`]).
+pub fn builtin_tools(host: &Host, deps: ToolDeps) -> Result<Vec<BuiltinTool>, SpawnError> {
+    let search = KnowledgeSearch {
+        bases: deps.bases,
+        access: deps.access,
+    };
+    let spawned = spawn_tool(host.executor.clone(), host.clock.clone(), search)?;
+    Ok(vec![BuiltinTool::spawned(spawned, &TOOL_MODES)])
 }

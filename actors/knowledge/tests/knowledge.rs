@@ -420,20 +420,19 @@ async fn knowledge_search_checks_the_allowlist_and_answers_untrusted_passages() 
     let bases = handbook(Arc::new(MemoryStorage::new())).await;
     bases.create_base("secret").await.unwrap();
     let allow = RunAllowlists::new();
-    let executor = agent_test_support::executor();
-    let tclock = agent_test_support::clock();
-    let (definition, addr) = agent_knowledge::tool_registration(
-        executor.clone(),
-        tclock.clone(),
-        bases.clone(),
-        Arc::new(allow.clone()),
-    )
-    .unwrap();
+    let host = agent_test_support::memory_host(agent_test_support::clock(), 1);
+    let deps = agent_knowledge::ToolDeps {
+        bases: bases.clone(),
+        access: Arc::new(allow.clone()),
+    };
     let mut registry = Registry::new();
-    registry
-        .register(ToolRegistration::builtin(definition, addr).in_modes(&TOOL_MODES))
-        .unwrap();
-    let tools = spawn_tools(executor, tclock, registry, ToolsOptions::default());
+    for tool in agent_knowledge::builtin_tools(&host, deps).unwrap() {
+        assert_eq!(tool.modes, TOOL_MODES);
+        registry
+            .register(ToolRegistration::builtin(tool.definition, tool.addr).in_modes(&tool.modes))
+            .unwrap();
+    }
+    let tools = spawn_tools(host.executor, host.clock, registry, ToolsOptions::default());
 
     let args = json!({"query": "paid holiday", "bases": ["handbook"]});
     match call(&tools, "r1", "c1", args.clone()).await {

@@ -50,6 +50,6 @@ pub use record::{ChangedBy, Forgotten, MemoryId, MemoryIdError, MemoryRecord, de
 pub use scope::{MemoryScope, MemoryScopes, ScopeError, ScopeKind};
 pub use store::{Expect, MemoryError, MemoryHit, MemoryReceipt, MemoryStore};
 pub use tools::{
-    GrantError, MemoryAccess, MemoryGrant, RunGrants, TOOL_MODES, all_tool_definitions,
-    tool_registrations,
+    GrantError, MemoryAccess, MemoryGrant, RunGrants, TOOL_MODES, ToolDeps, all_tool_definitions,
+    builtin_tools,
 };

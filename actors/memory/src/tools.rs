@@ -16,10 +16,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use agent_capabilities::{EffectClass, Idempotency, Sensitivity, Trust};
-use agent_kernel::host::{Clock, Executor, Fence};
-use agent_kernel::protocol::{ToolAddr, ToolDefinition, ToolFailure, ToolSuccess};
+use agent_kernel::host::{Fence, Host};
+use agent_kernel::protocol::{ToolDefinition, ToolFailure, ToolSuccess};
 use agent_kernel::run::RunMode;
-use agent_kernel::tool::{SpawnError, Tool, ToolContext, spawn_tool};
+use agent_kernel::tool::{BuiltinTool, SpawnError, Tool, ToolContext, spawn_tool};
 use agent_kernel::{MaybeSend, MaybeSync, RunId, SessionId};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,8 +35,7 @@ pub const SAVE: &str = "memory_save";
 pub const FORGET: &str = "memory_forget";
 
 /// The run modes the memory tools are registered for: Agent only (S9.1).
-/// A host registers each of [`tool_registrations`] with
-/// `ToolRegistration::builtin(definition, addr).in_modes(&TOOL_MODES)`.
+/// [`builtin_tools`] gives each of them with these modes.
 pub const TOOL_MODES: [RunMode; 1] = [RunMode::Agent];
 
 /// Results `memory_search` returns when the call names no limit.
@@ -445,25 +444,30 @@ impl MemoryTool {
     }
 }
 
-/// Spawn one tool actor per memory tool on `executor`, all over `store`
-/// and checking `access`: every definition of [`all_tool_definitions`]
-/// with the address that serves it. Register each for [`TOOL_MODES`] only.
-pub fn tool_registrations(
-    executor: Arc<dyn Executor>,
-    clock: Arc<dyn Clock>,
-    store: MemoryStore,
-    access: Arc<dyn MemoryAccess>,
-) -> Result<Vec<(ToolDefinition, ToolAddr)>, SpawnError> {
+/// What the memory tools need beyond the host: the store and the check of
+/// each run's grant.
+#[derive(Clone)]
+pub struct ToolDeps {
+    pub store: MemoryStore,
+    pub access: Arc<dyn MemoryAccess>,
+}
+
+/// Spawn one tool actor per memory tool on the host's executor, all over
+/// `deps.store` and checking `deps.access`: every definition of
+/// [`all_tool_definitions`] with the address that serves it, for
+/// [`TOOL_MODES`] only (the tool crates' one registration shape,
+/// [`agent_kernel::tool::builtin`]).
+pub fn builtin_tools(host: &Host, deps: ToolDeps) -> Result<Vec<BuiltinTool>, SpawnError> {
     all_tool_definitions()
         .into_iter()
         .map(|definition| {
             let tool = MemoryTool {
                 definition,
-                store: store.clone(),
-                access: access.clone(),
+                store: deps.store.clone(),
+                access: deps.access.clone(),
             };
-            spawn_tool(executor.clone(), clock.clone(), tool)
-                .map(|(addr, definition)| (definition, addr))
+            spawn_tool(host.executor.clone(), host.clock.clone(), tool)
+                .map(|spawned| BuiltinTool::spawned(spawned, &TOOL_MODES))
         })
         .collect()
 }

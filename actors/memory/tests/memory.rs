@@ -692,22 +692,19 @@ fn code(result: &ToolResult) -> String {
 
 /// The memory tools registered the way a host does, for Agent runs only.
 fn tools_with_memory(store: MemoryStore, grants: &RunGrants) -> ToolsHandle {
-    let executor = agent_test_support::executor();
-    let clock = agent_test_support::clock();
+    let host = agent_test_support::memory_host(agent_test_support::clock(), 1);
     let mut registry = Registry::new();
-    for (definition, addr) in agent_memory::tool_registrations(
-        executor.clone(),
-        clock.clone(),
+    let deps = agent_memory::ToolDeps {
         store,
-        Arc::new(grants.clone()),
-    )
-    .unwrap()
-    {
+        access: Arc::new(grants.clone()),
+    };
+    for tool in agent_memory::builtin_tools(&host, deps).unwrap() {
+        assert_eq!(tool.modes, TOOL_MODES);
         registry
-            .register(ToolRegistration::builtin(definition, addr).in_modes(&TOOL_MODES))
+            .register(ToolRegistration::builtin(tool.definition, tool.addr).in_modes(&tool.modes))
             .unwrap();
     }
-    spawn_tools(executor, clock, registry, ToolsOptions::default())
+    spawn_tools(host.executor, host.clock, registry, ToolsOptions::default())
 }
 
 fn grant(scopes: MemoryScopes) -> MemoryGrant {

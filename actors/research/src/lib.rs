@@ -1,5 +1,9 @@
-//! `agent-research`: Deep Research (SPEC S9), in progress (issue 19).
+//! `agent-research`: Deep Research (SPEC S9).
 //!
+//! - [`driver`]: the driver every host uses: the start turn, the phases as
+//!   child runs over the kernel's [`ChildRuns`](agent_kernel::child_runs::ChildRuns)
+//!   (which the assembly implements over the supervisor's runtime), the
+//!   person's decisions, Resume and stop;
 //! - [`task`]: the `ResearchTask` record (topic, host-supplied session and
 //!   message identity, phase, plan, approved source snapshot, report
 //!   reference, gaps, planning look-ups) and its phases as a pure, typed
@@ -19,7 +23,9 @@
 //! - [`report`]: the three-part report Artifact and its evidence check (S9.6);
 //! - [`start`]: `start_deep_research`, the deterministic start when the model
 //!   omits it, and the tool that creates the task (S9.3);
-//! - [`view`]: a task as a host shows it, read without side effects.
+//! - [`view`]: a task as a host shows it, read without side effects;
+//! - [`tools`]: the research tools in the tool crates' one registration
+//!   shape (`builtin_tools(host, deps)`).
 //!
 //! # Design
 //!
@@ -30,7 +36,8 @@
 //! capabilities crate; what it needs from other actors comes through
 //! protocol types (a `fetch_url` result envelope) or a trait the host
 //! implements ([`report::ArtifactSink`], which the workspace's Artifacts
-//! fulfil), and the hosts wire it in.
+//! fulfil, and the kernel's `ChildRuns`, which the supervisor's runtime
+//! fulfils for the [`driver`]'s phase runs), and the assembly wires it in.
 //!
 //! The phases are data and a pure function ([`ResearchTask::apply`]); the
 //! store only makes each step one fenced batch. Authority stays where it
@@ -73,6 +80,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 pub mod answers;
+pub mod driver;
 pub mod execute;
 pub mod plan;
 pub mod report;
@@ -81,6 +89,7 @@ pub mod search;
 pub mod start;
 pub mod store;
 pub mod task;
+pub mod tools;
 pub mod view;
 
 pub use plan::{DateRange, PlanError, ResearchPlan};
@@ -89,3 +98,4 @@ pub use task::{
     ActivePhase, Event, EvidenceId, Gap, LookupKind, Lookups, MessageId, Phase, PlanRequest,
     ReportRef, ResearchTask, SnapshotSource, SourceRead, SourceSnapshot, TaskId, TransitionError,
 };
+pub use tools::{ToolDeps, builtin_tools};

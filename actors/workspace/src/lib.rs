@@ -64,4 +64,4 @@ pub use path::{PathError, PathErrorKind, WorkspacePath};
 pub use session::{CopyReport, DeleteReport, copy_session, delete_session};
 pub use spill::{SpillTarget, WorkspaceSpill, bounded_summary, spill_path};
 pub use store::{Expect, Listing, Usage, Workspace};
-pub use tools::{WorkspaceTools, all_tool_definitions, refuse_reserved, tool_registrations};
+pub use tools::{ToolDeps, WorkspaceTools, all_tool_definitions, builtin_tools, refuse_reserved};

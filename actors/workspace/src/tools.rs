@@ -30,9 +30,10 @@ use agent_capabilities::{
 };
 use agent_kernel::host::Host;
 use agent_kernel::protocol::{
-    Reference, ReferenceKind, TargetRule, ToolAddr, ToolDefinition, ToolFailure, ToolSuccess,
+    Reference, ReferenceKind, TargetRule, ToolDefinition, ToolFailure, ToolSuccess,
 };
-use agent_kernel::tool::{SpawnError, Tool, ToolContext, spawn_tool};
+use agent_kernel::run::RunMode;
+use agent_kernel::tool::{BuiltinTool, SpawnError, Tool, ToolContext, spawn_tool};
 
 use crate::actor::{SessionActors, WorkspaceDirectory};
 use crate::artifact::PublishedFrom;
@@ -865,14 +866,20 @@ async fn run_call(
     }
 }
 
+/// What the workspace tools need beyond the host: the sessions' open
+/// workspaces.
+#[derive(Clone)]
+pub struct ToolDeps {
+    pub directory: WorkspaceDirectory,
+}
+
 /// Spawn one tool actor per workspace tool (the shell, `agent_kernel::tool`),
-/// all serving the sessions open in `directory`: every definition of
-/// [`all_tool_definitions`] with the address that serves it.
-pub fn tool_registrations(
-    host: &Host,
-    directory: WorkspaceDirectory,
-) -> Result<Vec<(ToolDefinition, ToolAddr)>, SpawnError> {
-    let shared = Arc::new(WorkspaceTools::new(directory));
+/// all serving the sessions open in `deps.directory`: every definition of
+/// [`all_tool_definitions`] with the address that serves it, for Agent runs
+/// (the tool crates' one registration shape,
+/// [`agent_kernel::tool::builtin`]).
+pub fn builtin_tools(host: &Host, deps: ToolDeps) -> Result<Vec<BuiltinTool>, SpawnError> {
+    let shared = Arc::new(WorkspaceTools::new(deps.directory));
     all_tool_definitions()
         .into_iter()
         .map(|definition| {
@@ -881,7 +888,7 @@ pub fn tool_registrations(
                 shared: shared.clone(),
             };
             spawn_tool(host.executor.clone(), host.clock.clone(), tool)
-                .map(|(addr, definition)| (definition, addr))
+                .map(|spawned| BuiltinTool::spawned(spawned, &[RunMode::Agent]))
         })
         .collect()
 }

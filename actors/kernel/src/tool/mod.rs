@@ -4,6 +4,8 @@
 //! - [`shell`]: the [`Tool`] trait, [`ToolContext`] (with the call's
 //!   cancellation signal), [`spawn_tool`] / [`spawn_tool_with`], hooks;
 //! - [`definition`]: the [`ToolDefinitionBuilder`];
+//! - [`builtin`]: [`BuiltinTool`], the one shape in which a tool crate
+//!   hands its spawned tools to the assembly (`builtin_tools(host, deps)`);
 //! - [`gate`]: the draft and capability checks made right before an effect
 //!   (the tools actor's pre-check uses them too);
 //! - [`validate`]: argument parsing, canonical form, JSON Schema, targets;
@@ -65,6 +67,7 @@
 //! # drop(addr);
 //! ```
 
+pub mod builtin;
 pub mod cancel;
 pub mod codes;
 pub mod definition;
@@ -73,6 +76,7 @@ pub mod names;
 pub mod shell;
 pub mod validate;
 
+pub use builtin::BuiltinTool;
 pub use cancel::{CancelHandle, CancelToken};
 pub use definition::ToolDefinitionBuilder;
 pub use gate::{

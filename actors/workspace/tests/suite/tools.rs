@@ -18,8 +18,8 @@ use agent_kernel::tool::validate::{canonicalise, derive_target};
 use agent_kernel::{CallId, RunId};
 use agent_workspace::limits::MAX_SUMMARY_CHARS;
 use agent_workspace::{
-    Quotas, SpillTarget, WorkspaceDirectory, WorkspaceSpill, all_tool_definitions, bounded_summary,
-    tool_registrations,
+    Quotas, SpillTarget, ToolDeps, WorkspaceDirectory, WorkspaceSpill, all_tool_definitions,
+    bounded_summary, builtin_tools,
 };
 
 use super::{Env, p};
@@ -45,10 +45,13 @@ impl Harness {
     fn new() -> Harness {
         let env = Env::new("s1");
         let dir = env.directory(Quotas::default());
-        let tools = tool_registrations(&env.host, dir.clone())
+        let deps = ToolDeps {
+            directory: dir.clone(),
+        };
+        let tools = builtin_tools(&env.host, deps)
             .expect("the workspace definitions are valid")
             .into_iter()
-            .map(|(d, addr)| (d.name, addr))
+            .map(|t| (t.definition.name, t.addr))
             .collect();
         Harness {
             env,
