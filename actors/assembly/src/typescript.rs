@@ -100,6 +100,8 @@ fn roots(v: &mut impl TypeVisitor) {
     v.visit::<agent_workspace::Artifact>();
     v.visit::<agent_workspace::CopyReport>();
     v.visit::<agent_workspace::DeleteReport>();
+    v.visit::<agent_memory::MemoryRecord>();
+    v.visit::<agent_research::view::ResearchView>();
 }
 
 /// `name?: T | null` becomes `name?: T`. ts-rs writes the former for an

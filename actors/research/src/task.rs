@@ -35,6 +35,7 @@ macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
@@ -92,6 +93,7 @@ id_type!(
 
 /// A phase a task can be interrupted in, and resumed to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ResearchActivePhase"))]
 #[serde(rename_all = "snake_case")]
 pub enum ActivePhase {
     Planning,
@@ -163,6 +165,7 @@ pub enum LookupKind {
 
 /// How many look-ups planning has made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Lookups {
     pub searches: u32,
     pub reads: u32,
@@ -171,6 +174,7 @@ pub struct Lookups {
 /// The plan waiting for the person, as a pending request (S6.4): shown
 /// once, not again after a reload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct PlanRequest {
     pub id: RequestId,
     pub created_at_ms: u64,
@@ -227,6 +231,7 @@ impl SourceSnapshot {
 
 /// Something a partial report could not cover (S9.6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ResearchGap"))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Gap {
     /// A source of the snapshot could not be read.
@@ -241,6 +246,7 @@ pub enum Gap {
 
 /// The report Artifact a task produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ReportRef {
     /// The Artifact id: the SHA-256 of the report's bytes.
     pub artifact: String,

@@ -145,6 +145,11 @@ export type CallState = "prepared" | "running" | "committed" | "failed" | "effec
 export type CopyReport = { files: number, trash_entries: number, artifacts: number, };
 
 /**
+ * An inclusive range of ISO dates (`YYYY-MM-DD`).
+ */
+export type DateRange = { from: string, to: string, };
+
+/**
  * What the person decides about a call whose effect is unknown.
  */
 export type DecisionChoice = "retry_anyway" | "mark_done" | "abandon";
@@ -184,6 +189,11 @@ detail: JsonValue, };
 export type Evidence = { run: RunId, call_id: CallId, tool: string, trust: Trust, provenance: Provenance, references: Array<Reference>, result: BlobRef, at_ms: number, };
 
 /**
+ * One piece of evidence: a source read during execution (S9.6).
+ */
+export type EvidenceId = string;
+
+/**
  * One file of a session's workspace: what the manifest knows about it.
  * The content is a blob named by `hash`.
  */
@@ -209,6 +219,11 @@ revision: number, source: Source, created_at_ms: number, updated_at_ms: number, 
  * Serialised as a plain string; deserialisation checks the form.
  */
 export type Fingerprint = string;
+
+/**
+ * When and by whom a memory was forgotten (it can be restored).
+ */
+export type Forgotten = { by: MemoryChange, at_ms: number, };
 
 /**
  * Whether repeating a call with the same arguments has the same effect as doing it once.
@@ -240,6 +255,56 @@ target_summary?: string, result?: BlobRef, receipts?: Array<EffectReceipt>, erro
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
 
 /**
+ * How many look-ups planning has made.
+ */
+export type Lookups = { searches: number, reads: number, };
+
+/**
+ * Who made a change.
+ */
+export type MemoryChange = { "by": "person" } | { "by": "tool", run: RunId, call_id: CallId, tool: string, };
+
+/**
+ * A memory's id within its scope: 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
+ */
+export type MemoryId = string;
+
+/**
+ * One memory.
+ */
+export type MemoryRecord = { 
+/**
+ * Layout version ([`RECORD_FORMAT`]).
+ */
+v: number, 
+/**
+ * `global`, `workspace:ID`, `profile:ID` or `session:ID`.
+ */
+scope: string, id: MemoryId, 
+/**
+ * 1 when created; each save adds one, and so does a restore.
+ */
+revision: number, text: string, 
+/**
+ * SHA-256 of `text` (lowercase hex).
+ */
+text_hash: string, 
+/**
+ * Who saved this revision.
+ */
+saved_by: MemoryChange, saved_at_ms: number, created_at_ms: number, 
+/**
+ * Set on a forgotten memory (kept under the forgotten prefix).
+ */
+forgotten?: Forgotten, };
+
+/**
+ * The chat message that refers to the task, supplied by the host out
+ * of band (S9.5), never by the model.
+ */
+export type MessageId = string;
+
+/**
  * A persisted request waiting for the person (S6.4).
  */
 export type PendingRecord = { run: RunId, id: RequestId, kind: PendingRecordKind, created_at_ms: number, 
@@ -264,6 +329,16 @@ export type PendingKind = Exclude<PendingRecordKind, { kind: "input" }> | (Extra
  * The plan as the run record keeps it; each `update_plan` replaces it whole.
  */
 export type Plan = { steps: Array<PlanStep>, explanation?: string, };
+
+/**
+ * The plan waiting for the person, as a pending request (S6.4): shown
+ * once, not again after a reload.
+ */
+export type PlanRequest = { id: RequestId, created_at_ms: number, 
+/**
+ * Set when a UI has shown it.
+ */
+presented: boolean, };
 
 /**
  * One step.
@@ -312,9 +387,90 @@ hash: string, };
 export type ReferenceKind = "blob" | "workspace_file" | "artifact";
 
 /**
+ * The report Artifact a task produced.
+ */
+export type ReportRef = { 
+/**
+ * The Artifact id: the SHA-256 of the report's bytes.
+ */
+artifact: string, size: number, };
+
+/**
  * A pending approval, input or decision request.
  */
 export type RequestId = string;
+
+/**
+ * A phase a task can be interrupted in, and resumed to.
+ */
+export type ResearchActivePhase = "planning" | "executing" | "synthesizing";
+
+/**
+ * Something a partial report could not cover (S9.6).
+ */
+export type ResearchGap = { "kind": "source_failed", url: string, reason: string, } | { "kind": "budget_exhausted", dimension: string, } | { "kind": "stopped" } | { "kind": "unanswered", question: string, };
+
+/**
+ * A plan as the planning run proposes it and the person approves it.
+ */
+export type ResearchPlan = { 
+/**
+ * What the report must answer.
+ */
+questions: Array<string>, 
+/**
+ * Search queries execution may send to the search backend.
+ */
+queries: Array<string>, 
+/**
+ * Candidate source URLs (absolute http or https).
+ */
+sources: Array<string>, 
+/**
+ * Registrable domains (and their subdomains) execution may read; every
+ * candidate source must lie within them.
+ */
+domains: Array<string>, 
+/**
+ * Publication dates execution may use, when the plan restricts them.
+ */
+dates?: DateRange, 
+/**
+ * What planning could not do, said to the person (for example: no
+ * search backend is configured, so the plan uses only the topic and
+ * the URLs given).
+ */
+notes?: Array<string>, };
+
+/**
+ * One snapshot source as shown.
+ */
+export type ResearchSource = { url: string, 
+/**
+ * `pending`, `read` or `failed`.
+ */
+state: "pending" | "read" | "failed", evidence?: EvidenceId, final_url?: string, 
+/**
+ * SHA-256 of the stored text.
+ */
+content_hash?: string, reason?: string, };
+
+/**
+ * A task as a host shows it.
+ */
+export type ResearchView = { task: TaskId, session: SessionId, message: MessageId, 
+/**
+ * [`Phase::name`](crate::task::Phase::name) of the task's phase.
+ */
+phase: ResearchPhase, 
+/**
+ * For an interrupted task: the phase Resume continues.
+ */
+resume_to?: ResearchActivePhase, topic: string, urls: Array<string>, 
+/**
+ * The approved plan, else the proposed one, if any.
+ */
+plan?: ResearchPlan, plan_approved: boolean, plan_request?: PlanRequest, sources: Array<ResearchSource>, lookups: Lookups, gaps: Array<ResearchGap>, report?: ReportRef, created_at_ms: number, updated_at_ms: number, };
 
 /**
  * The reasoning a model streamed in one round.
@@ -415,6 +571,11 @@ export type StopReason = { "reason": "completed" } | { "reason": "user_stopped" 
  * The set of targets a capability may touch. Narrowing is intersection.
  */
 export type TargetScope = { "kind": "no_target" } | { "kind": "workspace", prefix: string, } | { "kind": "origins", origins: Array<string>, } | { "kind": "domains", domains: Array<string>, } | { "kind": "dates", from: string, to: string, } | { "kind": "all", scopes: Array<TargetScope>, };
+
+/**
+ * One Deep Research task.
+ */
+export type TaskId = string;
 
 /**
  * Where a tool comes from.

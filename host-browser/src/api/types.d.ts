@@ -220,21 +220,6 @@ export interface ProfileLayer {
   memory?: { read: MemoryScope[]; write: MemoryScope[] }; skills?: string[]; system_prompt_addition?: string;
 }
 
-/** Memory (S10.1): a scope is `global`, `workspace:ID`, `profile:ID` or `session:ID`. */
-export type MemoryChange = { by: "person" } | { by: "tool"; run: string; call_id: string; tool: string };
-export interface MemoryRecord {
-  v: number;
-  scope: string;
-  id: string;
-  revision: number;
-  text: string;
-  text_hash: string;
-  saved_by: MemoryChange;
-  saved_at_ms: number;
-  created_at_ms: number;
-  /** Set on a deleted or forgotten memory (restorable). */
-  forgotten?: { by: MemoryChange; at_ms: number };
-}
 /** A text document for `addKnowledge`. */
 export interface KnowledgeDocument { id: string; title?: string; text: string; }
 export type KnowledgeSource =
@@ -252,56 +237,9 @@ export interface KnowledgePassage {
 
 /** Deep Research (S9). `startResearch` resolves with the start turn's run and the task: all a chat message keeps (S9.2). */
 export interface ResearchStart { runId: string; task: string; }
-export interface DateRange { from: string; to: string; }
-/** A research plan: what the report must answer, and the only sources and domains execution may read. */
-export interface ResearchPlan {
-  questions: string[];
-  queries: string[];
-  sources: string[];
-  domains: string[];
-  dates?: DateRange;
-  notes?: string[];
-}
 export type ResearchPhase =
   | "planning" | "awaiting_plan_approval" | "executing" | "synthesizing"
   | "reported" | "partial" | "rejected" | "cancelled" | "interrupted";
-export type ResearchActivePhase = "planning" | "executing" | "synthesizing";
-/** The plan waiting for the person: shown once (S6.4). */
-export interface PlanRequest { id: string; created_at_ms: number; presented: boolean; }
-export interface ResearchSource {
-  url: string;
-  state: "pending" | "read" | "failed";
-  evidence?: string;
-  final_url?: string;
-  /** SHA-256 of the stored text. */
-  content_hash?: string;
-  reason?: string;
-}
-export type ResearchGap =
-  | { kind: "source_failed"; url: string; reason: string }
-  | { kind: "budget_exhausted"; dimension: string }
-  | { kind: "stopped" }
-  | { kind: "unanswered"; question: string };
-/** The report Artifact: its id is the SHA-256 of its bytes (read it with `readArtifact`). */
-export interface ReportRef { artifact: string; size: number; }
-export interface ResearchView {
-  task: string;
-  session: string;
-  message: string;
-  phase: ResearchPhase;
-  resume_to?: ResearchActivePhase;
-  topic: string;
-  urls: string[];
-  plan?: ResearchPlan;
-  plan_approved: boolean;
-  plan_request?: PlanRequest;
-  sources: ResearchSource[];
-  lookups: { searches: number; reads: number };
-  gaps: ResearchGap[];
-  report?: ReportRef;
-  created_at_ms: number;
-  updated_at_ms: number;
-}
 
 export type RuntimeEvent =
   | { type: "run"; run: AgentRun }
