@@ -54,7 +54,7 @@ pub fn declarations() -> String {
     let mut out = String::from(HEADER);
     out.push_str("\n\n");
     for decl in found.decls.values() {
-        out.push_str(&absent_not_null(decl));
+        out.push_str(&open_multiline_blocks(&absent_not_null(decl)));
         out.push_str("\n\n");
     }
     out.truncate(out.trim_end().len());
@@ -140,6 +140,51 @@ fn absent_not_null(decl: &str) -> String {
     out
 }
 
+/// An object type that spans lines (a field with a doc comment) gets its
+/// `{` at the end of a line and its `}` at the start of one. wasm-bindgen
+/// re-indents the `.d.ts` by those two marks; ts-rs writes `{ a: T,` and
+/// `b: U, };`, which left every later declaration indented one step more.
+/// One-line object types stay as they are. Braces inside string and
+/// template literal types and inside comments are not blocks.
+fn open_multiline_blocks(decl: &str) -> String {
+    let mut out = String::with_capacity(decl.len() + 16);
+    let mut opened: Vec<usize> = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut chars = decl.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if comment {
+            comment = !(c == '*' && chars.peek() == Some(&'/'));
+            if !comment {
+                out.push(chars.next().unwrap_or('/'));
+            }
+            continue;
+        }
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '`') => quote = Some(c),
+            (None, '/') if chars.peek() == Some(&'*') => comment = true,
+            (None, '{') => opened.push(out.len() - 1),
+            (None, '}') => {
+                let Some(start) = opened.pop() else { continue };
+                let close = out.len() - 1;
+                let inner = &out[start + 1..close];
+                if inner.contains('\n') {
+                    let block = format!("{{\n{}\n}}", inner.trim());
+                    out.replace_range(start.., &block);
+                }
+            }
+            _ => {}
+        }
+    }
+    out.lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The declarations reached so far, by TypeScript name.
 struct Found<'a> {
     cfg: &'a Config,
@@ -182,6 +227,15 @@ mod tests {
         assert_eq!(
             absent_not_null(decl),
             "type T = { a?: string, b: string | null, c?: { x: number | null, y?: Array<string>, }, d?: Array<number>, };"
+        );
+    }
+
+    #[test]
+    fn a_block_over_lines_opens_and_closes_on_lines_of_its_own() {
+        let decl = "type T = { a: string, \n/**\n * B {not a block}.\n */\nb: { c: `x${string}`, d: \"}\" }, } | { e: number, };";
+        assert_eq!(
+            open_multiline_blocks(decl),
+            "type T = {\na: string,\n/**\n * B {not a block}.\n */\nb: { c: `x${string}`, d: \"}\" },\n} | { e: number, };"
         );
     }
 

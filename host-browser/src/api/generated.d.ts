@@ -3,79 +3,88 @@
 /**
  * One entry of a run's gap-free activity sequence (S1.4).
  */
-export type Activity = { run: RunId, seq: number, 
+export type Activity = {
+run: RunId, seq: number,
 /**
  * Never earlier than the previous activity's timestamp, even if the clock stepped back.
  */
-at_ms: number, kind: ActivityKind, };
+at_ms: number, kind: ActivityKind,
+};
 
 /**
  * What an activity records. Text lives in blobs; only references appear here.
  */
-export type ActivityKind = { "kind": "status_changed", from: RunStatus, to: RunStatus, reason?: StopReason, } | { "kind": "model_request", round: number, } | { "kind": "model_response", round: number, text: BlobRef | null, tool_calls: number, 
+export type ActivityKind = { "kind": "status_changed", from: RunStatus, to: RunStatus, reason?: StopReason, } | { "kind": "model_request", round: number, } | {
+"kind": "model_response", round: number, text: BlobRef | null, tool_calls: number,
 /**
  * The reasoning the model streamed apart from its answer (S13.4),
  * stored as its own blob: never the answer, never the history.
  */
-reasoning?: BlobRef, } | { "kind": "tool_call", call_id: CallId, tool: string, state: CallState, } | { "kind": "approval_requested", request: RequestId, call_id: CallId, } | { "kind": "approval_answered", request: RequestId, approved: boolean, } | { "kind": "input_requested", request: RequestId, } | { "kind": "input_answered", request: RequestId, } | { "kind": "decision_requested", request: RequestId, call_id: CallId, } | { "kind": "decision_taken", request: RequestId, 
+reasoning?: BlobRef,
+} | { "kind": "tool_call", call_id: CallId, tool: string, state: CallState, } | { "kind": "approval_requested", request: RequestId, call_id: CallId, } | { "kind": "approval_answered", request: RequestId, approved: boolean, } | { "kind": "input_requested", request: RequestId, } | { "kind": "input_answered", request: RequestId, } | { "kind": "decision_requested", request: RequestId, call_id: CallId, } | {
+"kind": "decision_taken", request: RequestId,
 /**
  * One of the supervisor's choices, by name.
  */
-choice: DecisionChoice, } | { "kind": "plan_updated", plan: BlobRef, } | { "kind": "child_started", child: RunId, } | { "kind": "conversation_trimmed", dropped_turns: number, kept_turns: number, } | { "kind": "executor_lost", executor: string, };
+choice: DecisionChoice,
+} | { "kind": "plan_updated", plan: BlobRef, } | { "kind": "child_started", child: RunId, } | { "kind": "conversation_trimmed", dropped_turns: number, kept_turns: number, } | { "kind": "executor_lost", executor: string, };
 
 /**
  * The persisted `AgentRun` (S1.1): hashes and references only, never raw text.
  */
-export type AgentRun = { id: RunId, session: SessionId, parent?: RunId, children: Array<RunId>, mode: RunMode, status: RunStatus, stop_reason?: StopReason, usage: Usage, budget: Budget, 
+export type AgentRun = {
+id: RunId, session: SessionId, parent?: RunId, children: Array<RunId>, mode: RunMode, status: RunStatus, stop_reason?: StopReason, usage: Usage, budget: Budget,
 /**
  * The prompt, stored as a blob.
  */
-prompt: BlobRef, 
+prompt: BlobRef,
 /**
  * The final assistant output, stored as a blob, once there is one.
  */
-output?: BlobRef, 
+output?: BlobRef,
 /**
  * The latest plan (`update_plan`), stored as a blob.
  */
-plan?: BlobRef, 
+plan?: BlobRef,
 /**
  * Number of activities written; the next one gets this sequence number.
  */
-next_activity: number, 
+next_activity: number,
 /**
  * Every status the run has had, in order (for audits and the simulator).
  */
-status_history: Array<RunStatus>, created_at_ms: number, updated_at_ms: number, };
+status_history: Array<RunStatus>, created_at_ms: number, updated_at_ms: number,
+};
 
 /**
  * What an approval is bound to (S6.2). A change to any field is a new identity.
  */
-export type ApprovalIdentity = { 
+export type ApprovalIdentity = {
 /**
  * Where the tool comes from.
  */
-origin: ToolOrigin, 
+origin: ToolOrigin,
 /**
  * The model provider or MCP server, when there is one.
  */
-provider: string | null, 
+provider: string | null,
 /**
  * The tool name.
  */
-tool: string, 
+tool: string,
 /**
  * The tool definition's fingerprint.
  */
-fingerprint: Fingerprint, 
+fingerprint: Fingerprint,
 /**
  * The declared effect classes.
  */
-effects: Array<EffectClass>, 
+effects: Array<EffectClass>,
 /**
  * The target scope the approval covers.
  */
-scope: TargetScope, };
+scope: TargetScope,
+};
 
 /**
  * How much runs without asking.
@@ -85,11 +94,13 @@ export type ApprovalMode = "permissive" | "strict";
 /**
  * One published Artifact, as a session refers to it.
  */
-export type Artifact = { session: SessionId, 
+export type Artifact = {
+session: SessionId,
 /**
  * SHA-256 of the bytes, lowercase hex; also the blob's name.
  */
-id: string, name: string, mime: string, size: number, published_at_ms: number, source: Source, from?: PublishedFrom, };
+id: string, name: string, mime: string, size: number, published_at_ms: number, source: Source, from?: PublishedFrom,
+};
 
 /**
  * A reference to a blob: the SHA-256 of its bytes (lowercase hex) and its size.
@@ -99,11 +110,13 @@ export type BlobRef = { hash: string, size: number, };
 /**
  * The effective limits of a run. Token and duration limits are optional.
  */
-export type Budget = { max_tool_rounds: number, max_tool_calls: number, max_tokens?: number, 
+export type Budget = {
+max_tool_rounds: number, max_tool_calls: number, max_tokens?: number,
 /**
  * Active wall time (time spent `running`), in milliseconds.
  */
-max_duration_ms?: number, };
+max_duration_ms?: number,
+};
 
 /**
  * Which limit ran out.
@@ -123,11 +136,13 @@ export type CallError = { code: string, retryable: boolean, };
 /**
  * Why one call failed.
  */
-export type CallFailure = { call_id: CallId, 
+export type CallFailure = {
+call_id: CallId,
 /**
  * `code: message` of the tool's error, or the journal's error code.
  */
-reason: string, };
+reason: string,
+};
 
 /**
  * One tool call inside a run (from the model, or derived by the host).
@@ -157,11 +172,13 @@ export type DecisionChoice = "retry_anyway" | "mark_done" | "abandon";
 /**
  * What [`delete_session`] removed.
  */
-export type DeleteReport = { files: number, trash_entries: number, artifacts: number, 
+export type DeleteReport = {
+files: number, trash_entries: number, artifacts: number,
 /**
  * Blobs deleted because nothing referenced them any more.
  */
-blobs_freed: Array<string>, };
+blobs_freed: Array<string>,
+};
 
 /**
  * What a tool invocation may do to the world, from mildest to most severe.
@@ -173,15 +190,17 @@ export type EffectClass = "read_local" | "read_network" | "write_local" | "write
 /**
  * Proof of what an effect did (a workspace receipt: path, revisions, hash).
  */
-export type EffectReceipt = { effect: EffectClass, 
+export type EffectReceipt = {
+effect: EffectClass,
 /**
  * A short target description (path, origin), never content.
  */
-target: string, 
+target: string,
 /**
  * Structured detail: revisions, hashes, ids. Never raw content.
  */
-detail: JsonValue, };
+detail: JsonValue,
+};
 
 /**
  * The provenance and references of one result, kept for the run card.
@@ -197,21 +216,23 @@ export type EvidenceId = string;
  * One file of a session's workspace: what the manifest knows about it.
  * The content is a blob named by `hash`.
  */
-export type FileEntry = { session: SessionId, path: WorkspacePath, mime: string, 
+export type FileEntry = {
+session: SessionId, path: WorkspacePath, mime: string,
 /**
  * Content length in bytes.
  */
-size: number, 
+size: number,
 /**
  * SHA-256 of the content, lowercase hex; also the blob's name.
  */
-hash: string, 
+hash: string,
 /**
  * Changes on every mutation of this file and never repeats within the
  * session, even across delete and restore (it is drawn from one
  * per-session counter), so an `expectedRevision` names one exact state.
  */
-revision: number, source: Source, created_at_ms: number, updated_at_ms: number, };
+revision: number, source: Source, created_at_ms: number, updated_at_ms: number,
+};
 
 /**
  * A SHA-256 of a value's canonical JSON, as 64 lowercase hex digits.
@@ -233,16 +254,17 @@ export type Idempotency = "idempotent" | "non_idempotent";
 /**
  * One tool call in the journal. Hashes and references only (S2.2).
  */
-export type JournalRecord = { run: RunId, call_id: CallId, tool: string, fingerprint: Fingerprint, 
+export type JournalRecord = {
+run: RunId, call_id: CallId, tool: string, fingerprint: Fingerprint,
 /**
  * SHA-256 of the canonical arguments; the arguments themselves are a blob.
  */
-args: BlobRef, effects: Array<EffectClass>, idempotency: Idempotency, attempt: number, state: CallState, 
+args: BlobRef, effects: Array<EffectClass>, idempotency: Idempotency, attempt: number, state: CallState,
 /**
  * [`idempotency_key`] of the run and call id, fixed when the record is
  * first written; sent with idempotent writes, the same on every retry.
  */
-idempotency_key: string, 
+idempotency_key: string,
 /**
  * What the call acts on, in the person's words (a URL's origin, a
  * workspace file), derived from its arguments by the tool's target
@@ -250,7 +272,8 @@ idempotency_key: string,
  * an automatic external write is shown as clearly as an approved one.
  * `None` for the supervisor's own tools and records older than it.
  */
-target_summary?: string, result?: BlobRef, receipts?: Array<EffectReceipt>, error?: CallError, updated_at_ms: number, };
+target_summary?: string, result?: BlobRef, receipts?: Array<EffectReceipt>, error?: CallError, updated_at_ms: number,
+};
 
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
 
@@ -272,31 +295,32 @@ export type MemoryId = string;
 /**
  * One memory.
  */
-export type MemoryRecord = { 
+export type MemoryRecord = {
 /**
  * Layout version ([`RECORD_FORMAT`]).
  */
-v: number, 
+v: number,
 /**
  * `global`, `workspace:ID`, `profile:ID` or `session:ID`.
  */
-scope: string, id: MemoryId, 
+scope: string, id: MemoryId,
 /**
  * 1 when created; each save adds one, and so does a restore.
  */
-revision: number, text: string, 
+revision: number, text: string,
 /**
  * SHA-256 of `text` (lowercase hex).
  */
-text_hash: string, 
+text_hash: string,
 /**
  * Who saved this revision.
  */
-saved_by: MemoryChange, saved_at_ms: number, created_at_ms: number, 
+saved_by: MemoryChange, saved_at_ms: number, created_at_ms: number,
 /**
  * Set on a forgotten memory (kept under the forgotten prefix).
  */
-forgotten?: Forgotten, };
+forgotten?: Forgotten,
+};
 
 /**
  * The chat message that refers to the task, supplied by the host out
@@ -307,11 +331,13 @@ export type MessageId = string;
 /**
  * A persisted request waiting for the person (S6.4).
  */
-export type PendingRecord = { run: RunId, id: RequestId, kind: PendingRecordKind, created_at_ms: number, 
+export type PendingRecord = {
+run: RunId, id: RequestId, kind: PendingRecordKind, created_at_ms: number,
 /**
  * Set when a UI has shown it, so that a reload presents it once, not twice.
  */
-presented: boolean, };
+presented: boolean,
+};
 
 /**
  * What the person is asked for.
@@ -334,11 +360,13 @@ export type Plan = { steps: Array<PlanStep>, explanation?: string, };
  * The plan waiting for the person, as a pending request (S6.4): shown
  * once, not again after a reload.
  */
-export type PlanRequest = { id: RequestId, created_at_ms: number, 
+export type PlanRequest = {
+id: RequestId, created_at_ms: number,
 /**
  * Set when a UI has shown it.
  */
-presented: boolean, };
+presented: boolean,
+};
 
 /**
  * One step.
@@ -348,15 +376,16 @@ export type PlanStep = { title: string, status: StepStatus, };
 /**
  * Where a result came from.
  */
-export type Provenance = { 
+export type Provenance = {
 /**
  * `builtin`, `plugin:<id>`, `mcp:<server>`, `user`.
  */
-origin: string, tool: string, requested_url?: string, final_url?: string, fetched_at_ms?: number, content_hash?: string, 
+origin: string, tool: string, requested_url?: string, final_url?: string, fetched_at_ms?: number, content_hash?: string,
 /**
  * Anything else worth keeping (reader used, truncation flags, ...).
  */
-detail?: { [key in string]: JsonValue }, };
+detail?: { [key in string]: JsonValue },
+};
 
 /**
  * The workspace file an Artifact was published from.
@@ -371,15 +400,17 @@ export type ReasoningEffort = "minimal" | "low" | "medium" | "high";
 /**
  * A pointer to stored content instead of the content itself (S5.8).
  */
-export type Reference = { kind: ReferenceKind, 
+export type Reference = {
+kind: ReferenceKind,
 /**
  * A blob hash, a workspace path, or an Artifact id.
  */
-id: string, name?: string, mime?: string, size: number, 
+id: string, name?: string, mime?: string, size: number,
 /**
  * SHA-256 of the referenced bytes.
  */
-hash: string, };
+hash: string,
+};
 
 /**
  * What kind of thing a reference points at.
@@ -389,11 +420,12 @@ export type ReferenceKind = "blob" | "workspace_file" | "artifact";
 /**
  * The report Artifact a task produced.
  */
-export type ReportRef = { 
+export type ReportRef = {
 /**
  * The Artifact id: the SHA-256 of the report's bytes.
  */
-artifact: string, size: number, };
+artifact: string, size: number,
+};
 
 /**
  * A pending approval, input or decision request.
@@ -413,64 +445,69 @@ export type ResearchGap = { "kind": "source_failed", url: string, reason: string
 /**
  * A plan as the planning run proposes it and the person approves it.
  */
-export type ResearchPlan = { 
+export type ResearchPlan = {
 /**
  * What the report must answer.
  */
-questions: Array<string>, 
+questions: Array<string>,
 /**
  * Search queries execution may send to the search backend.
  */
-queries: Array<string>, 
+queries: Array<string>,
 /**
  * Candidate source URLs (absolute http or https).
  */
-sources: Array<string>, 
+sources: Array<string>,
 /**
  * Registrable domains (and their subdomains) execution may read; every
  * candidate source must lie within them.
  */
-domains: Array<string>, 
+domains: Array<string>,
 /**
  * Publication dates execution may use, when the plan restricts them.
  */
-dates?: DateRange, 
+dates?: DateRange,
 /**
  * What planning could not do, said to the person (for example: no
  * search backend is configured, so the plan uses only the topic and
  * the URLs given).
  */
-notes?: Array<string>, };
+notes?: Array<string>,
+};
 
 /**
  * One snapshot source as shown.
  */
-export type ResearchSource = { url: string, 
+export type ResearchSource = {
+url: string,
 /**
  * `pending`, `read` or `failed`.
  */
-state: "pending" | "read" | "failed", evidence?: EvidenceId, final_url?: string, 
+state: "pending" | "read" | "failed", evidence?: EvidenceId, final_url?: string,
 /**
  * SHA-256 of the stored text.
  */
-content_hash?: string, reason?: string, };
+content_hash?: string, reason?: string,
+};
 
 /**
  * A task as a host shows it.
  */
-export type ResearchView = { task: TaskId, session: SessionId, message: MessageId, 
+export type ResearchView = {
+task: TaskId, session: SessionId, message: MessageId,
 /**
  * [`Phase::name`](crate::task::Phase::name) of the task's phase.
  */
-phase: ResearchPhase, 
+phase: ResearchPhase,
 /**
  * For an interrupted task: the phase Resume continues.
  */
-resume_to?: ResearchActivePhase, topic: string, urls: Array<string>, 
+resume_to?: ResearchActivePhase, topic: string, urls: Array<string>,
 /**
  * The approved plan, else the proposed one, if any.
  */
-plan?: ResearchPlan, plan_approved: boolean, plan_request?: PlanRequest, sources: Array<ResearchSource>, lookups: Lookups, gaps: Array<ResearchGap>, report?: ReportRef, created_at_ms: number, updated_at_ms: number, };
+plan?: ResearchPlan, plan_approved: boolean, plan_request?: PlanRequest, sources: Array<ResearchSource>, lookups: Lookups, gaps: Array<ResearchGap>, report?: ReportRef, created_at_ms: number, updated_at_ms: number,
+};
 
 /**
  * The reasoning a model streamed in one round.
@@ -499,34 +536,36 @@ export type RunStatus = "running" | "awaiting_input" | "awaiting_approval" | "in
  * automatic external write shows what it wrote to), the pending requests,
  * the evidence with provenance, the plan's steps and the final answer.
  */
-export type RunView = { run: AgentRun, 
+export type RunView = {
+run: AgentRun,
 /**
  * The person's prompt (the run record keeps only its hash).
  */
-prompt: string, activities: Array<Activity>, journal: Array<JournalRecord>, pending: Array<PendingRequest>, 
+prompt: string, activities: Array<Activity>, journal: Array<JournalRecord>, pending: Array<PendingRequest>,
 /**
  * What each tool result was, where it came from and how far it is
  * trusted (S5.4), in the order the results arrived.
  */
-evidence: Array<Evidence>, 
+evidence: Array<Evidence>,
 /**
  * The final answer, once the run has one.
  */
-output?: string, 
+output?: string,
 /**
  * The latest `update_plan`: steps with their statuses.
  */
-plan?: Plan, 
+plan?: Plan,
 /**
  * Why each failed call failed (the tool's code and message from its
  * result blob, else the journal's error code), in journal order.
  */
-failures?: Array<CallFailure>, 
+failures?: Array<CallFailure>,
 /**
  * What the model reasoned, round by round, apart from the answer
  * (S13.4): never part of `output`.
  */
-reasoning?: Array<RoundReasoning>, };
+reasoning?: Array<RoundReasoning>,
+};
 
 /**
  * How sensitive a tool's content is: private and secret content never
@@ -542,15 +581,17 @@ export type SessionId = string;
 /**
  * One session as a listing shows it.
  */
-export type SessionSummary = { session: SessionId, 
+export type SessionSummary = {
+session: SessionId,
 /**
  * Top-level runs (turns) of the session.
  */
-runs: number, 
+runs: number,
 /**
  * When its newest run was created, if it has any.
  */
-last_run_at_ms?: number, files: number, artifacts: number, };
+last_run_at_ms?: number, files: number, artifacts: number,
+};
 
 /**
  * Who wrote a file (S7.2).
@@ -587,20 +628,21 @@ export type ToolOrigin = "builtin" | "user" | `plugin:${string}` | `mcp:${string
  * `notifications/progress`, say). Live only: shown while the call runs,
  * never journaled, so a report grants and proves nothing.
  */
-export type ToolProgress = { 
+export type ToolProgress = {
 /**
  * Increases with each report of one call (units are the tool's own).
  */
-progress: number, 
+progress: number,
 /**
  * The value `progress` reaches when the call is done, when known.
  */
-total?: number, 
+total?: number,
 /**
  * A short human-readable note, at most [`MAX_PROGRESS_MESSAGE_BYTES`]
  * (longer ones are cut at a character boundary by the sink).
  */
-message?: string, };
+message?: string,
+};
 
 /**
  * How far content may be trusted. `ExternalUntrusted` content (web,
@@ -611,25 +653,27 @@ export type Trust = "internal" | "user" | "external_untrusted";
 /**
  * Usage accumulated across model rounds (S4.1). Never decreases.
  */
-export type Usage = { tool_rounds: number, tool_calls: number, input_tokens: number, output_tokens: number, 
+export type Usage = {
+tool_rounds: number, tool_calls: number, input_tokens: number, output_tokens: number,
 /**
  * Milliseconds spent `running`.
  */
-active_ms: number, 
+active_ms: number,
 /**
  * Input tokens read from the provider's prompt cache, as each
  * provider reports them (OpenAI and Gemini count them inside
  * `input_tokens`; Anthropic's `input_tokens` leaves them out).
  */
-cached_input_tokens?: number, 
+cached_input_tokens?: number,
 /**
  * Input tokens written to the provider's prompt cache (Anthropic).
  */
-cache_write_tokens?: number, 
+cache_write_tokens?: number,
 /**
  * Of the output, tokens the model spent reasoning (S13.4).
  */
-reasoning_tokens?: number, };
+reasoning_tokens?: number,
+};
 
 /**
  * A validated workspace path: relative, NFC-normalised, portable, within
