@@ -102,6 +102,11 @@ fn roots(v: &mut impl TypeVisitor) {
     v.visit::<agent_workspace::DeleteReport>();
     v.visit::<agent_memory::MemoryRecord>();
     v.visit::<agent_research::view::ResearchView>();
+    v.visit::<agent_profiles::Revision>();
+    v.visit::<agent_profiles::RunUse>();
+    v.visit::<agent_profiles::FieldChange>();
+    v.visit::<agent_profiles::ProfileSummary>();
+    v.visit::<agent_profiles::Refused>();
 }
 
 /// `name?: T | null` becomes `name?: T`. ts-rs writes the former for an

@@ -213,6 +213,20 @@ export type Evidence = { run: RunId, call_id: CallId, tool: string, trust: Trust
 export type EvidenceId = string;
 
 /**
+ * One field that differs between two revisions.
+ */
+export type FieldChange = {
+/**
+ * Dotted path (`model.model`, `budget.max_tool_calls`, `tools`).
+ */
+path: string,
+/**
+ * `null` where the field was absent.
+ */
+before: JsonValue, after: JsonValue,
+};
+
+/**
  * One file of a session's workspace: what the manifest knows about it.
  * The content is a blob named by `hash`.
  */
@@ -247,6 +261,11 @@ export type Fingerprint = string;
 export type Forgotten = { by: MemoryChange, at_ms: number, };
 
 /**
+ * Where a fork came from.
+ */
+export type ForkOrigin = { id: ProfileId, revision: number, hash: string, };
+
+/**
  * Whether repeating a call with the same arguments has the same effect as doing it once.
  */
 export type Idempotency = "idempotent" | "non_idempotent";
@@ -276,6 +295,11 @@ target_summary?: string, result?: BlobRef, receipts?: Array<EffectReceipt>, erro
 };
 
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
+
+/**
+ * The five layers, in order (S10.2).
+ */
+export type LayerName = "global" | "workspace" | "profile" | "session" | "turn";
 
 /**
  * How many look-ups planning has made.
@@ -374,6 +398,39 @@ presented: boolean,
 export type PlanStep = { title: string, status: StepStatus, };
 
 /**
+ * A profile's id: 1 to [`MAX_ID_BYTES`] ASCII letters, digits, `_`, `-`
+ * or `.`, starting with a letter or digit (so it is safe in storage keys).
+ */
+export type ProfileId = string;
+
+/**
+ * Whether runs of the profile may use tools at all.
+ */
+export type ProfileMode = "chat" | "agent";
+
+/**
+ * One stored revision of a profile.
+ */
+export type ProfileRevision = {
+v: number, revision: number,
+/**
+ * SHA-256 of the profile's canonical JSON (RFC 8785).
+ */
+hash: string, saved_at_ms: number, cause: RevisionCause, profile: AgentProfileV2,
+};
+
+/**
+ * A run that used a profile revision: the profile's run history, kept
+ * locally and never exported.
+ */
+export type ProfileRunUse = { v: number, run: string, revision: number, at_ms: number, };
+
+/**
+ * A profile as a list shows it.
+ */
+export type ProfileSummary = { id: ProfileId, name: string, mode: ProfileMode, latest: number, saved_at_ms: number, forked_from: ForkOrigin | null, };
+
+/**
  * Where a result came from.
  */
 export type Provenance = {
@@ -416,6 +473,25 @@ hash: string,
  * What kind of thing a reference points at.
  */
 export type ReferenceKind = "blob" | "workspace_file" | "artifact";
+
+/**
+ * A widening a layer asked for and did not get.
+ */
+export type Refused = {
+layer: LayerName,
+/**
+ * The field, as in the profile (`tools`, `budget.max_tool_calls`, `approval`, ...).
+ */
+field: string,
+/**
+ * What the layer asked for beyond what it may have.
+ */
+asked: JsonValue,
+/**
+ * What the effective value stayed.
+ */
+kept: JsonValue,
+};
 
 /**
  * The report Artifact a task produced.
@@ -508,6 +584,11 @@ resume_to?: ResearchActivePhase, topic: string, urls: Array<string>,
  */
 plan?: ResearchPlan, plan_approved: boolean, plan_request?: PlanRequest, sources: Array<ResearchSource>, lookups: Lookups, gaps: Array<ResearchGap>, report?: ReportRef, created_at_ms: number, updated_at_ms: number,
 };
+
+/**
+ * Why a revision exists.
+ */
+export type RevisionCause = { "kind": "saved" } | { "kind": "rolled_back", to: number, } | { "kind": "forked", from: ForkOrigin, } | { "kind": "imported" } | { "kind": "migrated", legacy_hash: string, };
 
 /**
  * The reasoning a model streamed in one round.

@@ -174,8 +174,6 @@ export interface ArtifactContent { entry: Artifact; text?: string; bytes: Uint8A
 
 // ---------------------------------------------------------------- events
 
-/** Agent Profiles (S10). */
-export type ProfileMode = "chat" | "agent";
 export type MemoryScope = "global" | "workspace" | "profile" | "session";
 export interface AgentProfileV2 {
   id: string;
@@ -198,20 +196,8 @@ export interface AgentProfileV2 {
   /** Purpose → secret handle name; never exported. */
   credentials?: { handles: Record<string, string> };
 }
-export interface ForkOrigin { id: string; revision: number; hash: string; }
-export type RevisionCause =
-  | { kind: "saved" } | { kind: "rolled_back"; to: number } | { kind: "forked"; from: ForkOrigin }
-  | { kind: "imported" } | { kind: "migrated"; legacy_hash: string };
-export interface ProfileRevision { v: number; revision: number; hash: string; saved_at_ms: number; cause: RevisionCause; profile: AgentProfileV2; }
-export interface ProfileSummary { id: string; name: string; mode: ProfileMode; latest: number; saved_at_ms: number; forked_from: ForkOrigin | null; }
 export interface ProfileList { profiles: ProfileSummary[]; unreadable: string[]; }
-/** One field that differs between two revisions (a dotted path). */
-export interface FieldChange { path: string; before: JsonValue; after: JsonValue; }
-export type LayerName = "global" | "workspace" | "profile" | "session" | "turn";
-/** A widening a layer asked for and did not get (S10.2). */
-export interface Refused { layer: LayerName; field: string; asked: JsonValue; kept: JsonValue; }
 export interface ProfileImport { revision: ProfileRevision; narrowed: Refused[]; }
-export interface ProfileRunUse { v: number; run: string; revision: number; at_ms: number; }
 /** A turn's own layer (S10.2): it may only narrow the profile. */
 export interface ProfileLayer {
   mode?: ProfileMode; provider?: string; model?: string; max_output_tokens?: number;
