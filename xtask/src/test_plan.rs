@@ -181,6 +181,19 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             vec![
                 tests,
                 Step::cargo("doctests", &["test", "--workspace", "--doc"]),
+                // The TypeScript generator's own tests and doctest: the `ts`
+                // feature is off in the workspace runs above.
+                Step::cargo(
+                    "typescript declarations (agent-assembly, ts feature)",
+                    &[
+                        "test",
+                        "-p",
+                        "agent-assembly",
+                        "--features",
+                        "ts",
+                        "typescript",
+                    ],
+                ),
             ]
         }
         Group::Wasm => {
