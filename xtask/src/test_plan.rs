@@ -181,8 +181,8 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             vec![
                 tests,
                 Step::cargo("doctests", &["test", "--workspace", "--doc"]),
-                // The TypeScript generator's own tests and doctest: the `ts`
-                // feature is off in the workspace runs above.
+                // The TypeScript generator's unit tests: the `ts` feature is
+                // off in the workspace runs above.
                 Step::cargo(
                     "typescript declarations (agent-assembly, ts feature)",
                     &[
@@ -191,6 +191,7 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
                         "agent-assembly",
                         "--features",
                         "ts",
+                        "--lib",
                         "typescript",
                     ],
                 ),
