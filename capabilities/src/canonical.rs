@@ -61,6 +61,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 ///
 /// Serialised as a plain string; deserialisation checks the form.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(transparent)]
 pub struct Fingerprint(#[serde(deserialize_with = "deserialize_hex")] String);
 

@@ -185,6 +185,7 @@ impl std::error::Error for PathError {}
 /// A validated workspace path: relative, NFC-normalised, portable, within
 /// [`MAX_PATH_BYTES`], [`MAX_SEGMENT_BYTES`] and [`MAX_DEPTH`]. Segments are separated by `/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(try_from = "String", into = "String")]
 pub struct WorkspacePath(String);
 

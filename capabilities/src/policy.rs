@@ -14,6 +14,7 @@ use crate::vocab::{EffectClass, EffectSet, Origin};
 
 /// How much runs without asking.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalMode {
     /// Reads, recoverable local writes and trusted external writes run automatically.
@@ -25,6 +26,7 @@ pub enum ApprovalMode {
 
 /// What an approval is bound to (S6.2). A change to any field is a new identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ApprovalIdentity {
     /// Where the tool comes from.
     pub origin: Origin,

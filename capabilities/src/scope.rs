@@ -15,6 +15,7 @@ use crate::path::WorkspacePath;
 
 /// The set of targets a capability may touch. Narrowing is intersection.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TargetScope {
     /// Touches nothing outside the run itself (pure computation, ask_user).

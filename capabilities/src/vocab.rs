@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// The order is meaningful: `max()` over a set gives its most severe class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum EffectClass {
     /// Reads the session's own local state (workspace, run records).
@@ -84,6 +85,7 @@ pub fn is_read_only(effects: &EffectSet) -> bool {
 
 /// Whether repeating a call with the same arguments has the same effect as doing it once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum Idempotency {
     Idempotent,
@@ -93,6 +95,7 @@ pub enum Idempotency {
 /// How sensitive a tool's content is: private and secret content never
 /// reaches logs; secret content enters the model context only redacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum Sensitivity {
     Public,
@@ -157,6 +160,33 @@ impl Serialize for Origin {
     }
 }
 
+/// The TypeScript of the serialized form above (`ToolOrigin` in the
+/// browser API's generated `.d.ts`): the four forms `Display` writes.
+#[cfg(feature = "ts")]
+impl ts_rs::TS for Origin {
+    type WithoutGenerics = Origin;
+    type OptionInnerType = Origin;
+
+    fn docs() -> Option<String> {
+        Some("/**\n * Where a tool comes from.\n */\n".to_owned())
+    }
+    fn name(_: &ts_rs::Config) -> String {
+        "ToolOrigin".to_owned()
+    }
+    fn inline(_: &ts_rs::Config) -> String {
+        r#""builtin" | "user" | `plugin:${string}` | `mcp:${string}`"#.to_owned()
+    }
+    fn decl(cfg: &ts_rs::Config) -> String {
+        format!("type ToolOrigin = {};", Self::inline(cfg))
+    }
+    fn decl_concrete(cfg: &ts_rs::Config) -> String {
+        Self::decl(cfg)
+    }
+    fn output_path() -> Option<std::path::PathBuf> {
+        Some("ToolOrigin.ts".into())
+    }
+}
+
 impl<'de> Deserialize<'de> for Origin {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -167,6 +197,7 @@ impl<'de> Deserialize<'de> for Origin {
 /// How far content may be trusted. `ExternalUntrusted` content (web,
 /// attachments, plugins, MCP) is data, never instructions, and grants nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum Trust {
     Internal,

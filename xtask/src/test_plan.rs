@@ -208,6 +208,20 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
             vec![
                 tests,
                 Step::cargo("doctests", &["test", "--workspace", "--doc"]),
+                // The TypeScript generator's unit tests: the `ts` feature is
+                // off in the workspace runs above.
+                Step::cargo(
+                    "typescript declarations (agent-assembly, ts feature)",
+                    &[
+                        "test",
+                        "-p",
+                        "agent-assembly",
+                        "--features",
+                        "ts",
+                        "--lib",
+                        "typescript",
+                    ],
+                ),
             ]
         }
         Group::Wasm => {
@@ -262,15 +276,37 @@ fn test_steps(runner: &Runner, group: Group, workspace: &BTreeSet<String>) -> Ve
 /// Where the generator writes the values `tsc` checks, from the repository root.
 const GENERATED_VALUES: &str = "host-browser/typecheck/generated/values.ts";
 
-/// The browser API's type check (issue 14 item 7): the wasm bundle (for its
-/// generated `host-browser/pkg/agent_host_browser.d.ts`; the e2e suite's own
-/// build after it is then a no-op), the values generated from real runs
-/// on the Rust side, `tsc --strict --noEmit` over the `.d.ts`, the values
-/// and the typed example embedder, then proof that the check fails when a
-/// value loses a field or gains one the types do not have.
+/// The browser API's declarations generated from the Rust types (committed;
+/// the bundle's `.d.ts` includes them), from the repository root.
+const GENERATED_TYPES: &str = "host-browser/src/api/generated.d.ts";
+
+/// The browser API's type check (issue 14 item 7, issue 33 part 5): the
+/// declarations generated from the Rust types must be the committed ones
+/// (a field renamed in Rust and not written again fails here); the wasm
+/// bundle (for its `host-browser/pkg/agent_host_browser.d.ts`, which
+/// includes them; the e2e suite's own build after it is then a no-op), the
+/// values generated from real runs on the Rust side, `tsc --strict
+/// --noEmit` over the `.d.ts`, the values and the typed example embedder,
+/// then proof that the check fails when a value loses a field or gains one
+/// the types do not have.
 fn typecheck_steps() -> Vec<Step> {
     let tsc = "node_modules/typescript/bin/tsc";
     vec![
+        Step::cargo(
+            "types: the generated .d.ts matches the Rust types",
+            &[
+                "run",
+                "-p",
+                "agent-assembly",
+                "--features",
+                "ts",
+                "--example",
+                "ts_types",
+                "--",
+                "--check",
+                GENERATED_TYPES,
+            ],
+        ),
         Step::new("types: build the wasm bundle", "node", &["build.mjs"]).in_dir(E2E_DIR),
         Step::cargo(
             "types: values from real runs",
@@ -304,7 +340,7 @@ mod typecheck_tests {
     use super::*;
 
     #[test]
-    fn the_type_check_builds_generates_checks_then_proves_it_can_fail() {
+    fn the_type_check_compares_the_declarations_builds_generates_checks_then_proves_it_can_fail() {
         let steps = typecheck_steps();
         let commands: Vec<(&str, &str)> = steps
             .iter()
@@ -313,17 +349,23 @@ mod typecheck_tests {
         assert_eq!(
             commands,
             [
+                ("cargo", "run"),
                 ("node", "build.mjs"),
                 ("cargo", "run"),
                 ("node", "node_modules/typescript/bin/tsc"),
                 ("node", "must_fail.mjs")
             ]
         );
+        assert!(steps[0].args.iter().any(|a| a == "--check"));
         assert_eq!(
-            steps[1].args.last().map(String::as_str),
+            steps[0].args.last().map(String::as_str),
+            Some(GENERATED_TYPES)
+        );
+        assert_eq!(
+            steps[2].args.last().map(String::as_str),
             Some(GENERATED_VALUES)
         );
-        assert!(steps[2].args.iter().any(|a| a == "--strict"));
-        assert!(steps[2].args.iter().any(|a| a == "--noEmit"));
+        assert!(steps[3].args.iter().any(|a| a == "--strict"));
+        assert!(steps[3].args.iter().any(|a| a == "--noEmit"));
     }
 }

@@ -2,8 +2,11 @@
 //! TypeScript types against (`host-browser/typecheck`, issue 14 item 7):
 //! `export const name: Type = <JSON>;` lines, each the JSON the Rust side
 //! serializes, as an object literal so that tsc's missing-property and
-//! excess-property checks both apply. A field removed or renamed on the
-//! Rust side then fails the check instead of going unnoticed.
+//! excess-property checks both apply. Most of the types are generated from
+//! the Rust types (`agent_assembly::typescript`, by ts-rs from the serde
+//! attributes); these values check that reading against what serde really
+//! writes, for every variant, and check the hand-written host types
+//! (`types.d.ts`) against real values.
 //!
 //! The values come from real runs through [`Assembly`] on the kernel's
 //! memory host with a scripted model: a run card with a plan, evidence

@@ -146,6 +146,8 @@ pub mod no_model;
 pub mod profiles;
 pub mod research;
 pub mod sessions;
+#[cfg(feature = "ts")]
+pub mod typescript;
 pub mod view;
 
 pub use agent_workspace::WorkspaceDirectory;

@@ -80,12 +80,13 @@ impl SessionActionError {
 
 /// One session as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct SessionSummary {
     pub session: SessionId,
     /// Top-level runs (turns) of the session.
     pub runs: u64,
     /// When its newest run was created, if it has any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_at_ms: Option<u64>,
     pub files: u64,
     pub artifacts: u64,

@@ -16,6 +16,7 @@ use serde_json::Value;
 /// automatic external write shows what it wrote to), the pending requests,
 /// the evidence with provenance, the plan's steps and the final answer.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct RunView {
     pub run: AgentRun,
     /// The person's prompt (the run record keeps only its hash).
@@ -27,23 +28,24 @@ pub struct RunView {
     /// trusted (S5.4), in the order the results arrived.
     pub evidence: Vec<Evidence>,
     /// The final answer, once the run has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// The latest `update_plan`: steps with their statuses.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Plan>,
     /// Why each failed call failed (the tool's code and message from its
     /// result blob, else the journal's error code), in journal order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<CallFailure>,
     /// What the model reasoned, round by round, apart from the answer
     /// (S13.4): never part of `output`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<RoundReasoning>,
 }
 
 /// The reasoning a model streamed in one round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct RoundReasoning {
     pub round: u64,
     pub text: String,
@@ -51,6 +53,7 @@ pub struct RoundReasoning {
 
 /// Why one call failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CallFailure {
     pub call_id: CallId,
     /// `code: message` of the tool's error, or the journal's error code.
@@ -193,6 +196,55 @@ impl PendingView {
             }
         }
         Ok(value)
+    }
+}
+
+/// The TypeScript of the JSON [`PendingView::to_json`] writes: the
+/// kernel's `PendingRecord`, its input kind with the two resolved fields
+/// added (`PendingRequest` and `PendingKind` in the browser API).
+#[cfg(feature = "ts")]
+impl ts_rs::TS for PendingView {
+    type WithoutGenerics = PendingView;
+    type OptionInnerType = PendingView;
+
+    fn docs() -> Option<String> {
+        Some(
+            "/**\n * A request waiting for the person (S6.4), an input's question resolved.\n */\n"
+                .to_owned(),
+        )
+    }
+    fn name(_: &ts_rs::Config) -> String {
+        "PendingRequest".to_owned()
+    }
+    fn inline(cfg: &ts_rs::Config) -> String {
+        format!(
+            "Omit<{}, \"kind\"> & {{ kind: PendingKind }}",
+            <PendingRequest as ts_rs::TS>::name(cfg)
+        )
+    }
+    fn decl(cfg: &ts_rs::Config) -> String {
+        let kind = <PendingKind as ts_rs::TS>::name(cfg);
+        let schema = <Value as ts_rs::TS>::name(cfg);
+        format!(
+            "type PendingRequest = {};\n\
+             /** What the person is asked for; an input's question text and answer \
+             schema resolved from their blobs. */\n\
+             export type PendingKind = Exclude<{kind}, {{ kind: \"input\" }}> \
+             | (Extract<{kind}, {{ kind: \"input\" }}> & \
+             {{ question_text?: string; answer_schema?: {schema} }});",
+            Self::inline(cfg)
+        )
+    }
+    fn decl_concrete(cfg: &ts_rs::Config) -> String {
+        Self::decl(cfg)
+    }
+    fn visit_dependencies(v: &mut impl ts_rs::TypeVisitor) {
+        v.visit::<PendingRequest>();
+        v.visit::<PendingKind>();
+        v.visit::<Value>();
+    }
+    fn output_path() -> Option<std::path::PathBuf> {
+        Some("PendingRequest.ts".into())
     }
 }
 

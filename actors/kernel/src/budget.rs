@@ -8,6 +8,7 @@ use crate::run::Usage;
 
 /// Which limit ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetDimension {
     ToolRounds,
@@ -29,6 +30,7 @@ impl std::fmt::Display for BudgetDimension {
 
 /// The named presets of S4.3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetPreset {
     Light,
@@ -54,6 +56,7 @@ impl BudgetPreset {
 
 /// The effective limits of a run. Token and duration limits are optional.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Budget {
     pub max_tool_rounds: u32,
     pub max_tool_calls: u32,

@@ -42,6 +42,7 @@ pub const IDEMPOTENCY_KEY_LEN: usize = 32;
 
 /// `prepared` → `running` → `committed` | `failed` | `effect_unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
     Prepared,
@@ -83,6 +84,7 @@ impl CallState {
 
 /// The stable error of a failed call (no message text from tools: codes only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CallError {
     pub code: String,
     pub retryable: bool,
@@ -90,6 +92,7 @@ pub struct CallError {
 
 /// One tool call in the journal. Hashes and references only (S2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct JournalRecord {
     pub run: RunId,
     pub call_id: CallId,

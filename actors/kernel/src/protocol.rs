@@ -151,6 +151,7 @@ pub struct ToolInvocation {
 /// `notifications/progress`, say). Live only: shown while the call runs,
 /// never journaled, so a report grants and proves nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ToolProgress {
     /// Increases with each report of one call (units are the tool's own).
     pub progress: f64,
@@ -219,6 +220,7 @@ impl std::fmt::Debug for ProgressSink {
 
 /// Where a result came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Provenance {
     /// `builtin`, `plugin:<id>`, `mcp:<server>`, `user`.
     pub origin: String,
@@ -238,6 +240,7 @@ pub struct Provenance {
 
 /// What kind of thing a reference points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum ReferenceKind {
     Blob,
@@ -247,6 +250,7 @@ pub enum ReferenceKind {
 
 /// A pointer to stored content instead of the content itself (S5.8).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Reference {
     pub kind: ReferenceKind,
     /// A blob hash, a workspace path, or an Artifact id.
@@ -262,6 +266,7 @@ pub struct Reference {
 
 /// Proof of what an effect did (a workspace receipt: path, revisions, hash).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct EffectReceipt {
     pub effect: EffectClass,
     /// A short target description (path, origin), never content.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// How hard the model is asked to reason, for models that take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum ReasoningEffort {
     Minimal,

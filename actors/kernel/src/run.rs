@@ -13,6 +13,7 @@ use crate::protocol::{Provenance, Reference};
 
 /// Where a run is in its life (S1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
@@ -80,6 +81,7 @@ impl std::fmt::Display for RunStatus {
 
 /// Why a run stopped (S1.3). Messages never contain prompt or result text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum StopReason {
     Completed,
@@ -171,6 +173,7 @@ pub fn check_transition(
 
 /// Usage accumulated across model rounds (S4.1). Never decreases.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Usage {
     pub tool_rounds: u64,
     pub tool_calls: u64,
@@ -215,6 +218,7 @@ impl Usage {
 /// Agent, Chat or Research (S9, S5.1); decides which tools the host
 /// registers and whether the run is a turn of its session's conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum RunMode {
     /// Tools, approvals and the default Agent system prompt.
@@ -243,6 +247,7 @@ impl RunMode {
 
 /// The persisted `AgentRun` (S1.1): hashes and references only, never raw text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct AgentRun {
     pub id: RunId,
     pub session: SessionId,
@@ -281,6 +286,7 @@ impl Record for AgentRun {
 
 /// What an activity records. Text lives in blobs; only references appear here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ActivityKind {
     StatusChanged {
@@ -326,6 +332,8 @@ pub enum ActivityKind {
     },
     DecisionTaken {
         request: RequestId,
+        /// One of the supervisor's choices, by name.
+        #[cfg_attr(feature = "ts", ts(type = "DecisionChoice"))]
         choice: String,
     },
     PlanUpdated {
@@ -350,6 +358,7 @@ pub enum ActivityKind {
 
 /// One entry of a run's gap-free activity sequence (S1.4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Activity {
     pub run: RunId,
     pub seq: u64,
@@ -373,6 +382,7 @@ impl Record for Activity {
 
 /// The provenance and references of one result, kept for the run card.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Evidence {
     pub run: RunId,
     pub call_id: CallId,
@@ -396,6 +406,9 @@ impl Record for Evidence {
 // size is irrelevant here (one message per tool call / one record per request).
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// The page sees it with the question resolved (`PendingKind` there, the
+// assembly's `PendingView`), so its TypeScript name is the record's.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "PendingRecordKind"))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PendingKind {
     /// Approve or deny one tool call. Never persisted as a grant: only the request.
@@ -424,6 +437,7 @@ pub enum PendingKind {
 
 /// A persisted request waiting for the person (S6.4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "PendingRecord"))]
 pub struct PendingRequest {
     pub run: RunId,
     pub id: RequestId,

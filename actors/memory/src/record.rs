@@ -29,6 +29,7 @@ pub const TABLE: Table = Table::Meta;
 
 /// A memory's id within its scope: 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(try_from = "String", into = "String")]
 pub struct MemoryId(String);
 
@@ -89,6 +90,7 @@ impl fmt::Display for MemoryId {
 
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "MemoryChange"))]
 #[serde(tag = "by", rename_all = "snake_case")]
 pub enum ChangedBy {
     /// The person, from the host's memory view.
@@ -103,6 +105,7 @@ pub enum ChangedBy {
 
 /// When and by whom a memory was forgotten (it can be restored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Forgotten {
     pub by: ChangedBy,
     pub at_ms: u64,
@@ -110,9 +113,12 @@ pub struct Forgotten {
 
 /// One memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct MemoryRecord {
     /// Layout version ([`RECORD_FORMAT`]).
     pub v: u32,
+    /// `global`, `workspace:ID`, `profile:ID` or `session:ID`.
+    #[cfg_attr(feature = "ts", ts(type = "string"))]
     pub scope: MemoryScope,
     pub id: MemoryId,
     /// 1 when created; each save adds one, and so does a restore.

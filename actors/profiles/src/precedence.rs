@@ -56,6 +56,7 @@ use agent_kernel::reasoning::Reasoning;
 
 /// The five layers, in order (S10.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum LayerName {
     Global,
@@ -239,6 +240,7 @@ impl Layers {
 
 /// A widening a layer asked for and did not get.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Refused {
     pub layer: LayerName,
     /// The field, as in the profile (`tools`, `budget.max_tool_calls`, `approval`, ...).

@@ -38,6 +38,7 @@ pub const MAX_OUTPUT_TOKENS: u32 = 1_000_000;
 /// A profile's id: 1 to [`MAX_ID_BYTES`] ASCII letters, digits, `_`, `-`
 /// or `.`, starting with a letter or digit (so it is safe in storage keys).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(transparent)]
 pub struct ProfileId(String);
 
@@ -88,6 +89,7 @@ impl<'de> Deserialize<'de> for ProfileId {
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum ProfileMode {
     /// Plain chat: no tools (what a legacy assistant becomes, S10.3).

@@ -34,6 +34,7 @@ pub(crate) fn run_key(id: &ProfileId, run: &str) -> String {
 
 /// Where a fork came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct ForkOrigin {
     pub id: ProfileId,
@@ -55,6 +56,7 @@ pub struct ProfileHead {
 
 /// Why a revision exists.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RevisionCause {
     /// The person saved it.
@@ -71,6 +73,7 @@ pub enum RevisionCause {
 
 /// One stored revision of a profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ProfileRevision"))]
 #[serde(deny_unknown_fields)]
 pub struct Revision {
     pub v: u32,
@@ -79,12 +82,17 @@ pub struct Revision {
     pub hash: String,
     pub saved_at_ms: u64,
     pub cause: RevisionCause,
+    // The profile is also what a page writes (`saveProfile`), where every
+    // field with a default may be left out: its TypeScript is written by
+    // hand (host-browser/src/api/types.d.ts).
+    #[cfg_attr(feature = "ts", ts(type = "AgentProfileV2"))]
     pub profile: AgentProfileV2,
 }
 
 /// A run that used a profile revision: the profile's run history, kept
 /// locally and never exported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ProfileRunUse"))]
 #[serde(deny_unknown_fields)]
 pub struct RunUse {
     pub v: u32,
@@ -138,6 +146,7 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ProfileError> {
 
 /// One field that differs between two revisions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct FieldChange {
     /// Dotted path (`model.model`, `budget.max_tool_calls`, `tools`).
     pub path: String,

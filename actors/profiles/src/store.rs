@@ -23,6 +23,7 @@ use crate::revision::{
 
 /// A profile as a list shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ProfileSummary {
     pub id: ProfileId,
     pub name: String,

@@ -25,6 +25,7 @@ pub const MAX_DOMAIN_BYTES: usize = 253;
 
 /// An inclusive range of ISO dates (`YYYY-MM-DD`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct DateRange {
     pub from: String,
@@ -51,6 +52,7 @@ impl DateRange {
 
 /// A plan as the planning run proposes it and the person approves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct ResearchPlan {
     /// What the report must answer.

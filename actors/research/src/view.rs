@@ -16,43 +16,48 @@ use crate::task::{
 
 /// One snapshot source as shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ResearchSource"))]
 pub struct SourceView {
     pub url: String,
     /// `pending`, `read` or `failed`.
+    #[cfg_attr(feature = "ts", ts(type = r#""pending" | "read" | "failed""#))]
     pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<EvidenceId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_url: Option<String>,
     /// SHA-256 of the stored text.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_hash: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 /// A task as a host shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ResearchView {
     pub task: TaskId,
     pub session: SessionId,
     pub message: MessageId,
+    /// [`Phase::name`](crate::task::Phase::name) of the task's phase.
+    #[cfg_attr(feature = "ts", ts(type = "ResearchPhase"))]
     pub phase: &'static str,
     /// For an interrupted task: the phase Resume continues.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_to: Option<ActivePhase>,
     pub topic: String,
     pub urls: Vec<String>,
     /// The approved plan, else the proposed one, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<ResearchPlan>,
     pub plan_approved: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_request: Option<PlanRequest>,
     pub sources: Vec<SourceView>,
     pub lookups: Lookups,
     pub gaps: Vec<Gap>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportRef>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,

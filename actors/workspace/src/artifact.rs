@@ -22,6 +22,7 @@ use crate::mime::validate_mime;
 
 /// The workspace file an Artifact was published from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct PublishedFrom {
     pub path: String,
     pub revision: u64,
@@ -29,6 +30,7 @@ pub struct PublishedFrom {
 
 /// One published Artifact, as a session refers to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Artifact {
     pub session: SessionId,
     /// SHA-256 of the bytes, lowercase hex; also the blob's name.

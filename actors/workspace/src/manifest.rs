@@ -15,6 +15,7 @@ use crate::path::WorkspacePath;
 
 /// Who wrote a file (S7.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
     /// The person, through the host's UI.
@@ -35,6 +36,7 @@ pub enum Source {
 /// One file of a session's workspace: what the manifest knows about it.
 /// The content is a blob named by `hash`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct FileEntry {
     pub session: SessionId,
     pub path: WorkspacePath,

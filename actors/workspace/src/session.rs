@@ -17,6 +17,7 @@ use crate::manifest::{FileEntry, RevisionCounter, TrashEntry};
 
 /// What [`copy_session`] copied.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CopyReport {
     pub files: u64,
     pub trash_entries: u64,
@@ -25,6 +26,7 @@ pub struct CopyReport {
 
 /// What [`delete_session`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct DeleteReport {
     pub files: u64,
     pub trash_entries: u64,

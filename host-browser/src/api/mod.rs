@@ -63,9 +63,17 @@ mod views;
 
 pub use errors::{ErrorCode, js_error, run_error_code};
 
-/// The TypeScript types of every value the API takes, returns or emits
-/// (`types.d.ts`; `tsc --strict` checks them against values generated from
-/// the Rust side, see `host-browser/typecheck`).
+/// The TypeScript types of every value the Rust side serializes for the
+/// page, generated from the Rust types (`generated.d.ts`, written by
+/// `agent_assembly::typescript`; `cargo xtask test` fails when it differs
+/// from what the Rust types give).
+#[wasm_bindgen(typescript_custom_section)]
+const TS_GENERATED_TYPES: &str = include_str!("generated.d.ts");
+
+/// The browser host's own types, written by hand (`types.d.ts`: its
+/// configuration, run options, events, error codes); they refer to the
+/// generated ones by name. `tsc --strict` checks both against values from
+/// real runs (`host-browser/typecheck`).
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &str = include_str!("types.d.ts");
 

@@ -1,13 +1,12 @@
 
-// The types of every value `AgentRuntime` takes, returns or emits. The
-// shapes are those the Rust side serializes (serde, JSON-compatible: a Rust
-// `Option` without `skip_serializing_if` is `null`, with it the field is
-// absent). `host-browser/typecheck` checks them with `tsc --strict` against
-// values generated from real runs (actors/assembly/examples/ts_values.rs),
-// so a field removed or renamed on the Rust side fails the check.
-
-/** Any JSON value (tool arguments, schemas, free detail). */
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+// The browser host's own types, written by hand: its configuration and run
+// options (read field by field in config.rs), its events, error codes and
+// the views it builds itself. Every type the Rust side serializes (runs,
+// journal, workspace, sessions, ...) is in generated.d.ts beside this file,
+// generated from the Rust types (agent_assembly::typescript); both are
+// sections of the one `agent_host_browser.d.ts`, so each refers to the
+// other's names. `host-browser/typecheck` checks both with `tsc --strict`
+// against values from real runs (actors/assembly/examples/ts_values.rs).
 
 /** Stable error codes: every rejected promise is an Error with one of these in `code`. */
 export type AgentErrorCode =
@@ -21,26 +20,10 @@ export interface AgentError extends Error { code: AgentErrorCode; }
 
 // ---------------------------------------------------------------- configuration
 
-export type BudgetPreset = "light" | "standard" | "extended";
-
 /** A preset, or an object whose given limits replace the preset's (or the fallback's) one by one (S4.3, S4.4). */
 export type BudgetSpec = BudgetPreset | {
   preset?: BudgetPreset; max_tool_rounds?: number; max_tool_calls?: number; max_tokens?: number; max_duration_ms?: number;
 };
-
-export type ApprovalMode = "permissive" | "strict";
-
-/** What a tool invocation may do to the world, mildest first (S5.3). */
-export type EffectClass =
-  | "read_local" | "read_network" | "write_local" | "write_external"
-  | "destructive_local" | "destructive_external" | "credential_exposure";
-
-export type Idempotency = "idempotent" | "non_idempotent";
-export type Sensitivity = "public" | "private" | "secret";
-/** How far content may be trusted; `external_untrusted` is data, never instructions (S5.4). */
-export type Trust = "internal" | "user" | "external_untrusted";
-/** Where a tool comes from. */
-export type ToolOrigin = "builtin" | "user" | `plugin:${string}` | `mcp:${string}`;
 
 export interface PluginFunction {
   name: string; description: string; method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -172,244 +155,26 @@ export interface RunOptions {
 
 // ---------------------------------------------------------------- runs (S1)
 
-/** A blob: the SHA-256 of its bytes (lowercase hex) and its size. */
-export interface BlobRef { hash: string; size: number; }
-
-export type RunStatus = "running" | "awaiting_input" | "awaiting_approval" | "interrupted" | "completed" | "failed" | "cancelled";
-export type RunMode = "agent" | "research" | "chat";
-export type BudgetDimension = "tool_rounds" | "tool_calls" | "tokens" | "duration";
-
 /** Why a run stopped (S1.3). */
 /** What a model can do (S13.1): a model without tool calling runs chat only. */
 export interface ModelCapabilities { tool_calling?: boolean; context_window_tokens?: number; max_output_tokens?: number; }
 
-export type StopReason =
-  | { reason: "completed" }
-  | { reason: "user_stopped" }
-  | { reason: "budget_exhausted"; dimension: BudgetDimension }
-  | { reason: "offline" }
-  | { reason: "page_interrupted" }
-  | { reason: "effect_unknown"; call_id: string }
-  | { reason: "runtime_error"; actor: string; message: string }
-  /** The model provider stayed down past its retry bound (S13.2); Resume continues. */
-  | { reason: "provider_unavailable"; provider: string; message: string }
-  /** Completed, but the answer was cut at the model's output limit. */
-  | { reason: "output_limit" }
-  /** Failed: the provider withheld the answer (a safety filter, a refusal). */
-  | { reason: "content_filtered"; provider: string };
-
-export interface Usage {
-  tool_rounds: number; tool_calls: number; input_tokens: number; output_tokens: number; active_ms: number;
-  /** Input tokens read from the provider's prompt cache (inside `input_tokens` for OpenAI and Gemini; Anthropic counts them apart). */
-  cached_input_tokens?: number;
-  /** Input tokens written to the provider's prompt cache (Anthropic). */
-  cache_write_tokens?: number;
-  /** Of the output, tokens the model spent reasoning. */
-  reasoning_tokens?: number;
-}
-
-/** A run's effective limits. */
-export interface Budget { max_tool_rounds: number; max_tool_calls: number; max_tokens?: number; max_duration_ms?: number; }
-
-/** The stored run (S1.1): hashes and references only, never raw text. */
-export interface AgentRun {
-  id: string; session: string; parent?: string; children: string[]; mode: RunMode;
-  status: RunStatus;
-  stop_reason?: StopReason;
-  usage: Usage;
-  budget: Budget;
-  /** The prompt's blob. */
-  prompt: BlobRef;
-  /** The final output's blob, once there is one (its text is `RunView.output`). */
-  output?: BlobRef;
-  /** The latest plan's blob (its content is `RunView.plan`). */
-  plan?: BlobRef;
-  /** The sequence number the next activity gets. */
-  next_activity: number;
-  /** Every status the run has had, in order. */
-  status_history: RunStatus[];
-  created_at_ms: number; updated_at_ms: number;
-}
-
-/** `prepared` → `running` → `committed` | `failed` | `effect_unknown` (S2). */
-export type CallState = "prepared" | "running" | "committed" | "failed" | "effect_unknown";
-
-/** What an activity records (S1.4); text lives in blobs. */
-export type ActivityKind =
-  | { kind: "status_changed"; from: RunStatus; to: RunStatus; reason?: StopReason }
-  | { kind: "model_request"; round: number }
-  /** `reasoning`: the round's reasoning, stored apart from the answer (S13.4). */
-  | { kind: "model_response"; round: number; text: BlobRef | null; tool_calls: number; reasoning?: BlobRef }
-  | { kind: "tool_call"; call_id: string; tool: string; state: CallState }
-  | { kind: "approval_requested"; request: string; call_id: string }
-  | { kind: "approval_answered"; request: string; approved: boolean }
-  | { kind: "input_requested"; request: string }
-  | { kind: "input_answered"; request: string }
-  | { kind: "decision_requested"; request: string; call_id: string }
-  | { kind: "decision_taken"; request: string; choice: DecisionChoice }
-  | { kind: "plan_updated"; plan: BlobRef }
-  | { kind: "child_started"; child: string }
-  /** The run started without its conversation's oldest turns: they did not fit the context budget (S12). */
-  | { kind: "conversation_trimmed"; dropped_turns: number; kept_turns: number }
-  /** The executor running the run's work was lost (a tool task, the Worker, the page frozen): the run is interrupted. */
-  | { kind: "executor_lost"; executor: string };
-
-/** One entry of a run's gap-free activity sequence. */
-export interface Activity { run: string; seq: number; at_ms: number; kind: ActivityKind; }
-
-/** The choices about a call whose effect is unknown. */
-export type DecisionChoice = "retry_anyway" | "mark_done" | "abandon";
-
 // ---------------------------------------------------------------- journal (S2)
-
-/** Proof of what an effect did (never content). */
-export interface EffectReceipt { effect: EffectClass; target: string; detail: JsonValue; }
-
-export interface CallError { code: string; retryable: boolean; }
-
-/** One tool call in the journal: hashes and references only (S2.2). */
-export interface JournalRecord {
-  run: string; call_id: string; tool: string;
-  /** The tool definition's fingerprint. */
-  fingerprint: string;
-  /** The canonical arguments' blob. */
-  args: BlobRef;
-  effects: EffectClass[];
-  idempotency: Idempotency;
-  attempt: number;
-  state: CallState;
-  idempotency_key: string;
-  /** What the call acts on (a URL's origin, a workspace file), journaled before dispatch. */
-  target_summary?: string;
-  result?: BlobRef;
-  receipts?: EffectReceipt[];
-  error?: CallError;
-  updated_at_ms: number;
-}
 
 // ---------------------------------------------------------------- pending requests (S6)
 
-/** The targets an approval covers. */
-export type TargetScope =
-  | { kind: "no_target" }
-  | { kind: "workspace"; prefix: string }
-  | { kind: "origins"; origins: string[] }
-  | { kind: "domains"; domains: string[] }
-  | { kind: "dates"; from: string; to: string }
-  | { kind: "all"; scopes: TargetScope[] };
-
-/** What an approval is bound to (S6.2). */
-export interface ApprovalIdentity {
-  origin: ToolOrigin; provider: string | null; tool: string; fingerprint: string;
-  effects: EffectClass[]; scope: TargetScope;
-}
-
-export type PendingKind =
-  | { kind: "approval"; call_id: string; tool: string; effects: EffectClass[]; target_summary: string; reason: string; identity: ApprovalIdentity }
-  | {
-      kind: "input"; call_id: string; question: BlobRef; schema?: BlobRef; choices?: string[];
-      /** The question, resolved from its blob. */
-      question_text?: string;
-      /** The JSON Schema an answer must satisfy, resolved from its blob. */
-      answer_schema?: JsonValue;
-    }
-  | { kind: "decision"; call_id: string; tool: string };
-
-/** A request waiting for the person (S6.4). */
-export interface PendingRequest { run: string; id: string; kind: PendingKind; created_at_ms: number; presented: boolean; }
-
 // ---------------------------------------------------------------- the run card (S6, S12)
 
-/** Where a result came from. */
-export interface Provenance {
-  origin: string; tool: string; requested_url?: string; final_url?: string;
-  fetched_at_ms?: number; content_hash?: string;
-  detail?: Record<string, JsonValue>;
-}
-
-/** A pointer to stored content (S5.8). */
-export interface Reference {
-  kind: "blob" | "workspace_file" | "artifact"; id: string; name?: string; mime?: string; size: number; hash: string;
-}
-
-/** What one tool result was, where it came from, how far it is trusted (S5.4). */
-export interface Evidence {
-  run: string; call_id: string; tool: string; trust: Trust; provenance: Provenance;
-  references: Reference[]; result: BlobRef; at_ms: number;
-}
-
-export type StepStatus = "pending" | "in_progress" | "completed" | "cancelled";
-export interface PlanStep { title: string; status: StepStatus; }
-/** The latest `update_plan`. */
-export interface Plan { steps: PlanStep[]; explanation?: string; }
-
-/** Why one call failed: `code: message` of the tool's error, or the journal's error code. */
-export interface CallFailure { call_id: string; reason: string; }
-
-/** One run with everything a run card shows (`readRun`, `agentrt show --json`). */
-export interface RunView {
-  run: AgentRun;
-  /** The person's prompt. */
-  prompt: string;
-  activities: Activity[]; journal: JournalRecord[]; pending: PendingRequest[];
-  evidence: Evidence[];
-  /** The final answer, once the run has one. */
-  output?: string;
-  plan?: Plan;
-  /** Why each failed call failed, when any did. */
-  failures?: CallFailure[];
-  /** What the model reasoned, by round: shown apart, never part of `output` (S13.4). */
-  reasoning?: RoundReasoning[];
-}
-
-/** The reasoning a model streamed in one round. */
-export interface RoundReasoning { round: number; text: string; }
-
 // ---------------------------------------------------------------- sessions and workspace (S7, S12)
-
-/** Who wrote a file (S7.2). */
-export type Source =
-  | { kind: "user" }
-  | { kind: "tool"; tool: string; run: string; call_id: string }
-  | { kind: "import"; from: string }
-  /** A person's file, under its original name; its content is `external_untrusted` (S12.3). */
-  | { kind: "attachment"; name: string };
-
-/** One workspace file. */
-export interface FileEntry {
-  session: string; path: string; mime: string; size: number; hash: string; revision: number;
-  source: Source; created_at_ms: number; updated_at_ms: number;
-}
-
-/** One published Artifact (S7.4): immutable, its id is the SHA-256 of its bytes. */
-export interface Artifact {
-  session: string; id: string; name: string; mime: string; size: number; published_at_ms: number;
-  source: Source; from?: { path: string; revision: number };
-}
 
 /** A workspace file's content: `text` when the bytes are UTF-8. */
 export interface FileContent { entry: FileEntry; text?: string; bytes: Uint8Array; }
 /** An Artifact's content: `text` when the bytes are UTF-8. */
 export interface ArtifactContent { entry: Artifact; text?: string; bytes: Uint8Array; }
 
-export interface SessionSummary { session: string; runs: number; last_run_at_ms?: number; files: number; artifacts: number; }
-export interface CopyReport { files: number; trash_entries: number; artifacts: number; }
-export interface DeleteReport { files: number; trash_entries: number; artifacts: number; blobs_freed: string[]; }
-
 // ---------------------------------------------------------------- events
 
-/** How far a long tool call has come, in the tool's own units. */
-export interface ToolProgress {
-  progress: number;
-  total?: number;
-  /** At most 512 bytes. */
-  message?: string;
-}
-
-/** Agent Profiles (S10). */
-export type ProfileMode = "chat" | "agent";
 export type MemoryScope = "global" | "workspace" | "profile" | "session";
-export type ReasoningEffort = "minimal" | "low" | "medium" | "high";
 export interface AgentProfileV2 {
   id: string;
   name: string;
@@ -431,20 +196,8 @@ export interface AgentProfileV2 {
   /** Purpose → secret handle name; never exported. */
   credentials?: { handles: Record<string, string> };
 }
-export interface ForkOrigin { id: string; revision: number; hash: string; }
-export type RevisionCause =
-  | { kind: "saved" } | { kind: "rolled_back"; to: number } | { kind: "forked"; from: ForkOrigin }
-  | { kind: "imported" } | { kind: "migrated"; legacy_hash: string };
-export interface ProfileRevision { v: number; revision: number; hash: string; saved_at_ms: number; cause: RevisionCause; profile: AgentProfileV2; }
-export interface ProfileSummary { id: string; name: string; mode: ProfileMode; latest: number; saved_at_ms: number; forked_from: ForkOrigin | null; }
 export interface ProfileList { profiles: ProfileSummary[]; unreadable: string[]; }
-/** One field that differs between two revisions (a dotted path). */
-export interface FieldChange { path: string; before: JsonValue; after: JsonValue; }
-export type LayerName = "global" | "workspace" | "profile" | "session" | "turn";
-/** A widening a layer asked for and did not get (S10.2). */
-export interface Refused { layer: LayerName; field: string; asked: JsonValue; kept: JsonValue; }
 export interface ProfileImport { revision: ProfileRevision; narrowed: Refused[]; }
-export interface ProfileRunUse { v: number; run: string; revision: number; at_ms: number; }
 /** A turn's own layer (S10.2): it may only narrow the profile. */
 export interface ProfileLayer {
   mode?: ProfileMode; provider?: string; model?: string; max_output_tokens?: number;
@@ -453,21 +206,6 @@ export interface ProfileLayer {
   memory?: { read: MemoryScope[]; write: MemoryScope[] }; skills?: string[]; system_prompt_addition?: string;
 }
 
-/** Memory (S10.1): a scope is `global`, `workspace:ID`, `profile:ID` or `session:ID`. */
-export type MemoryChange = { by: "person" } | { by: "tool"; run: string; call_id: string; tool: string };
-export interface MemoryRecord {
-  v: number;
-  scope: string;
-  id: string;
-  revision: number;
-  text: string;
-  text_hash: string;
-  saved_by: MemoryChange;
-  saved_at_ms: number;
-  created_at_ms: number;
-  /** Set on a deleted or forgotten memory (restorable). */
-  forgotten?: { by: MemoryChange; at_ms: number };
-}
 /** A text document for `addKnowledge`. */
 export interface KnowledgeDocument { id: string; title?: string; text: string; }
 export type KnowledgeSource =
@@ -485,56 +223,9 @@ export interface KnowledgePassage {
 
 /** Deep Research (S9). `startResearch` resolves with the start turn's run and the task: all a chat message keeps (S9.2). */
 export interface ResearchStart { runId: string; task: string; }
-export interface DateRange { from: string; to: string; }
-/** A research plan: what the report must answer, and the only sources and domains execution may read. */
-export interface ResearchPlan {
-  questions: string[];
-  queries: string[];
-  sources: string[];
-  domains: string[];
-  dates?: DateRange;
-  notes?: string[];
-}
 export type ResearchPhase =
   | "planning" | "awaiting_plan_approval" | "executing" | "synthesizing"
   | "reported" | "partial" | "rejected" | "cancelled" | "interrupted";
-export type ResearchActivePhase = "planning" | "executing" | "synthesizing";
-/** The plan waiting for the person: shown once (S6.4). */
-export interface PlanRequest { id: string; created_at_ms: number; presented: boolean; }
-export interface ResearchSource {
-  url: string;
-  state: "pending" | "read" | "failed";
-  evidence?: string;
-  final_url?: string;
-  /** SHA-256 of the stored text. */
-  content_hash?: string;
-  reason?: string;
-}
-export type ResearchGap =
-  | { kind: "source_failed"; url: string; reason: string }
-  | { kind: "budget_exhausted"; dimension: string }
-  | { kind: "stopped" }
-  | { kind: "unanswered"; question: string };
-/** The report Artifact: its id is the SHA-256 of its bytes (read it with `readArtifact`). */
-export interface ReportRef { artifact: string; size: number; }
-export interface ResearchView {
-  task: string;
-  session: string;
-  message: string;
-  phase: ResearchPhase;
-  resume_to?: ResearchActivePhase;
-  topic: string;
-  urls: string[];
-  plan?: ResearchPlan;
-  plan_approved: boolean;
-  plan_request?: PlanRequest;
-  sources: ResearchSource[];
-  lookups: { searches: number; reads: number };
-  gaps: ResearchGap[];
-  report?: ReportRef;
-  created_at_ms: number;
-  updated_at_ms: number;
-}
 
 export type RuntimeEvent =
   | { type: "run"; run: AgentRun }

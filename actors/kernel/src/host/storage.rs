@@ -75,6 +75,7 @@ impl Table {
 
 /// A reference to a blob: the SHA-256 of its bytes (lowercase hex) and its size.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct BlobRef {
     pub hash: String,
     pub size: u64,

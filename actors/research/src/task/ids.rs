@@ -15,6 +15,7 @@ macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 

@@ -33,6 +33,7 @@ pub const KEY_PREFIX: &str = "research/";
 
 /// A phase a task can be interrupted in, and resumed to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ResearchActivePhase"))]
 #[serde(rename_all = "snake_case")]
 pub enum ActivePhase {
     Planning,
@@ -104,6 +105,7 @@ pub enum LookupKind {
 
 /// How many look-ups planning has made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Lookups {
     pub searches: u32,
     pub reads: u32,
@@ -112,6 +114,7 @@ pub struct Lookups {
 /// The plan waiting for the person, as a pending request (S6.4): shown
 /// once, not again after a reload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct PlanRequest {
     pub id: RequestId,
     pub created_at_ms: u64,
@@ -168,6 +171,7 @@ impl SourceSnapshot {
 
 /// Something a partial report could not cover (S9.6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ResearchGap"))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Gap {
     /// A source of the snapshot could not be read.
@@ -182,6 +186,7 @@ pub enum Gap {
 
 /// The report Artifact a task produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ReportRef {
     /// The Artifact id: the SHA-256 of the report's bytes.
     pub artifact: String,

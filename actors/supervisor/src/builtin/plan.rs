@@ -22,6 +22,7 @@ pub const MAX_EXPLANATION_CHARS: usize = 1_000;
 
 /// Where a step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     Pending,
@@ -50,6 +51,7 @@ impl StepStatus {
 
 /// One step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct PlanStep {
     pub title: String,
     pub status: StepStatus,
@@ -57,6 +59,7 @@ pub struct PlanStep {
 
 /// The plan as the run record keeps it; each `update_plan` replaces it whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Plan {
     pub steps: Vec<PlanStep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

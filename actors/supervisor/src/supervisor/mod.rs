@@ -60,6 +60,7 @@ pub(crate) use commands::link_child;
 
 /// What the person decides about a call whose effect is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "DecisionChoice"))]
 #[serde(rename_all = "snake_case")]
 pub enum Choice {
     /// Run it again (the person checked it did not happen, or accepts a repeat).
