@@ -22,7 +22,9 @@
 //! - [`actor`]: the per-session workspace and artifact actors and their handles.
 //! - [`tools`]: the built-in tools (`workspace_list`, `workspace_read`, ...,
 //!   `publish_artifact`) as `ToolDefinition`s and one actor that verifies each
-//!   invocation's capability before any effect.
+//!   invocation's capability before any effect; their names in
+//!   [`tool_names`], which the store also reads (emptying the trash checks
+//!   the proof names its tool).
 //! - [`documents`]: the workspace as `extract_document`'s document store
 //!   (an `agent_kernel::protocol::DocumentSource`).
 //! - [`spill`]: the large-result helper (S5.8), an `agent_kernel::protocol::ResultSpill`.
@@ -49,6 +51,7 @@ pub mod path;
 pub mod session;
 pub mod spill;
 pub mod store;
+pub mod tool_names;
 pub mod tools;
 
 pub use actor::{

@@ -186,11 +186,11 @@ pub fn authorise_empty_trash(proof: &Verified) -> Result<(), WorkspaceError> {
             reason,
         })
     };
-    if proof.tool() != crate::tools::EMPTY_TRASH {
+    if proof.tool() != crate::tool_names::EMPTY_TRASH {
         return refuse(format!(
             "the capability is for tool {:?}, not {:?}",
             proof.tool(),
-            crate::tools::EMPTY_TRASH
+            crate::tool_names::EMPTY_TRASH
         ));
     }
     if !proof.effects().contains(&EffectClass::DestructiveLocal) {
