@@ -41,6 +41,7 @@
 
 pub mod actor;
 pub mod artifact;
+mod blobs;
 pub mod documents;
 pub mod error;
 pub mod gc;
@@ -60,8 +61,8 @@ pub use actor::{
 };
 pub use artifact::{Artifact, Artifacts, Published, PublishedFrom};
 pub use documents::WorkspaceDocuments;
-pub use error::WorkspaceError;
-pub use limits::{Quota, Quotas};
+pub use error::{Quota, WorkspaceError};
+pub use limits::Quotas;
 pub use manifest::{FileEntry, Operation, Receipt, Source, TrashEntry};
 pub use path::{PathError, PathErrorKind, WorkspacePath};
 pub use session::{CopyReport, DeleteReport, copy_session, delete_session};

@@ -15,9 +15,10 @@ use agent_capabilities::canonical::sha256_hex;
 use agent_kernel::SessionId;
 use agent_kernel::host::{Batch, Clock, Fence, Record, Storage, StorageError, Table};
 
+use crate::blobs;
+use crate::error::Quota;
 use crate::error::WorkspaceError;
-use crate::gc;
-use crate::limits::{Quota, Quotas};
+use crate::limits::Quotas;
 use crate::manifest::{FileEntry, Operation, Receipt, RevisionCounter, Source, TrashEntry};
 use crate::mime::validate_mime;
 use crate::path::WorkspacePath;
@@ -408,7 +409,7 @@ impl Workspace {
             .ok_or_else(|| WorkspaceError::NotFound {
                 path: path.to_string(),
             })?;
-        let bytes = gc::load_verified(self.storage.as_ref(), &entry.hash, path.as_str()).await?;
+        let bytes = blobs::load_verified(self.storage.as_ref(), &entry.hash, path.as_str()).await?;
         Ok((entry, bytes))
     }
 

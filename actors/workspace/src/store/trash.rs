@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use agent_capabilities::{EffectClass, Target, Verified};
 use agent_kernel::host::{Record, Table};
 
+use crate::error::Quota;
 use crate::error::WorkspaceError;
 use crate::gc;
-use crate::limits::Quota;
 use crate::manifest::{FileEntry, Operation, Receipt, Source, TrashEntry};
 use crate::path::WorkspacePath;
 
