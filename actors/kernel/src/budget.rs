@@ -1,10 +1,53 @@
-//! Budgets (SPEC S4): the presets, the fallback, validation of custom values,
-//! and the checks made before each new round or call.
+//! Usage and budgets (SPEC S4): the [`Usage`] a run accumulates, the
+//! presets, the fallback, validation of custom values, and the checks made
+//! before each new round or call.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::run::Usage;
+/// Usage accumulated across model rounds (S4.1). Never decreases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct Usage {
+    pub tool_rounds: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Milliseconds spent `running`.
+    pub active_ms: u64,
+    /// Input tokens read from the provider's prompt cache, as each
+    /// provider reports them (OpenAI and Gemini count them inside
+    /// `input_tokens`; Anthropic's `input_tokens` leaves them out).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (Anthropic).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Of the output, tokens the model spent reasoning (S13.4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+    /// True when no counter of `self` is below the one in `earlier`.
+    pub fn dominates(&self, earlier: &Usage) -> bool {
+        self.tool_rounds >= earlier.tool_rounds
+            && self.tool_calls >= earlier.tool_calls
+            && self.input_tokens >= earlier.input_tokens
+            && self.output_tokens >= earlier.output_tokens
+            && self.active_ms >= earlier.active_ms
+            && self.cached_input_tokens >= earlier.cached_input_tokens
+            && self.cache_write_tokens >= earlier.cache_write_tokens
+            && self.reasoning_tokens >= earlier.reasoning_tokens
+    }
+}
 
 /// Which limit ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,9 @@
 //!
 //! - [`actor`]: `Addr`, bounded mailboxes, ask/reply, spawning, failure reports;
 //! - [`host`]: the host traits (storage, leases, clock, executor, lifecycle, entropy);
-//! - [`run`], [`budget`], [`journal`]: the run model of SPEC S1–S4 as data and pure functions;
+//! - [`run`], [`budget`], [`journal`], [`mode`]: the run model of SPEC S1–S4 as data and pure functions
+//!   (usage lives with the budgets it is checked against, the mode in a leaf both the run
+//!   and the tool protocol read);
 //! - [`protocol`]: tool definitions, invocations, the result envelope, messages;
 //! - [`reasoning`]: a run's reasoning setting (effort, thinking budget) and its bounds;
 //! - [`tool`]: the one tool-actor shell (`Tool`, `spawn_tool`, the capability
@@ -68,6 +70,7 @@ pub mod ids;
 pub mod journal;
 pub mod maybe_send;
 pub mod memory;
+pub mod mode;
 pub mod protocol;
 pub mod reasoning;
 pub mod run;

@@ -19,7 +19,7 @@ use agent_capabilities::{
 
 use crate::actor::{Addr, Reply};
 use crate::ids::{CallId, RunId, SessionId};
-use crate::run::RunMode;
+use crate::mode::RunMode;
 
 /// How the target of an invocation is derived from its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

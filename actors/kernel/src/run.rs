@@ -1,6 +1,8 @@
 //! The run model of SPEC S1 as plain data and pure functions: statuses, the
-//! transition table, stop reasons by status, usage, the `AgentRun` record,
-//! activities, evidence, pending requests and checkpoints.
+//! transition table, stop reasons by status, the `AgentRun` record,
+//! activities, evidence, pending requests and checkpoints. A run's
+//! [`Usage`] is owned by [`crate::budget`] (S4) and its [`RunMode`] by
+//! [`crate::mode`]; both are re-exported here.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +12,9 @@ use crate::budget::{Budget, BudgetDimension};
 use crate::host::storage::{BlobRef, Record, Table};
 use crate::ids::{CallId, RequestId, RunId, SessionId};
 use crate::protocol::{Provenance, Reference};
+
+pub use crate::budget::Usage;
+pub use crate::mode::RunMode;
 
 /// Where a run is in its life (S1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -168,80 +173,6 @@ pub fn check_transition(
             reason: r.clone(),
         }),
         _ => Ok(()),
-    }
-}
-
-/// Usage accumulated across model rounds (S4.1). Never decreases.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-pub struct Usage {
-    pub tool_rounds: u64,
-    pub tool_calls: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Milliseconds spent `running`.
-    pub active_ms: u64,
-    /// Input tokens read from the provider's prompt cache, as each
-    /// provider reports them (OpenAI and Gemini count them inside
-    /// `input_tokens`; Anthropic's `input_tokens` leaves them out).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cached_input_tokens: u64,
-    /// Input tokens written to the provider's prompt cache (Anthropic).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_write_tokens: u64,
-    /// Of the output, tokens the model spent reasoning (S13.4).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_tokens: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl Usage {
-    pub fn total_tokens(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
-    }
-    /// True when no counter of `self` is below the one in `earlier`.
-    pub fn dominates(&self, earlier: &Usage) -> bool {
-        self.tool_rounds >= earlier.tool_rounds
-            && self.tool_calls >= earlier.tool_calls
-            && self.input_tokens >= earlier.input_tokens
-            && self.output_tokens >= earlier.output_tokens
-            && self.active_ms >= earlier.active_ms
-            && self.cached_input_tokens >= earlier.cached_input_tokens
-            && self.cache_write_tokens >= earlier.cache_write_tokens
-            && self.reasoning_tokens >= earlier.reasoning_tokens
-    }
-}
-
-/// Agent, Chat or Research (S9, S5.1); decides which tools the host
-/// registers and whether the run is a turn of its session's conversation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "snake_case")]
-pub enum RunMode {
-    /// Tools, approvals and the default Agent system prompt.
-    #[default]
-    Agent,
-    /// Deep Research (S9): its own phases, none of the Agent's tools.
-    Research,
-    /// Plain chat: the model answers from the conversation, with no tools
-    /// and without the Agent system prompt.
-    Chat,
-}
-
-impl RunMode {
-    /// True when the model may be offered tools in this mode.
-    pub fn offers_tools(self) -> bool {
-        self != RunMode::Chat
-    }
-
-    /// True when a run of this mode is a turn of its session's
-    /// conversation (S12.1): Agent and Chat turns are; Research runs keep
-    /// their own record (S9.2).
-    pub fn is_conversation_turn(self) -> bool {
-        matches!(self, RunMode::Agent | RunMode::Chat)
     }
 }
 

@@ -14,9 +14,10 @@ use agent_capabilities::canonical::sha256_hex;
 use agent_kernel::SessionId;
 use agent_kernel::host::{Batch, Clock, Fence, Record, Storage, StorageError, Table};
 
+use crate::blobs;
+use crate::error::Quota;
 use crate::error::WorkspaceError;
-use crate::gc;
-use crate::limits::{MAX_ARTIFACT_NAME_BYTES, Quota, Quotas};
+use crate::limits::{MAX_ARTIFACT_NAME_BYTES, Quotas};
 use crate::manifest::{Operation, Receipt, Source};
 use crate::mime::validate_mime;
 
@@ -234,7 +235,7 @@ impl Artifacts {
             .stat(id)
             .await?
             .ok_or_else(|| WorkspaceError::ArtifactNotFound { id: id.to_owned() })?;
-        let bytes = gc::load_verified(
+        let bytes = blobs::load_verified(
             self.storage.as_ref(),
             &artifact.id,
             &format!("artifact {id}"),

@@ -1,13 +1,55 @@
 //! The typed errors of the workspace and artifact actors. Each says what was
 //! wrong and what to do, and has a stable [`WorkspaceError::code`] for the
-//! tool result envelope. Conflicts carry the latest stored state (S7.3).
+//! tool result envelope. Conflicts carry the latest stored state (S7.3). A
+//! refused quota names which one ([`Quota`]); the limits themselves are in
+//! [`crate::limits`].
 
 use agent_kernel::actor::ActorError;
 use agent_kernel::host::StorageError;
 
-use crate::limits::Quota;
 use crate::manifest::{FileEntry, TrashEntry};
 use crate::path::PathError;
+
+/// Which quota a mutation would exceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quota {
+    Files,
+    FileBytes,
+    TotalBytes,
+    TrashEntries,
+    ArtifactBytes,
+}
+
+impl Quota {
+    /// The stable name, as in error codes and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quota::Files => "files",
+            Quota::FileBytes => "file_bytes",
+            Quota::TotalBytes => "total_bytes",
+            Quota::TrashEntries => "trash_entries",
+            Quota::ArtifactBytes => "artifact_bytes",
+        }
+    }
+
+    /// What the caller can do about it.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Quota::Files => "delete files and empty the trash, or ask for a larger quota",
+            Quota::FileBytes => "split the content into several smaller files",
+            Quota::TotalBytes => "delete files and empty the trash to free space",
+            Quota::TrashEntries => "empty the trash (this asks for approval) before deleting more",
+            Quota::ArtifactBytes => "publish a smaller Artifact",
+        }
+    }
+}
+
+impl std::fmt::Display for Quota {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A workspace or artifact operation failed; nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -14,27 +14,11 @@
 
 use std::collections::BTreeSet;
 
-use agent_capabilities::canonical::sha256_hex;
 use agent_kernel::host::{Storage, StorageError, Table};
 
 use crate::artifact::Artifact;
 use crate::error::WorkspaceError;
 use crate::manifest::{FileEntry, TrashEntry};
-
-/// The blob `hash`, verified against its hash; `ContentMissing` otherwise.
-pub(crate) async fn load_verified(
-    storage: &dyn Storage,
-    hash: &str,
-    what: &str,
-) -> Result<Vec<u8>, WorkspaceError> {
-    match storage.get_blob(hash).await? {
-        Some(bytes) if sha256_hex(&bytes) == hash => Ok(bytes),
-        _ => Err(WorkspaceError::ContentMissing {
-            what: what.to_owned(),
-            hash: hash.to_owned(),
-        }),
-    }
-}
 
 fn corrupt(table: Table, key: &str, e: serde_json::Error) -> WorkspaceError {
     WorkspaceError::Storage(StorageError::Corrupt {

@@ -22,7 +22,9 @@
 //! - [`actor`]: the per-session workspace and artifact actors and their handles.
 //! - [`tools`]: the built-in tools (`workspace_list`, `workspace_read`, ...,
 //!   `publish_artifact`) as `ToolDefinition`s and one actor that verifies each
-//!   invocation's capability before any effect.
+//!   invocation's capability before any effect; their names in
+//!   [`tool_names`], which the store also reads (emptying the trash checks
+//!   the proof names its tool).
 //! - [`documents`]: the workspace as `extract_document`'s document store
 //!   (an `agent_kernel::protocol::DocumentSource`).
 //! - [`spill`]: the large-result helper (S5.8), an `agent_kernel::protocol::ResultSpill`.
@@ -39,6 +41,7 @@
 
 pub mod actor;
 pub mod artifact;
+mod blobs;
 pub mod documents;
 pub mod error;
 pub mod gc;
@@ -49,6 +52,7 @@ pub mod path;
 pub mod session;
 pub mod spill;
 pub mod store;
+pub mod tool_names;
 pub mod tools;
 
 pub use actor::{
@@ -57,8 +61,8 @@ pub use actor::{
 };
 pub use artifact::{Artifact, Artifacts, Published, PublishedFrom};
 pub use documents::WorkspaceDocuments;
-pub use error::WorkspaceError;
-pub use limits::{Quota, Quotas};
+pub use error::{Quota, WorkspaceError};
+pub use limits::Quotas;
 pub use manifest::{FileEntry, Operation, Receipt, Source, TrashEntry};
 pub use path::{PathError, PathErrorKind, WorkspacePath};
 pub use session::{CopyReport, DeleteReport, copy_session, delete_session};

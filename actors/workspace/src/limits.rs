@@ -6,6 +6,11 @@
 // `agent-capabilities` so that capability scopes use it too.
 pub use agent_capabilities::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES};
 
+// Which quota was exceeded is part of the error that reports it; named here
+// too, beside the quotas themselves.
+pub use crate::error::Quota;
+use crate::error::WorkspaceError;
+
 /// The folder reserved for large tool results (S5.8). The model may read,
 /// list and delete below it, but not write, move or restore into it.
 pub const RESULTS_FOLDER: &str = ".results";
@@ -71,55 +76,14 @@ impl Quotas {
     /// The single-file rule: a file of `size` bytes fits, or the typed
     /// quota error. Every writer asks here (the store before a write, a
     /// host before it reads an attachment's bytes at all).
-    pub fn check_file_bytes(&self, size: u64) -> Result<(), crate::error::WorkspaceError> {
+    pub fn check_file_bytes(&self, size: u64) -> Result<(), WorkspaceError> {
         if size > self.max_file_bytes {
-            return Err(crate::error::WorkspaceError::QuotaExceeded {
+            return Err(WorkspaceError::QuotaExceeded {
                 quota: Quota::FileBytes,
                 limit: self.max_file_bytes,
                 requested: size,
             });
         }
         Ok(())
-    }
-}
-
-/// Which quota a mutation would exceed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Quota {
-    Files,
-    FileBytes,
-    TotalBytes,
-    TrashEntries,
-    ArtifactBytes,
-}
-
-impl Quota {
-    /// The stable name, as in error codes and messages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Quota::Files => "files",
-            Quota::FileBytes => "file_bytes",
-            Quota::TotalBytes => "total_bytes",
-            Quota::TrashEntries => "trash_entries",
-            Quota::ArtifactBytes => "artifact_bytes",
-        }
-    }
-
-    /// What the caller can do about it.
-    pub fn advice(self) -> &'static str {
-        match self {
-            Quota::Files => "delete files and empty the trash, or ask for a larger quota",
-            Quota::FileBytes => "split the content into several smaller files",
-            Quota::TotalBytes => "delete files and empty the trash to free space",
-            Quota::TrashEntries => "empty the trash (this asks for approval) before deleting more",
-            Quota::ArtifactBytes => "publish a smaller Artifact",
-        }
-    }
-}
-
-impl std::fmt::Display for Quota {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }

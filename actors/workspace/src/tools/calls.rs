@@ -1,41 +1,15 @@
-//! The model-facing built-in tools over the workspace and Artifacts (S5.1,
-//! S7): their `ToolDefinition`s (effects declared) and their tool actors,
-//! one per tool, made by the one tool-actor shell (`agent_kernel::tool`) and
-//! sharing the [`WorkspaceTools`] directory. Each tool parses its arguments
-//! and names the exact target its effect touches ([`Tool::effect_target`]:
-//! both paths of a move); the shell verifies the invocation's capability
-//! against it before any effect, and the tool answers with the `ToolResult`
-//! envelope carrying the effect receipts. The proof of that verification goes
-//! with the call: emptying the trash checks it for `destructive_local` again
-//! at the workspace ([`crate::store::authorise_empty_trash`]).
-//!
-//! | tool | effects | idempotency | target |
-//! | --- | --- | --- | --- |
-//! | `workspace_list` | read_local | idempotent | the whole workspace (the root is `""`) |
-//! | `workspace_read` | read_local | idempotent | `path` |
-//! | `workspace_write` | write_local | idempotent (a replay of the same call is recognised) | `path` |
-//! | `workspace_move` | write_local | idempotent (likewise) | the whole workspace (two paths) |
-//! | `workspace_delete` | write_local (to the trash) | idempotent (likewise) | `path` |
-//! | `workspace_restore` | write_local | non-idempotent | `path` |
-//! | `workspace_empty_trash` | destructive_local | non-idempotent | the whole workspace |
-//! | `publish_artifact` | read_local, write_local | idempotent (same bytes, same id) | the whole workspace |
-
-use std::sync::Arc;
+//! One workspace tool call: its arguments parsed into a [`Call`] that names
+//! the exact target its effect touches, then carried out against the
+//! session's workspace and Artifact actors, with the result's content,
+//! trust, references and receipts.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use agent_capabilities::{
-    EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Target, TargetScope, Trust, Verified,
-};
-use agent_kernel::host::Host;
-use agent_kernel::protocol::{
-    Reference, ReferenceKind, TargetRule, ToolDefinition, ToolFailure, ToolSuccess,
-};
-use agent_kernel::run::RunMode;
-use agent_kernel::tool::{BuiltinTool, SpawnError, Tool, ToolContext, spawn_tool};
+use agent_capabilities::{Target, Trust, Verified};
+use agent_kernel::protocol::{Reference, ReferenceKind};
 
-use crate::actor::{SessionActors, WorkspaceDirectory};
+use crate::actor::SessionActors;
 use crate::artifact::PublishedFrom;
 use crate::error::WorkspaceError;
 use crate::limits::{MAX_READ_BYTES, RESULTS_FOLDER};
@@ -43,171 +17,13 @@ use crate::manifest::{FileEntry, Receipt, Source, TrashEntry};
 use crate::mime::{guess_mime, is_text};
 use crate::path::WorkspacePath;
 use crate::store::Expect;
+use crate::tool_names::{DELETE, EMPTY_TRASH, LIST, MOVE, PUBLISH, READ, RESTORE, WRITE};
 
-pub const LIST: &str = "workspace_list";
-pub const READ: &str = "workspace_read";
-pub const WRITE: &str = "workspace_write";
-pub const MOVE: &str = "workspace_move";
-pub const DELETE: &str = "workspace_delete";
-pub const RESTORE: &str = "workspace_restore";
-pub const EMPTY_TRASH: &str = "workspace_empty_trash";
-pub const PUBLISH: &str = "publish_artifact";
-
-/// Most entries one `workspace_list` returns to the model.
-pub const MAX_LIST_ENTRIES: usize = 200;
-
-fn def(
-    name: &str,
-    description: &str,
-    parameters: Value,
-    effects: &[EffectClass],
-    idempotency: Idempotency,
-    target: TargetRule,
-) -> ToolDefinition {
-    ToolDefinition {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        parameters,
-        origin: Origin::Builtin,
-        provider: None,
-        effects: effects.iter().copied().collect::<EffectSet>(),
-        idempotency,
-        sensitivity: Sensitivity::Private,
-        target,
-        annotations: None,
-    }
-}
-
-fn path_arg(field: &str) -> TargetRule {
-    TargetRule::WorkspacePathArg {
-        field: field.to_owned(),
-    }
-}
-
-fn whole_workspace() -> TargetRule {
-    TargetRule::Fixed {
-        scope: TargetScope::Workspace {
-            prefix: String::new(),
-        },
-    }
-}
-
-const PATH_DOC: &str =
-    "Path relative to the session workspace root, folders separated by /, e.g. notes/plan.md";
-
-/// The definitions of every workspace and Artifact tool, for hosts to register.
-pub fn all_tool_definitions() -> Vec<ToolDefinition> {
-    use EffectClass::*;
-    use Idempotency::*;
-    vec![
-        def(
-            LIST,
-            "List the files and sub-folders of a workspace folder (\"\" is the root), or the trash.",
-            json!({"type": "object", "additionalProperties": false, "required": ["folder"],
-            "properties": {
-                "folder": {"type": "string", "description": "Folder to list; \"\" for the root."},
-                "recursive": {"type": "boolean", "description": "List every file below the folder."},
-                "trash": {"type": "boolean", "description": "List the trash instead (folder must be \"\")."}
-            }}),
-            &[ReadLocal],
-            Idempotent,
-            // "" (the root) is not a path the pipeline's path rule accepts.
-            whole_workspace(),
-        ),
-        def(
-            READ,
-            "Read a workspace file. Returns its text (up to 65536 bytes per call; use offset to read on), revision and MIME type.",
-            json!({"type": "object", "additionalProperties": false, "required": ["path"],
-            "properties": {
-                "path": {"type": "string", "description": PATH_DOC},
-                "offset": {"type": "integer", "minimum": 0},
-                "length": {"type": "integer", "minimum": 1, "maximum": MAX_READ_BYTES}
-            }}),
-            &[ReadLocal],
-            Idempotent,
-            path_arg("path"),
-        ),
-        def(
-            WRITE,
-            "Create a workspace file, or replace or append to one. Replacing or appending to an existing file needs its current revision as expectedRevision; a stale revision fails and returns the latest state.",
-            json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
-            "properties": {
-                "path": {"type": "string", "description": PATH_DOC},
-                "content": {"type": "string"},
-                "mime": {"type": "string", "description": "MIME type; guessed from the extension when absent."},
-                "expectedRevision": {"type": "integer", "minimum": 1},
-                "append": {"type": "boolean"}
-            }}),
-            &[WriteLocal],
-            Idempotent,
-            path_arg("path"),
-        ),
-        def(
-            MOVE,
-            "Move or rename a workspace file. The destination must not exist.",
-            json!({"type": "object", "additionalProperties": false, "required": ["from", "to"],
-            "properties": {
-                "from": {"type": "string", "description": PATH_DOC},
-                "to": {"type": "string", "description": PATH_DOC},
-                "expectedRevision": {"type": "integer", "minimum": 1}
-            }}),
-            &[WriteLocal],
-            Idempotent,
-            whole_workspace(),
-        ),
-        def(
-            DELETE,
-            "Move a workspace file to the trash (it can be restored until the trash is emptied).",
-            json!({"type": "object", "additionalProperties": false, "required": ["path"],
-            "properties": {
-                "path": {"type": "string", "description": PATH_DOC},
-                "expectedRevision": {"type": "integer", "minimum": 1}
-            }}),
-            &[WriteLocal],
-            Idempotent,
-            path_arg("path"),
-        ),
-        def(
-            RESTORE,
-            "Restore a file from the trash to its original path (the most recently deleted one, or trashId).",
-            json!({"type": "object", "additionalProperties": false, "required": ["path"],
-            "properties": {
-                "path": {"type": "string", "description": "The file's original path."},
-                "trashId": {"type": "string"}
-            }}),
-            &[WriteLocal],
-            NonIdempotent,
-            path_arg("path"),
-        ),
-        def(
-            EMPTY_TRASH,
-            "Permanently delete everything in the workspace trash. Cannot be undone; asks the person first.",
-            json!({"type": "object", "additionalProperties": false, "properties": {}}),
-            &[DestructiveLocal],
-            NonIdempotent,
-            whole_workspace(),
-        ),
-        def(
-            PUBLISH,
-            "Publish an immutable Artifact from a workspace file (path) or from content. Later edits of the file never change it; the same bytes give the same Artifact id.",
-            json!({"type": "object", "additionalProperties": false, "required": ["name"],
-            "properties": {
-                "name": {"type": "string", "minLength": 1, "maxLength": 255},
-                "mime": {"type": "string"},
-                "path": {"type": "string", "description": PATH_DOC},
-                "expectedRevision": {"type": "integer", "minimum": 1},
-                "content": {"type": "string"}
-            }}),
-            &[ReadLocal, WriteLocal],
-            Idempotent,
-            whole_workspace(),
-        ),
-    ]
-}
+use super::MAX_LIST_ENTRIES;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub(super) struct ListArgs {
     folder: String,
     #[serde(default)]
     recursive: bool,
@@ -217,7 +33,7 @@ struct ListArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub(super) struct ReadArgs {
     path: String,
     #[serde(default)]
     offset: u64,
@@ -226,7 +42,7 @@ struct ReadArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct WriteArgs {
+pub(super) struct WriteArgs {
     path: String,
     content: String,
     mime: Option<String>,
@@ -237,7 +53,7 @@ struct WriteArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MoveArgs {
+pub(super) struct MoveArgs {
     from: String,
     to: String,
     expected_revision: Option<u64>,
@@ -245,25 +61,25 @@ struct MoveArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DeleteArgs {
+pub(super) struct DeleteArgs {
     path: String,
     expected_revision: Option<u64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RestoreArgs {
+pub(super) struct RestoreArgs {
     path: String,
     trash_id: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct EmptyArgs {}
+pub(super) struct EmptyArgs {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PublishArgs {
+pub(super) struct PublishArgs {
     name: String,
     mime: Option<String>,
     path: Option<String>,
@@ -272,7 +88,7 @@ struct PublishArgs {
 }
 
 /// A parsed call: what it touches and what to do.
-enum Call {
+pub(super) enum Call {
     List(Option<WorkspacePath>, ListArgs),
     Read(WorkspacePath, ReadArgs),
     Write(WorkspacePath, WriteArgs),
@@ -296,7 +112,7 @@ fn root_target() -> Target {
 }
 
 impl Call {
-    fn target(&self) -> Target {
+    pub(super) fn target(&self) -> Target {
         match self {
             Call::List(Some(p), _) => target_of(p),
             Call::List(None, _) | Call::EmptyTrash => root_target(),
@@ -319,7 +135,7 @@ fn args<T: for<'de> Deserialize<'de>>(arguments: &Value) -> Result<T, WorkspaceE
     })
 }
 
-fn parse_call(tool: &str, arguments: &Value) -> Result<Call, WorkspaceError> {
+pub(super) fn parse_call(tool: &str, arguments: &Value) -> Result<Call, WorkspaceError> {
     Ok(match tool {
         LIST => {
             let a: ListArgs = args(arguments)?;
@@ -400,7 +216,7 @@ pub fn refuse_reserved(path: &WorkspacePath) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
-fn entry_json(e: &FileEntry) -> Value {
+pub(super) fn entry_json(e: &FileEntry) -> Value {
     json!({"path": e.path, "revision": e.revision, "mime": e.mime, "size": e.size,
            "hash": e.hash, "updatedAtMs": e.updated_at_ms})
 }
@@ -422,11 +238,11 @@ fn file_reference(e: &FileEntry) -> Reference {
 }
 
 /// What a successful call produced.
-struct Done {
-    content: Value,
-    trust: Trust,
-    references: Vec<Reference>,
-    receipts: Vec<Receipt>,
+pub(super) struct Done {
+    pub(super) content: Value,
+    pub(super) trust: Trust,
+    pub(super) references: Vec<Reference>,
+    pub(super) receipts: Vec<Receipt>,
 }
 
 impl Done {
@@ -462,125 +278,9 @@ fn text_window(bytes: &[u8]) -> Option<&str> {
     }
 }
 
-/// What every workspace tool actor shares: where the sessions are open.
-pub struct WorkspaceTools {
-    directory: WorkspaceDirectory,
-}
-
-impl std::fmt::Debug for WorkspaceTools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkspaceTools").finish_non_exhaustive()
-    }
-}
-
-impl WorkspaceTools {
-    pub fn new(directory: WorkspaceDirectory) -> WorkspaceTools {
-        WorkspaceTools { directory }
-    }
-}
-
-/// A workspace error as the call's failure. A mutation that failed in the
-/// storage backend may have happened.
-fn failure(
-    ctx_provenance: agent_kernel::protocol::Provenance,
-    err: &WorkspaceError,
-    mutation: bool,
-) -> ToolFailure {
-    let mut message = err.to_string();
-    if let Some(latest) = err.latest() {
-        message.push_str(&format!("; latest: {}", entry_json(latest)));
-    }
-    let uncertain = mutation
-        && matches!(
-            err,
-            WorkspaceError::Storage(
-                agent_kernel::host::StorageError::Backend(_)
-                    | agent_kernel::host::StorageError::Unavailable(_)
-            )
-        );
-    ToolFailure {
-        code: err.code().to_owned(),
-        message,
-        retryable: err.retryable(),
-        trust: Trust::Internal,
-        provenance: ctx_provenance,
-        effect_may_have_happened: uncertain,
-    }
-}
-
-/// One workspace tool: its definition and the shared directory.
-struct WorkspaceTool {
-    definition: ToolDefinition,
-    shared: Arc<WorkspaceTools>,
-}
-
-fn builtin_provenance(tool: &str) -> agent_kernel::protocol::Provenance {
-    agent_kernel::protocol::Provenance {
-        origin: Origin::Builtin.to_string(),
-        tool: tool.to_owned(),
-        ..Default::default()
-    }
-}
-
-#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
-#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
-impl Tool for WorkspaceTool {
-    type Args = Value;
-
-    fn definition(&self) -> ToolDefinition {
-        self.definition.clone()
-    }
-
-    /// The NFC path (or both paths of a move) the effect touches; a scope
-    /// spelled in NFD still covers it, because scopes read paths with the
-    /// same policy.
-    fn effect_target(&self, arguments: &Value) -> Result<Option<Target>, ToolFailure> {
-        let tool = &self.definition.name;
-        parse_call(tool, arguments)
-            .map(|call| Some(call.target()))
-            .map_err(|e| failure(builtin_provenance(tool), &e, false))
-    }
-
-    /// Runs only after the shell verified the capability for the target.
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<ToolSuccess, ToolFailure> {
-        let tool = ctx.tool();
-        let call =
-            parse_call(tool, &arguments).map_err(|e| failure(ctx.provenance(), &e, false))?;
-        let Some(actors) = self.shared.directory.get(&ctx.session) else {
-            return Err(ctx.fail(
-                "workspace_not_open",
-                format!(
-                    "the workspace of session {} is not open on this host; reopen the session",
-                    ctx.session
-                ),
-            ));
-        };
-        let source = Source::Tool {
-            tool: tool.to_owned(),
-            run: ctx.run.clone(),
-            call_id: ctx.call_id.clone(),
-        };
-        let mutation = !agent_capabilities::is_read_only(&self.definition.effects);
-        match run_call(&actors, call, source, ctx.verified()).await {
-            Ok(done) => Ok(ToolSuccess {
-                content: done.content,
-                trust: done.trust,
-                provenance: ctx.provenance(),
-                references: done.references,
-                receipts: done
-                    .receipts
-                    .iter()
-                    .map(Receipt::to_effect_receipt)
-                    .collect(),
-            }),
-            Err(e) => Err(failure(ctx.provenance(), &e, mutation)),
-        }
-    }
-}
-
 /// Carry out a parsed call; `proof` is the verified capability, which the
 /// destructive operations check again at the workspace.
-async fn run_call(
+pub(super) async fn run_call(
     actors: &SessionActors,
     call: Call,
     source: Source,
@@ -864,31 +564,4 @@ async fn run_call(
             })
         }
     }
-}
-
-/// What the workspace tools need beyond the host: the sessions' open
-/// workspaces.
-#[derive(Clone)]
-pub struct ToolDeps {
-    pub directory: WorkspaceDirectory,
-}
-
-/// Spawn one tool actor per workspace tool (the shell, `agent_kernel::tool`),
-/// all serving the sessions open in `deps.directory`: every definition of
-/// [`all_tool_definitions`] with the address that serves it, for Agent runs
-/// (the tool crates' one registration shape,
-/// [`agent_kernel::tool::builtin`]).
-pub fn builtin_tools(host: &Host, deps: ToolDeps) -> Result<Vec<BuiltinTool>, SpawnError> {
-    let shared = Arc::new(WorkspaceTools::new(deps.directory));
-    all_tool_definitions()
-        .into_iter()
-        .map(|definition| {
-            let tool = WorkspaceTool {
-                definition,
-                shared: shared.clone(),
-            };
-            spawn_tool(host.executor.clone(), host.clock.clone(), tool)
-                .map(|spawned| BuiltinTool::spawned(spawned, &[RunMode::Agent]))
-        })
-        .collect()
 }

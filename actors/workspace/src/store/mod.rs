@@ -2,6 +2,9 @@
 //! write, append, read, list, move, delete to trash, restore, empty the
 //! trash. This is the workspace actor's state; every write is one fenced
 //! batch guarded by compare-and-set conditions on the records it replaces.
+//!
+//! This module owns the [`Workspace`] and its live files; the stored
+//! records as one value are in `snapshot`, the trash in `trash`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,16 +12,22 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use agent_capabilities::canonical::sha256_hex;
-use agent_capabilities::{EffectClass, Target, Verified};
 use agent_kernel::SessionId;
-use agent_kernel::host::{Batch, Clock, Fence, Op, Record, Storage, StorageError, Table};
+use agent_kernel::host::{Batch, Clock, Fence, Record, Storage, StorageError, Table};
 
+use crate::blobs;
+use crate::error::Quota;
 use crate::error::WorkspaceError;
-use crate::gc;
-use crate::limits::{Quota, Quotas};
+use crate::limits::Quotas;
 use crate::manifest::{FileEntry, Operation, Receipt, RevisionCounter, Source, TrashEntry};
 use crate::mime::validate_mime;
 use crate::path::WorkspacePath;
+
+mod snapshot;
+mod trash;
+
+use snapshot::{Snapshot, check_expect, decode, encode};
+pub use trash::authorise_empty_trash;
 
 /// What a mutation expects to find at its path (S7.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,151 +65,6 @@ impl Usage {
     /// Bytes counted against `max_total_bytes`: live and trashed content.
     pub fn total_bytes(&self) -> u64 {
         self.live_bytes.saturating_add(self.trash_bytes)
-    }
-}
-
-/// Everything stored for one session, with the raw bytes of each record so
-/// that a batch can require it unchanged.
-pub(crate) struct Snapshot {
-    pub(crate) files: BTreeMap<WorkspacePath, (FileEntry, Vec<u8>)>,
-    pub(crate) trash: BTreeMap<String, (TrashEntry, Vec<u8>)>,
-    counter: Option<Vec<u8>>,
-    last: u64,
-}
-
-impl Snapshot {
-    /// Bring the snapshot up to date with a batch this workspace committed.
-    fn apply(&mut self, ops: &[Op], session: &SessionId) -> Result<(), WorkspaceError> {
-        let prefix = format!("{session}/");
-        let counter_key = RevisionCounter::key_for(session);
-        for op in ops {
-            match op {
-                Op::Put {
-                    table: Table::Manifests,
-                    key,
-                    value,
-                } => {
-                    let entry: FileEntry = decode(Table::Manifests, key, value)?;
-                    self.files
-                        .insert(entry.path.clone(), (entry, value.clone()));
-                }
-                Op::Delete {
-                    table: Table::Manifests,
-                    key,
-                } => {
-                    if let Some(path) = key.strip_prefix(&prefix) {
-                        self.files.retain(|p, _| p.as_str() != path);
-                    }
-                }
-                Op::Put {
-                    table: Table::Trash,
-                    key,
-                    value,
-                } => {
-                    let entry: TrashEntry = decode(Table::Trash, key, value)?;
-                    self.trash.insert(entry.id.clone(), (entry, value.clone()));
-                }
-                Op::Delete {
-                    table: Table::Trash,
-                    key,
-                } => {
-                    if let Some(id) = key.strip_prefix(&prefix) {
-                        self.trash.remove(id);
-                    }
-                }
-                Op::Put {
-                    table: Table::Meta,
-                    key,
-                    value,
-                } if *key == counter_key => {
-                    self.last = decode::<RevisionCounter>(Table::Meta, key, value)?.last;
-                    self.counter = Some(value.clone());
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn usage(&self) -> Usage {
-        let mut u = Usage::default();
-        for (e, _) in self.files.values() {
-            u.files += 1;
-            u.live_bytes = u.live_bytes.saturating_add(e.size);
-        }
-        for (t, _) in self.trash.values() {
-            u.trash_entries += 1;
-            u.trash_bytes = u.trash_bytes.saturating_add(t.entry.size);
-        }
-        u
-    }
-
-    /// Refuse `path` as a new name when another file differs from it only by
-    /// case in some folder, or when it would be a file and a folder at once.
-    fn check_new_path(
-        &self,
-        path: &WorkspacePath,
-        ignore: Option<&WorkspacePath>,
-    ) -> Result<(), WorkspaceError> {
-        for existing in self.files.keys() {
-            if Some(existing) == ignore || existing == path {
-                continue;
-            }
-            if path.case_conflicts_with(existing) {
-                return Err(WorkspaceError::CaseConflict {
-                    path: path.to_string(),
-                    existing: existing.to_string(),
-                });
-            }
-            if existing.is_within(path) || path.is_within(existing) {
-                return Err(WorkspaceError::FileFolderConflict {
-                    path: path.to_string(),
-                    existing: existing.to_string(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-fn encode<R: Record>(record: &R) -> Result<Vec<u8>, WorkspaceError> {
-    serde_json::to_vec(record).map_err(|e| {
-        WorkspaceError::Storage(StorageError::Encode {
-            table: R::TABLE,
-            detail: e.to_string(),
-        })
-    })
-}
-
-fn decode<R: Record>(table: Table, key: &str, bytes: &[u8]) -> Result<R, WorkspaceError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        WorkspaceError::Storage(StorageError::Corrupt {
-            table,
-            key: key.to_owned(),
-            detail: e.to_string(),
-        })
-    })
-}
-
-fn check_expect(
-    path: &WorkspacePath,
-    existing: Option<&FileEntry>,
-    expect: Expect,
-) -> Result<(), WorkspaceError> {
-    match (expect, existing) {
-        (Expect::Any, _) | (Expect::MustNotExist, None) => Ok(()),
-        (Expect::MustNotExist, Some(e)) => Err(WorkspaceError::AlreadyExists {
-            latest: Box::new(e.clone()),
-        }),
-        (Expect::Revision(r), Some(e)) if e.revision == r => Ok(()),
-        (Expect::Revision(r), Some(e)) => Err(WorkspaceError::StaleRevision {
-            expected: r,
-            latest: Box::new(e.clone()),
-        }),
-        (Expect::Revision(r), None) => Err(WorkspaceError::Vanished {
-            path: path.to_string(),
-            expected: r,
-        }),
     }
 }
 
@@ -545,7 +409,7 @@ impl Workspace {
             .ok_or_else(|| WorkspaceError::NotFound {
                 path: path.to_string(),
             })?;
-        let bytes = gc::load_verified(self.storage.as_ref(), &entry.hash, path.as_str()).await?;
+        let bytes = blobs::load_verified(self.storage.as_ref(), &entry.hash, path.as_str()).await?;
         Ok((entry, bytes))
     }
 
@@ -651,207 +515,8 @@ impl Workspace {
         .await
     }
 
-    /// Move a file to the trash, keeping its path and revision (S7.3).
-    pub async fn delete(
-        &mut self,
-        path: &WorkspacePath,
-        expect: Expect,
-        source: Source,
-    ) -> Result<(TrashEntry, Receipt), WorkspaceError> {
-        if expect == Expect::MustNotExist {
-            return Err(WorkspaceError::InvalidArgument {
-                field: "expectedRevision",
-                reason: "a delete needs an existing file; pass its revision or nothing".into(),
-            });
-        }
-        let now = self.clock.wall_ms();
-        let quotas = self.quotas;
-        let session = self.session.clone();
-        self.mutate(None, |snap, batch, next| {
-            let existing = snap.files.get(path);
-            check_expect(path, existing.map(|(e, _)| e), expect)?;
-            let Some((old, raw)) = existing else {
-                return Err(WorkspaceError::NotFound {
-                    path: path.to_string(),
-                });
-            };
-            let usage = snap.usage();
-            if usage.trash_entries + 1 > quotas.max_trash_entries {
-                return Err(WorkspaceError::QuotaExceeded {
-                    quota: Quota::TrashEntries,
-                    limit: quotas.max_trash_entries,
-                    requested: usage.trash_entries + 1,
-                });
-            }
-            let trash = TrashEntry {
-                session: session.clone(),
-                id: TrashEntry::id_for(next),
-                entry: old.clone(),
-                deleted_at_ms: now,
-                deleted_by: source.clone(),
-            };
-            let batch = batch
-                .expect_value(Table::Manifests, old.key(), raw.clone())
-                .delete(Table::Manifests, old.key())
-                .expect_absent(Table::Trash, trash.key())
-                .put(Table::Trash, trash.key(), encode(&trash)?);
-            let mut receipt = Receipt::new(Operation::Delete, path.as_str());
-            receipt.old_revision = Some(old.revision);
-            receipt.content_hash = Some(old.hash.clone());
-            receipt.size = Some(old.size);
-            receipt.trash_id = Some(trash.id.clone());
-            Ok((batch, (trash, receipt)))
-        })
-        .await
-    }
-
-    /// The trash, oldest deletion first.
-    pub async fn list_trash(&self) -> Result<Vec<TrashEntry>, WorkspaceError> {
-        let prefix = self.prefix();
-        let mut out = Vec::new();
-        for (key, raw) in self.storage.scan_prefix(Table::Trash, &prefix).await? {
-            out.push(decode(Table::Trash, &key, &raw)?);
-        }
-        Ok(out)
-    }
-
-    /// The most recent trash entry whose original path is `path`.
-    pub async fn find_in_trash(
-        &self,
-        path: &WorkspacePath,
-    ) -> Result<Option<TrashEntry>, WorkspaceError> {
-        Ok(self
-            .list_trash()
-            .await?
-            .into_iter()
-            .rev()
-            .find(|t| &t.entry.path == path))
-    }
-
-    /// Put a trashed file back at its original path, with a new revision. A
-    /// path that is taken again is a `RestoreConflict` naming the occupant.
-    pub async fn restore(&mut self, id: &str) -> Result<(FileEntry, Receipt), WorkspaceError> {
-        let now = self.clock.wall_ms();
-        let quotas = self.quotas;
-        self.mutate(None, |snap, batch, next| {
-            let Some((trash, raw)) = snap.trash.get(id) else {
-                return Err(WorkspaceError::TrashNotFound { id: id.to_owned() });
-            };
-            let path = &trash.entry.path;
-            if let Some((occupant, _)) = snap.files.get(path) {
-                return Err(WorkspaceError::RestoreConflict {
-                    trash: Box::new(trash.clone()),
-                    occupant: Box::new(occupant.clone()),
-                });
-            }
-            snap.check_new_path(path, None)?;
-            let usage = snap.usage();
-            if usage.files + 1 > quotas.max_files {
-                return Err(WorkspaceError::QuotaExceeded {
-                    quota: Quota::Files,
-                    limit: quotas.max_files,
-                    requested: usage.files + 1,
-                });
-            }
-            let entry = FileEntry {
-                revision: next,
-                updated_at_ms: now,
-                ..trash.entry.clone()
-            };
-            let batch = batch
-                .expect_value(Table::Trash, trash.key(), raw.clone())
-                .delete(Table::Trash, trash.key())
-                .expect_absent(Table::Manifests, entry.key())
-                .put(Table::Manifests, entry.key(), encode(&entry)?);
-            let mut receipt = Receipt::new(Operation::Restore, path.as_str());
-            receipt.old_revision = Some(trash.entry.revision);
-            receipt.new_revision = Some(next);
-            receipt.content_hash = Some(entry.hash.clone());
-            receipt.size = Some(entry.size);
-            receipt.trash_id = Some(trash.id.clone());
-            Ok((batch, (entry, receipt)))
-        })
-        .await
-    }
-
-    /// Remove every trash entry for good, then free the blobs nothing else
-    /// references. Returns the removed entries' count in the receipt.
-    ///
-    /// A destructive effect (S6.1): `proof` is what verifying the caller's
-    /// capability returned, and it must grant `workspace_empty_trash` the
-    /// `destructive_local` effect over the whole workspace
-    /// ([`authorise_empty_trash`]); otherwise nothing is deleted and the
-    /// answer is [`WorkspaceError::NotAuthorised`].
-    pub async fn empty_trash(
-        &mut self,
-        proof: &Verified,
-    ) -> Result<(Vec<TrashEntry>, Receipt), WorkspaceError> {
-        authorise_empty_trash(proof)?;
-        let (removed, receipt) = self
-            .mutate(None, |snap, mut batch, _next| {
-                let mut removed = Vec::new();
-                for (trash, raw) in snap.trash.values() {
-                    batch = batch
-                        .expect_value(Table::Trash, trash.key(), raw.clone())
-                        .delete(Table::Trash, trash.key());
-                    removed.push(trash.clone());
-                }
-                let mut receipt = Receipt::new(Operation::EmptyTrash, "");
-                receipt.removed = Some(removed.len() as u64);
-                receipt.size = Some(removed.iter().map(|t| t.entry.size).sum());
-                Ok((batch, (removed, receipt)))
-            })
-            .await?;
-        let candidates: BTreeSet<String> = removed.iter().map(|t| t.entry.hash.clone()).collect();
-        gc::free_unreferenced(self.storage.as_ref(), candidates).await?;
-        Ok((removed, receipt))
-    }
-
     /// The session's quota usage.
     pub async fn usage(&mut self) -> Result<Usage, WorkspaceError> {
         Ok(self.snapshot().await?.usage())
     }
-}
-
-/// The one rule for emptying the trash (S6.1): the verified capability
-/// grants the `workspace_empty_trash` tool the `destructive_local` effect,
-/// over a scope that covers the whole workspace. A capability minted for a
-/// lesser effect (`write_local`, say) verifies for that effect but is
-/// refused here.
-pub fn authorise_empty_trash(proof: &Verified) -> Result<(), WorkspaceError> {
-    let refuse = |reason: String| {
-        Err(WorkspaceError::NotAuthorised {
-            operation: "emptying the trash",
-            reason,
-        })
-    };
-    if proof.tool() != crate::tools::EMPTY_TRASH {
-        return refuse(format!(
-            "the capability is for tool {:?}, not {:?}",
-            proof.tool(),
-            crate::tools::EMPTY_TRASH
-        ));
-    }
-    if !proof.effects().contains(&EffectClass::DestructiveLocal) {
-        return refuse(format!(
-            "the capability grants {} but not {}",
-            proof
-                .effects()
-                .iter()
-                .map(|e| e.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            EffectClass::DestructiveLocal.as_str()
-        ));
-    }
-    let whole = Target::WorkspacePath {
-        path: String::new(),
-    };
-    if !proof.scope().covers(&whole) {
-        return refuse(format!(
-            "the capability's scope ({}) does not cover the whole workspace",
-            proof.scope().summary()
-        ));
-    }
-    Ok(())
 }
