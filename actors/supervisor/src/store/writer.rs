@@ -655,4 +655,74 @@ mod tests {
         })
         .unwrap();
     }
+
+    /// The batch that creates a run indexes it (its session's row and its
+    /// live row) with no help from the caller, the one that makes it final
+    /// removes its live row, and the listing every host shows reads the
+    /// runs oldest first, ties in id order, all or one session's.
+    #[test]
+    fn the_writer_owns_the_index_rows_and_the_listing_reads_them() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        exec.block_on(async {
+            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
+            let mut created = Vec::new();
+            for (id, session, at) in [("r-b", "s", 5), ("r-a", "s", 5), ("r-0", "t", 1)] {
+                let session = SessionId::new(session).unwrap();
+                let lease = storage
+                    .try_acquire_lease(&session, &owner, 0, 60_000)
+                    .await
+                    .unwrap();
+                let mut run = run_with(RunStatus::Running);
+                run.id = RunId::new(id).unwrap();
+                run.session = session.clone();
+                run.created_at_ms = at;
+                let mut writer = RunWriter::create(
+                    storage.clone(),
+                    clock.clone(),
+                    EventBus::default(),
+                    Fence {
+                        session,
+                        epoch: lease.epoch,
+                    },
+                    run,
+                );
+                let tx = writer.begin();
+                writer.commit(tx).await.unwrap();
+                created.push(writer);
+            }
+            let ids = |runs: Vec<AgentRun>| -> Vec<String> {
+                runs.into_iter().map(|r| r.id.to_string()).collect()
+            };
+            let s = SessionId::new("s").unwrap();
+            let of_s = super::index::runs_of_session(&*storage, &s).await.unwrap();
+            assert_eq!(ids(of_s), ["r-a", "r-b"]);
+            let live = super::index::live_runs(&*storage).await.unwrap();
+            assert_eq!(ids(live).len(), 3);
+            let all = super::index::list_runs(&*storage, None).await.unwrap();
+            assert_eq!(ids(all), ["r-0", "r-a", "r-b"]);
+            let listed = super::index::list_runs(&*storage, Some(&s)).await.unwrap();
+            assert_eq!(ids(listed), ["r-a", "r-b"]);
+
+            let writer = &mut created[0];
+            let mut tx = writer.begin();
+            tx.status(RunStatus::Completed, Some(StopReason::Completed))
+                .unwrap();
+            writer.commit(tx).await.unwrap();
+            let live = super::index::live_runs(&*storage).await.unwrap();
+            assert_eq!(ids(live), ["r-0", "r-a"]);
+            assert!(
+                storage
+                    .get(
+                        Table::Meta,
+                        &super::index::live_key(&RunId::new("r-b").unwrap())
+                    )
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        })
+        .unwrap();
+    }
 }
