@@ -876,8 +876,7 @@ async fn load_run(storage: &dyn Storage, run: &RunId) -> anyhow::Result<AgentRun
 
 async fn list_runs(cli: &Cli) -> anyhow::Result<u8> {
     let host = open_host(cli).await?;
-    let mut runs: Vec<AgentRun> = host.host().storage.scan_records("").await?;
-    runs.sort_by_key(|r| r.created_at_ms);
+    let runs = agent_supervisor::store::list_runs(&*host.host().storage, None).await?;
     let mut out = std::io::stdout().lock();
     for run in &runs {
         if cli.json {

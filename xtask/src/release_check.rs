@@ -23,7 +23,7 @@ const TEST_ONLY_MARKERS: &[(&str, &str)] = &[
     (
         "test hook between wait_settled's steps",
         "the settle hook (agent-supervisor feature `test-hooks`, \
-         actors/supervisor/src/runtime.rs SETTLE_HOOK_MARKER)",
+         actors/supervisor/src/runtime/reads.rs SETTLE_HOOK_MARKER)",
     ),
     (
         "crash-sim sabotage",

@@ -269,8 +269,7 @@ impl Assembly {
     ) -> Result<DeleteReport, SessionActionError> {
         let session = held.session();
         self.held_workspace(held)?;
-        let runs =
-            agent_supervisor::run_index::runs_of_session(&*self.host.storage, session).await?;
+        let runs = agent_supervisor::store::runs_of_session(&*self.host.storage, session).await?;
         if let Some(active) = runs.iter().find(|r| !r.status.is_final()) {
             return Err(SessionActionError::RunActive {
                 session: session.clone(),

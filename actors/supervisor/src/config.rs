@@ -1,5 +1,7 @@
 //! `RunConfig`: what one run may do and which model it talks to (budget,
-//! approval mode, tool allowlist, an applied Skill, model settings), and the
+//! approval mode, tool allowlist, an applied Skill, model settings with the
+//! bounds of the context window, an embedder's own chat history with its
+//! bounds, [`validate_history`]), and the
 //! system prompt a run is sent: the default Agent system prompt, versioned
 //! in `actors/supervisor/prompts/`, which a run may replace or extend. A
 //! later Profiles issue fills it; today callers build it directly or take
@@ -10,17 +12,22 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::transcript::AssistantToolCall;
 use agent_capabilities::ApprovalMode;
 use agent_kernel::budget::{Budget, BudgetError};
 use agent_kernel::protocol::{AppliedSkill, RunToolConfig};
 use agent_kernel::reasoning::{Reasoning, ReasoningError};
 use agent_kernel::run::RunMode;
 
-use crate::conversation::{
-    DEFAULT_CONTEXT_WINDOW_TOKENS, HistoryError, HistoryMessage, MIN_CONTEXT_WINDOW_TOKENS,
-    validate_history,
-};
+use crate::message::{AssistantToolCall, Message};
+
+/// The model's context window when its settings name none, in tokens.
+pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u32 = 32_768;
+/// The smallest context window a run may state, in tokens.
+pub const MIN_CONTEXT_WINDOW_TOKENS: u32 = 1_024;
+/// At most this many messages in an embedder's `history`.
+pub const MAX_HISTORY_MESSAGES: usize = 256;
+/// At most this many bytes of content in an embedder's `history`.
+pub const MAX_HISTORY_BYTES: usize = 512 * 1024;
 
 /// The version of the default Agent system prompt ([`AGENT_SYSTEM_PROMPT`]).
 /// A change of its text is a new file and a new version.
@@ -333,6 +340,63 @@ impl Default for RuntimeOptions {
     }
 }
 
+/// Who said a message of an embedder's `history`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryRole {
+    User,
+    Assistant,
+}
+
+/// One message of an embedder's own chat history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryMessage {
+    pub role: HistoryRole,
+    pub content: String,
+}
+
+impl HistoryMessage {
+    pub fn to_message(&self) -> Message {
+        match self.role {
+            HistoryRole::User => Message::User {
+                content: self.content.clone(),
+            },
+            HistoryRole::Assistant => Message::Assistant {
+                content: Some(self.content.clone()),
+                tool_calls: Vec::new(),
+                native: None,
+            },
+        }
+    }
+}
+
+/// Why an embedder's `history` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryError {
+    #[error("history holds {0} messages; at most {MAX_HISTORY_MESSAGES} are allowed")]
+    TooManyMessages(usize),
+    #[error("history holds {0} bytes of content; at most {MAX_HISTORY_BYTES} are allowed")]
+    TooLong(usize),
+    #[error("history message {0} is empty")]
+    Empty(usize),
+}
+
+/// Check an embedder's `history` against its bounds.
+pub fn validate_history(history: &[HistoryMessage]) -> Result<(), HistoryError> {
+    if history.len() > MAX_HISTORY_MESSAGES {
+        return Err(HistoryError::TooManyMessages(history.len()));
+    }
+    if let Some(i) = history.iter().position(|m| m.content.trim().is_empty()) {
+        return Err(HistoryError::Empty(i));
+    }
+    let bytes: usize = history.iter().map(|m| m.content.len()).sum();
+    if bytes > MAX_HISTORY_BYTES {
+        return Err(HistoryError::TooLong(bytes));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,6 +466,70 @@ mod tests {
                     Err(other) => panic!("{other}"),
                 }
             }
+        }
+    }
+
+    fn history(n: usize, each: usize) -> Vec<HistoryMessage> {
+        (0..n)
+            .map(|i| HistoryMessage {
+                role: if i % 2 == 0 {
+                    HistoryRole::User
+                } else {
+                    HistoryRole::Assistant
+                },
+                content: "x".repeat(each),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn history_bounds_hold_at_below_and_above() {
+        assert_eq!(
+            validate_history(&history(MAX_HISTORY_MESSAGES - 1, 1)),
+            Ok(())
+        );
+        assert_eq!(validate_history(&history(MAX_HISTORY_MESSAGES, 1)), Ok(()));
+        assert_eq!(
+            validate_history(&history(MAX_HISTORY_MESSAGES + 1, 1)),
+            Err(HistoryError::TooManyMessages(MAX_HISTORY_MESSAGES + 1))
+        );
+        let each = MAX_HISTORY_BYTES / 4;
+        assert_eq!(validate_history(&history(4, each)), Ok(()));
+        let mut over = history(4, each);
+        over[3].content.push('x');
+        assert_eq!(
+            validate_history(&over),
+            Err(HistoryError::TooLong(MAX_HISTORY_BYTES + 1))
+        );
+        let mut under = history(4, each);
+        under[3].content.pop();
+        assert_eq!(validate_history(&under), Ok(()));
+        assert_eq!(
+            validate_history(&history(1, 0)),
+            Err(HistoryError::Empty(0))
+        );
+    }
+
+    #[test]
+    fn history_messages_name_only_user_or_assistant() {
+        let ok: Vec<HistoryMessage> =
+            serde_json::from_str(r#"[{"role": "user", "content": "a"}]"#).unwrap();
+        assert_eq!(
+            ok[0].to_message(),
+            Message::User {
+                content: "a".into()
+            }
+        );
+        for bad in [
+            r#"[{"role": "system", "content": "a"}]"#,
+            r#"[{"role": "tool", "content": "a"}]"#,
+            r#"[{"role": "user", "content": "a", "name": "x"}]"#,
+            r#"[{"role": "user"}]"#,
+        ] {
+            assert!(
+                serde_json::from_str::<Vec<HistoryMessage>>(bad).is_err(),
+                "{bad}"
+            );
         }
     }
 }

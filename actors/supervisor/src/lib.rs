@@ -151,12 +151,13 @@
 // `Arc`s of host objects are neither `Send` nor `Sync`, by design.
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
+pub mod blob;
 pub mod builtin;
 pub mod config;
 pub mod conversation;
 pub mod error;
+pub mod message;
 pub mod provider;
-pub mod run_index;
 pub mod runtime;
 #[cfg(feature = "sim")]
 pub mod sabotage;

@@ -582,11 +582,14 @@ impl AgentRuntime {
     pub fn list_runs(&self, session: Option<String>) -> js_sys::Promise {
         let inner = self.inner.clone();
         promise(async move {
-            let mut runs = inner.assembly.runtime().runs().await.map_err(run_error)?;
-            if let Some(s) = session {
-                runs.retain(|r| r.session.as_str() == s);
-            }
-            runs.sort_by_key(|r| (r.created_at_ms, r.id.to_string()));
+            let runs = match session.map(|s| SessionId::new(&s)) {
+                // No run is stored under a session id that is not one.
+                Some(Err(_)) => Vec::new(),
+                session => (inner.assembly.runtime())
+                    .list_runs(session.and_then(Result::ok).as_ref())
+                    .await
+                    .map_err(run_error)?,
+            };
             to_js(&runs)
         })
     }

@@ -18,7 +18,7 @@ use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{EndpointConfig, ModelHttp, check_base_url};
 use super::wire::{Answer, Step, UsageReport, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
-use crate::transcript::Message;
+use crate::message::Message;
 
 /// The public endpoint's base URL.
 pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
@@ -95,7 +95,7 @@ pub fn request_body(request: &ModelRequest) -> Value {
                 tool_calls,
                 native,
             } => {
-                let call_part = |c: &crate::transcript::AssistantToolCall| {
+                let call_part = |c: &crate::message::AssistantToolCall| {
                     let mut call = json!({"name": c.name, "args": arguments_object(&c.arguments)});
                     if !c.id.starts_with(LOCAL_ID_PREFIX) {
                         call["id"] = json!(c.id);
@@ -293,7 +293,7 @@ struct GeminiDecoder {
     signed_text: bool,
 }
 
-/// The format of a [`crate::transcript::NativeTurn`] this provider writes.
+/// The format of a [`crate::message::NativeTurn`] this provider writes.
 pub const NATIVE_FORMAT: &str = "gemini";
 
 /// One step of a `PartialArg.jsonPath`.
@@ -487,7 +487,7 @@ impl GeminiDecoder {
             self.answer.call(slot).arguments = args.to_string();
         }
         if self.signed_text {
-            self.answer.native = Some(crate::transcript::NativeTurn {
+            self.answer.native = Some(crate::message::NativeTurn {
                 format: NATIVE_FORMAT.to_owned(),
                 blocks: Value::Array(std::mem::take(&mut self.parts)).to_string(),
             });
@@ -594,9 +594,9 @@ impl WireDecoder for GeminiDecoder {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
+    use crate::message::Messages;
     use crate::provider::wire::decode_fixture;
     use crate::provider::{ModelResponse, ModelUsage};
-    use crate::transcript::Messages;
 
     fn decode(body: &str) -> Result<ModelResponse, ProviderError> {
         decode_fixture(body, GeminiDecoder::default())

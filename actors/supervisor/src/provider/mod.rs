@@ -26,7 +26,7 @@ use agent_kernel::protocol::ModelToolSchema;
 use agent_kernel::reasoning::Reasoning;
 use agent_kernel::{MaybeSend, MaybeSync};
 
-use crate::transcript::{AssistantToolCall, Messages, NativeTurn};
+use crate::message::{AssistantToolCall, Messages, NativeTurn};
 
 /// One request to the model: the whole conversation and the tools it may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

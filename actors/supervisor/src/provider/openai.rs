@@ -16,7 +16,7 @@ use super::capabilities::{CapabilityOverrides, ModelCapabilities, lookup};
 use super::http::{ModelHttp, RetryPolicy, check_base_url};
 use super::wire::{Answer, Step, UsageReport, WireDecoder, event_stream, json_payload};
 use super::{FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError};
-use crate::transcript::Message;
+use crate::message::Message;
 
 /// Where and how to reach the model.
 #[derive(Clone)]

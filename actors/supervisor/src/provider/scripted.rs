@@ -17,7 +17,7 @@ use super::capabilities::{CapabilityOverrides, ModelCapabilities};
 use super::{
     FinishReason, ModelEvent, ModelProvider, ModelRequest, ModelStream, ModelUsage, ProviderError,
 };
-use crate::transcript::{AssistantToolCall, Message, Messages};
+use crate::message::{AssistantToolCall, Message, Messages};
 
 /// A scenario: the model's turns, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use agent_kernel::MaybeSend;
 
 use super::http::ByteStream;
 use super::{FinishReason, ModelEvent, ModelStream, ModelUsage, ProviderError};
-use crate::transcript::{AssistantToolCall, NativeTurn};
+use crate::message::{AssistantToolCall, NativeTurn};
 use agent_http::SseDecoder;
 
 /// The most bytes of one response body read ([`event_stream`]).

@@ -21,10 +21,11 @@ use agent_kernel::run::{
 use agent_kernel::tool::codes;
 
 use super::{Ending, Interruption, Msg, Supervisor, Watched, approval_request};
+use crate::blob::{json_blob, verified_blob};
 use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
 use crate::error::RunError;
-use crate::store::{EventBus, RunEvent, Tx, json_blob, verified_blob};
-use crate::transcript::{AssistantToolCall, Message};
+use crate::message::{AssistantToolCall, Message};
+use crate::store::{EventBus, RunEvent, Tx};
 
 impl Supervisor {
     /// Processing: a call never seen before.

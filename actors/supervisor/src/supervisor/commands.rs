@@ -17,8 +17,8 @@ use agent_kernel::run::{ActivityKind, PendingKind, PendingRequest, RunStatus, St
 use super::{Answer, Choice, Msg, Supervisor, arguments_value, call_id_for, pending_key};
 use crate::builtin::{self, ask_user::AskUserRequest};
 use crate::error::RunError;
+use crate::message::{AssistantToolCall, Tail};
 use crate::store::{RunWriter, decision_request, pending_of};
-use crate::transcript::{AssistantToolCall, Tail};
 
 impl Supervisor {
     pub(super) async fn handle(&mut self, msg: Msg) -> Result<(), RunError> {

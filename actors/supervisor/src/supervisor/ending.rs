@@ -15,8 +15,8 @@ use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
 
 use super::{Answer, Ending, Interruption, Supervisor, pending_key};
 use crate::error::RunError;
+use crate::message::{AssistantToolCall, Message};
 use crate::store::{Tx, pending_of};
-use crate::transcript::{AssistantToolCall, Message};
 
 impl Supervisor {
     /// The latest assistant text becomes the run's readable output.

@@ -50,11 +50,13 @@ use agent_kernel::journal::JournalRecord;
 use agent_kernel::protocol::{ModelToolSchema, ToolsAddr};
 use agent_kernel::run::{PendingRequest, RunStatus, StopReason};
 
+use crate::blob::json_blob;
 use crate::config::{RunConfig, RuntimeOptions};
 use crate::error::RunError;
+use crate::message::{AssistantToolCall, Message, Tail};
 use crate::provider::ModelProvider;
-use crate::store::{EventBus, RunWriter, json_blob, request_id};
-use crate::transcript::{AssistantToolCall, Message, Tail, TranscriptLog};
+use crate::store::{EventBus, RunWriter, request_id};
+use crate::transcript::TranscriptLog;
 
 pub(crate) use commands::link_child;
 
@@ -282,6 +284,11 @@ impl Ending {
 /// The shortest interval between two writes of the active time during one
 /// wait, whatever `RuntimeOptions::active_time_flush` says (a zero interval
 /// would write without pause).
+/// How the message of a supervisor that stopped because its storage was
+/// unreachable begins (see `Supervisor::fail_on_error`): the runtime
+/// interrupts such a supervisor's run once the store answers again.
+pub(crate) const STORAGE_LOST: &str = "storage lost: ";
+
 const MIN_ACTIVE_TIME_FLUSH: Duration = Duration::from_secs(1);
 
 /// The supervisor of one run.
@@ -428,10 +435,7 @@ impl Supervisor {
             // from what is durable once the store answers again.
             tracing::warn!(error = %e, "storage unreachable; supervisor stops, its run is interrupted when the store is back");
             return Err(RunError::Storage(
-                agent_kernel::host::StorageError::Unavailable(format!(
-                    "{}{e}",
-                    crate::runtime::STORAGE_LOST
-                )),
+                agent_kernel::host::StorageError::Unavailable(format!("{}{e}", STORAGE_LOST)),
             ));
         }
         tracing::error!(error = %e, "supervisor failed");

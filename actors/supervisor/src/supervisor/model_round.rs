@@ -15,9 +15,9 @@ use agent_kernel::run::{ActivityKind, CheckpointStage, RunStatus, StopReason};
 use super::{Interruption, Msg, Supervisor, Watched};
 use crate::builtin;
 use crate::error::RunError;
+use crate::message::{Message, Tail};
 use crate::provider::{FinishReason, ModelRequest, ModelUsage, collect_response_apart};
 use crate::store::{RunEvent, Tx};
-use crate::transcript::{Message, Tail};
 
 impl Supervisor {
     pub(super) async fn model_round(&mut self, inbox: &Inbox<Msg>) -> Result<(), RunError> {

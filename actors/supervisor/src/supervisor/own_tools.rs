@@ -14,12 +14,13 @@ use agent_kernel::protocol::ToolResult;
 use agent_kernel::run::{ActivityKind, PendingKind, PendingRequest, RunStatus};
 
 use super::{Supervisor, arguments_value};
+use crate::blob::{put_blob, put_json_blob};
 use crate::builtin::ask_user::AskUserRequest;
 use crate::builtin::plan::Plan;
 use crate::builtin::{self, ASK_USER, UPDATE_PLAN};
 use crate::error::RunError;
-use crate::store::{Tx, put_blob, put_json_blob, request_id};
-use crate::transcript::AssistantToolCall;
+use crate::message::AssistantToolCall;
+use crate::store::{Tx, request_id};
 
 /// What an `ask_user` pending request names, its blobs already stored.
 struct InputBlobs {

@@ -1,237 +1,20 @@
-//! Reading and writing one run's records. Every change goes through a
-//! [`Tx`]: one fenced, atomic `Batch` carrying the lease epoch and a
-//! compare-and-set on the run record, with the activities it produces
-//! numbered gap-free and time-stamped monotonically. Blobs are written before
-//! the batch that names them. The [`RunWriter`] also owns the accounting of
-//! active time (S4.1): each commit adds the time spent `running` since the
-//! previous one. The journal transitions of a call (a fresh `prepared`
-//! record, `running` before dispatch, settled, settled as unfinished,
-//! `effect_unknown`) are methods of [`Tx`], written once here. It owns,
-//! too, the one transaction step "mark a call `effect_unknown` and ask the
-//! person to decide" (S2.3, [`RunWriter::mark_effect_unknown`]), which the
-//! supervisor's loop and recovery after a reload both use.
+//! [`RunWriter`]: the one writer of a run under its session's lease fence.
+//! It commits each [`Tx`] as one fenced batch with a compare-and-set on the
+//! run record, owns the accounting of active time (S4.1), keeps a change
+//! deferred to the next commit, writes the run's index rows in the batch
+//! that creates the run ([`super::index`]), and announces the activities
+//! once they are durable.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use agent_kernel::host::{Batch, Clock, Fence, Record, Storage, StorageError, Table};
+use agent_kernel::journal::JournalRecord;
+use agent_kernel::run::{Activity, ActivityKind, AgentRun, Checkpoint, RunStatus, Usage};
 
-use agent_kernel::host::{
-    Batch, BlobRef, Clock, Fence, Record, Storage, StorageError, StorageExt, Table,
-};
-use agent_kernel::ids::{CallId, RequestId, RunId};
-use agent_kernel::journal::{CallError, CallState, JournalRecord, idempotency_key};
-use agent_kernel::protocol::{PreparedCall, ToolProgress, ToolResult};
-use agent_kernel::run::{
-    Activity, ActivityKind, AgentRun, Checkpoint, CheckpointStage, Evidence, PendingKind,
-    PendingRequest, RunStatus, StopReason, Usage, check_transition,
-};
-
+use super::records::decision_pending;
+use super::{EventBus, RunEvent, Tx, index, latest_checkpoint};
 use crate::error::RunError;
-
-/// Something the UI may want to know, as it happens.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunEvent {
-    /// An activity became durable.
-    Activity(Activity),
-    /// A piece of assistant text arrived (not yet durable; the checkpoint after the response is).
-    TextDelta { run: RunId, text: String },
-    /// A piece of the model's reasoning arrived: shown apart, never the
-    /// answer (S13.4). Not yet durable; the response's activity keeps it.
-    ReasoningDelta { run: RunId, text: String },
-    /// A tool in flight reported how far it has come (an MCP server's
-    /// progress notification). Live only, never stored: progress is a
-    /// display of the moment, and the call's outcome is what is journaled.
-    ToolProgress {
-        run: RunId,
-        call_id: CallId,
-        tool: String,
-        progress: ToolProgress,
-    },
-    /// A Deep Research task of the session moved to `phase` (S9): `run` is
-    /// its start turn (the chat message's generation). Live only; the task
-    /// record is what is stored.
-    Research {
-        run: RunId,
-        task: String,
-        phase: String,
-    },
-}
-
-impl RunEvent {
-    pub fn run(&self) -> &RunId {
-        match self {
-            RunEvent::Activity(a) => &a.run,
-            RunEvent::TextDelta { run, .. }
-            | RunEvent::ReasoningDelta { run, .. }
-            | RunEvent::ToolProgress { run, .. }
-            | RunEvent::Research { run, .. } => run,
-        }
-    }
-}
-
-/// Fan-out of run events to every subscriber; closed subscribers are dropped.
-#[derive(Clone, Default)]
-pub struct EventBus {
-    subscribers: Arc<Mutex<Vec<async_channel::Sender<RunEvent>>>>,
-}
-
-impl EventBus {
-    pub fn subscribe(&self) -> async_channel::Receiver<RunEvent> {
-        let (tx, rx) = async_channel::unbounded();
-        if let Ok(mut subs) = self.subscribers.lock() {
-            subs.push(tx);
-        }
-        rx
-    }
-
-    pub fn emit(&self, event: RunEvent) {
-        if let Ok(mut subs) = self.subscribers.lock() {
-            subs.retain(|tx| tx.try_send(event.clone()).is_ok());
-        }
-    }
-}
-
-/// Meta record naming the blob that holds a run's `RunConfig`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct RunMeta {
-    pub run: RunId,
-    pub config: BlobRef,
-    /// Where the run's conversation begins in its transcript chain (S12).
-    #[serde(default)]
-    pub window: crate::transcript::Window,
-}
-
-impl Record for RunMeta {
-    const TABLE: Table = Table::Meta;
-    fn key(&self) -> String {
-        format!("run_config/{}", self.run)
-    }
-}
-
-/// `<run>/`: the prefix of every per-run key.
-pub fn run_prefix(run: &RunId) -> String {
-    format!("{run}/")
-}
-
-/// Store `value` as a JSON blob; returns its reference.
-pub async fn put_json_blob<T: Serialize + ?Sized>(
-    storage: &dyn Storage,
-    value: &T,
-) -> Result<BlobRef, StorageError> {
-    let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Encode {
-        table: Table::Meta,
-        detail: e.to_string(),
-    })?;
-    put_blob(storage, bytes).await
-}
-
-/// Store bytes as a blob; returns its reference.
-pub async fn put_blob(storage: &dyn Storage, bytes: Vec<u8>) -> Result<BlobRef, StorageError> {
-    let hash = agent_capabilities::sha256_hex(&bytes);
-    storage.put_blob(&hash, bytes).await
-}
-
-/// Read a blob and check it still matches its reference; `None` when it is
-/// missing or does not verify.
-pub async fn verified_blob(
-    storage: &dyn Storage,
-    blob: &BlobRef,
-) -> Result<Option<Vec<u8>>, StorageError> {
-    let Some(bytes) = storage.get_blob(&blob.hash).await? else {
-        return Ok(None);
-    };
-    if BlobRef::of(&bytes) != *blob {
-        return Ok(None);
-    }
-    Ok(Some(bytes))
-}
-
-/// Read a JSON blob that must be present and valid.
-pub async fn json_blob<T: DeserializeOwned>(
-    storage: &dyn Storage,
-    run: &RunId,
-    blob: &BlobRef,
-) -> Result<T, RunError> {
-    let bytes = verified_blob(storage, blob)
-        .await?
-        .ok_or_else(|| RunError::Inconsistent {
-            run: run.clone(),
-            detail: format!("blob {} is missing or does not match its hash", blob.hash),
-        })?;
-    serde_json::from_slice(&bytes).map_err(|e| RunError::Inconsistent {
-        run: run.clone(),
-        detail: format!("blob {} does not decode ({e})", blob.hash),
-    })
-}
-
-/// The run record and its exact stored bytes (for compare-and-set).
-pub async fn load_run(storage: &dyn Storage, run: &RunId) -> Result<(AgentRun, Vec<u8>), RunError> {
-    let bytes = storage
-        .get(Table::Runs, run.as_str())
-        .await?
-        .ok_or_else(|| RunError::NotFound(run.clone()))?;
-    let record = serde_json::from_slice(&bytes).map_err(|e| {
-        RunError::Storage(StorageError::Corrupt {
-            table: Table::Runs,
-            key: run.to_string(),
-            detail: e.to_string(),
-        })
-    })?;
-    Ok((record, bytes))
-}
-
-/// The run's checkpoint (one record, the latest the run took).
-pub async fn latest_checkpoint(
-    storage: &dyn Storage,
-    run: &RunId,
-) -> Result<Option<Checkpoint>, StorageError> {
-    storage.get_record(&Checkpoint::key_for(run)).await
-}
-
-pub async fn pending_of(
-    storage: &dyn Storage,
-    run: &RunId,
-) -> Result<Vec<PendingRequest>, StorageError> {
-    storage.scan_records(&run_prefix(run)).await
-}
-
-pub async fn journal_of(
-    storage: &dyn Storage,
-    run: &RunId,
-) -> Result<Vec<JournalRecord>, StorageError> {
-    storage.scan_records(&run_prefix(run)).await
-}
-
-/// The id of a request to the person about `call`: `<prefix>-<call>`, so
-/// that a replay names the same request.
-pub(crate) fn request_id(prefix: &str, call: &CallId) -> Result<RequestId, RunError> {
-    Ok(RequestId::new(format!("{prefix}-{call}"))?)
-}
-
-/// The id of the decision asked about a call whose effect is unknown.
-pub(crate) fn decision_request(call: &CallId) -> Result<RequestId, RunError> {
-    request_id("decide", call)
-}
-
-/// The pending-decision request for an `effect_unknown` record.
-fn decision_pending(
-    run: &RunId,
-    record: &JournalRecord,
-    now: u64,
-) -> Result<PendingRequest, RunError> {
-    Ok(PendingRequest {
-        run: run.clone(),
-        id: decision_request(&record.call_id)?,
-        kind: PendingKind::Decision {
-            call_id: record.call_id.clone(),
-            tool: record.tool.clone(),
-        },
-        created_at_ms: now,
-        presented: false,
-    })
-}
 
 /// Writes one run's records under a lease fence. The in-memory `run` is the
 /// last durable version plus the change [`RunWriter::defer`]red, if any
@@ -461,7 +244,11 @@ impl RunWriter {
         let mut batch = tx.batch.fenced(self.fence.clone());
         batch = match &self.run_bytes {
             Some(old) => batch.expect_value(Table::Runs, key.clone(), old.clone()),
-            None => batch.expect_absent(Table::Runs, key.clone()),
+            // The batch that creates the run indexes it.
+            None => index::new_run_rows(&tx.run).into_iter().fold(
+                batch.expect_absent(Table::Runs, key.clone()),
+                |batch, (table, key, value)| batch.put(table, key, value),
+            ),
         };
         batch = batch.put(Table::Runs, key, bytes.clone());
         self.storage.commit(batch).await?;
@@ -477,278 +264,18 @@ impl RunWriter {
     }
 }
 
-/// One pending change to a run: the new run record, the records to put or
-/// delete, and the activities to append.
-pub struct Tx {
-    pub run: AgentRun,
-    batch: Batch,
-    activities: Vec<Activity>,
-    now: u64,
-    next_checkpoint: u64,
-    /// The last checkpoint this change writes (copied at commit).
-    latest: Option<Checkpoint>,
-    error: Option<RunError>,
-}
-
-impl Tx {
-    /// The (monotonic) time stamp of this change.
-    pub fn now(&self) -> u64 {
-        self.now
-    }
-
-    /// Append an activity with the next sequence number.
-    pub fn activity(&mut self, kind: ActivityKind) {
-        let activity = Activity {
-            run: self.run.id.clone(),
-            seq: self.run.next_activity,
-            at_ms: self.now,
-            kind,
-        };
-        self.run.next_activity += 1;
-        self.put(&activity);
-        self.activities.push(activity);
-    }
-
-    /// Put a typed record.
-    pub fn put<R: Record>(&mut self, record: &R) {
-        match serde_json::to_vec(record) {
-            Ok(bytes) => {
-                let batch = std::mem::take(&mut self.batch);
-                self.batch = batch.put(R::TABLE, record.key(), bytes);
-            }
-            Err(e) => {
-                self.error
-                    .get_or_insert(RunError::Storage(StorageError::Encode {
-                        table: R::TABLE,
-                        detail: e.to_string(),
-                    }));
-            }
-        }
-    }
-
-    /// Put a raw row (an index entry such as
-    /// [`crate::run_index::session_row`]).
-    pub fn put_row(&mut self, (table, key, value): (Table, String, Vec<u8>)) {
-        let batch = std::mem::take(&mut self.batch);
-        self.batch = batch.put(table, key, value);
-    }
-
-    /// Store `bytes` as a blob in this change: durable with the records
-    /// that name it, in the same commit.
-    pub fn blob(&mut self, bytes: Vec<u8>) -> BlobRef {
-        self.batch.add_blob(bytes)
-    }
-
-    /// [`Tx::blob`] of `value` as JSON.
-    pub fn json_blob<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<BlobRef, RunError> {
-        let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Encode {
-            table: Table::Meta,
-            detail: e.to_string(),
-        })?;
-        Ok(self.blob(bytes))
-    }
-
-    pub fn delete(&mut self, table: Table, key: String) {
-        let batch = std::mem::take(&mut self.batch);
-        self.batch = batch.delete(table, key);
-    }
-
-    /// Change status, checked against the transition table, with an activity.
-    pub fn status(&mut self, to: RunStatus, reason: Option<StopReason>) -> Result<(), RunError> {
-        let from = self.run.status;
-        check_transition(from, to, reason.as_ref())?;
-        self.run.status = to;
-        self.run.stop_reason = reason.clone();
-        self.run.status_history.push(to);
-        if to.is_final() && !from.is_final() {
-            let key = crate::run_index::live_key(&self.run.id);
-            self.delete(Table::Meta, key);
-        }
-        self.activity(ActivityKind::StatusChanged { from, to, reason });
-        Ok(())
-    }
-
-    /// Write a checkpoint of the conversation (its blob stored already or
-    /// in this change).
-    pub fn checkpoint(&mut self, stage: CheckpointStage, transcript: BlobRef) {
-        let cp = Checkpoint {
-            run: self.run.id.clone(),
-            seq: self.next_checkpoint,
-            stage,
-            transcript,
-            usage: self.run.usage,
-            at_ms: self.now,
-        };
-        self.next_checkpoint += 1;
-        self.latest = Some(cp);
-    }
-
-    /// Record the evidence of a result.
-    pub fn evidence(&mut self, evidence: Evidence) {
-        self.put(&evidence);
-    }
-
-    // ------------------------------------------------ journal transitions
-    //
-    // Each step of a call's journal record (S2) is written here once: the
-    // record advanced, put in this change, and announced by its `tool_call`
-    // activity where the step has one.
-
-    /// Advance `record` to `to` at this change's time; an illegal move is
-    /// the run's inconsistency.
-    fn advance(&self, record: &mut JournalRecord, to: CallState) -> Result<(), RunError> {
-        record
-            .advance(to, self.now)
-            .map_err(|e| RunError::Inconsistent {
-                run: self.run.id.clone(),
-                detail: e.to_string(),
-            })
-    }
-
-    /// Announce a call's record in its present state: its `tool_call` activity.
-    fn call_activity(&mut self, record: &JournalRecord) {
-        self.activity(ActivityKind::ToolCall {
-            call_id: record.call_id.clone(),
-            tool: record.tool.clone(),
-            state: record.state,
-        });
-    }
-
-    /// A fresh `prepared` record for a prepared call, with its target
-    /// summary; its arguments blob goes in this change (the record itself
-    /// is put by the step that follows).
-    pub fn new_record(&mut self, prepared: &PreparedCall) -> Result<JournalRecord, RunError> {
-        let draft = &prepared.draft;
-        let canonical = agent_capabilities::canonical_json(&draft.arguments).map_err(|e| {
-            RunError::Inconsistent {
-                run: self.run.id.clone(),
-                detail: format!("arguments are not canonical JSON ({e})"),
-            }
-        })?;
-        let args = self.blob(canonical.into_bytes());
-        Ok(JournalRecord {
-            run: self.run.id.clone(),
-            call_id: draft.call_id.clone(),
-            tool: draft.tool.clone(),
-            fingerprint: draft.fingerprint.clone(),
-            args,
-            effects: draft.effects.clone(),
-            idempotency: draft.idempotency,
-            attempt: draft.attempt.max(1),
-            state: CallState::Prepared,
-            idempotency_key: idempotency_key(&self.run.id, &draft.call_id),
-            target_summary: Some(prepared.target_summary.clone()),
-            result: None,
-            receipts: Vec::new(),
-            error: None,
-            updated_at_ms: self.now,
-        })
-    }
-
-    /// Journal a call that waits at `prepared` (for an approval or an
-    /// answer). A `fresh` call is counted (S4) and announced first.
-    pub fn put_prepared(&mut self, record: &JournalRecord, fresh: bool) {
-        if fresh {
-            self.run.usage.tool_calls += 1;
-            self.call_activity(record);
-        }
-        self.put(record);
-    }
-
-    /// Make `record` `running` before its dispatch: a record past `prepared`
-    /// starts its next attempt; a `fresh` call is counted (S4).
-    pub fn mark_running(
-        &mut self,
-        record: &mut JournalRecord,
-        fresh: bool,
-    ) -> Result<(), RunError> {
-        if record.state != CallState::Prepared {
-            record.attempt = record.attempt.saturating_add(1);
-        }
-        self.advance(record, CallState::Running)?;
-        if fresh {
-            self.run.usage.tool_calls += 1;
-        }
-        self.put(&*record);
-        self.call_activity(record);
-        Ok(())
-    }
-
-    /// Settle `record` with `result` (stored as `result_blob`): `committed`
-    /// (through `running` when it never ran, as the supervisor's own tools)
-    /// with its receipts, or `failed` with its code. The activity is the
-    /// outcome's to append, with its evidence.
-    pub fn settle(
-        &mut self,
-        record: &mut JournalRecord,
-        result: &ToolResult,
-        result_blob: BlobRef,
-    ) -> Result<(), RunError> {
-        match result {
-            ToolResult::Success(s) => {
-                if record.state == CallState::Prepared {
-                    self.advance(record, CallState::Running)?;
-                }
-                self.advance(record, CallState::Committed)?;
-                record.receipts = s.receipts.clone();
-            }
-            ToolResult::Error(f) => {
-                self.advance(record, CallState::Failed)?;
-                record.error = Some(CallError {
-                    code: f.code.clone(),
-                    retryable: f.retryable,
-                });
-            }
-        }
-        record.result = Some(result_blob);
-        self.put(&*record);
-        Ok(())
-    }
-
-    /// Settle a call that will not finish (its run ends): `failed` with
-    /// `code` when repeating it is safe, else `effect_unknown`.
-    pub fn settle_unfinished(
-        &mut self,
-        record: &mut JournalRecord,
-        code: &str,
-    ) -> Result<(), RunError> {
-        if record.retry_is_safe() {
-            self.advance(record, CallState::Failed)?;
-            record.error = Some(CallError {
-                code: code.into(),
-                retryable: true,
-            });
-            self.put(&*record);
-            self.call_activity(record);
-            Ok(())
-        } else {
-            self.mark_effect_unknown(record)
-        }
-    }
-
-    /// Move `record` to `effect_unknown` (from `running`, or from `committed`
-    /// when its result no longer verifies and the work is unsafe to repeat),
-    /// put it and announce it. A record already there stays as it is and
-    /// adds nothing. Asking the person to decide is
-    /// [`RunWriter::mark_effect_unknown`]'s.
-    pub fn mark_effect_unknown(&mut self, record: &mut JournalRecord) -> Result<(), RunError> {
-        if record.state == CallState::EffectUnknown {
-            return Ok(());
-        }
-        self.advance(record, CallState::EffectUnknown)?;
-        self.put(&*record);
-        self.call_activity(record);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{decision_request, journal_of, load_run, pending_of, run_prefix};
     use agent_kernel::budget::{Budget, BudgetDimension};
+    use agent_kernel::host::StorageExt;
     use agent_kernel::host::{BlobRef, ManualClock};
     use agent_kernel::ids::SessionId;
+    use agent_kernel::ids::{CallId, RunId};
+    use agent_kernel::journal::CallState;
     use agent_kernel::memory::MemoryStorage;
+    use agent_kernel::run::{CheckpointStage, PendingKind, StopReason, check_transition};
     use agent_kernel::run::{RunMode, Usage};
 
     fn run_with(status: RunStatus) -> AgentRun {
@@ -1125,6 +652,76 @@ mod tests {
             assert!(matches!(err, RunError::Inconsistent { .. }), "{err:?}");
             assert_eq!(failed.state, CallState::Failed);
             assert!(tx.activities.is_empty());
+        })
+        .unwrap();
+    }
+
+    /// The batch that creates a run indexes it (its session's row and its
+    /// live row) with no help from the caller, the one that makes it final
+    /// removes its live row, and the listing every host shows reads the
+    /// runs oldest first, ties in id order, all or one session's.
+    #[test]
+    fn the_writer_owns_the_index_rows_and_the_listing_reads_them() {
+        let exec = agent_kernel::memory::SimExecutor::new();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        exec.block_on(async {
+            let owner = agent_kernel::ids::OwnerId::new("o").unwrap();
+            let mut created = Vec::new();
+            for (id, session, at) in [("r-b", "s", 5), ("r-a", "s", 5), ("r-0", "t", 1)] {
+                let session = SessionId::new(session).unwrap();
+                let lease = storage
+                    .try_acquire_lease(&session, &owner, 0, 60_000)
+                    .await
+                    .unwrap();
+                let mut run = run_with(RunStatus::Running);
+                run.id = RunId::new(id).unwrap();
+                run.session = session.clone();
+                run.created_at_ms = at;
+                let mut writer = RunWriter::create(
+                    storage.clone(),
+                    clock.clone(),
+                    EventBus::default(),
+                    Fence {
+                        session,
+                        epoch: lease.epoch,
+                    },
+                    run,
+                );
+                let tx = writer.begin();
+                writer.commit(tx).await.unwrap();
+                created.push(writer);
+            }
+            let ids = |runs: Vec<AgentRun>| -> Vec<String> {
+                runs.into_iter().map(|r| r.id.to_string()).collect()
+            };
+            let s = SessionId::new("s").unwrap();
+            let of_s = super::index::runs_of_session(&*storage, &s).await.unwrap();
+            assert_eq!(ids(of_s), ["r-a", "r-b"]);
+            let live = super::index::live_runs(&*storage).await.unwrap();
+            assert_eq!(ids(live).len(), 3);
+            let all = super::index::list_runs(&*storage, None).await.unwrap();
+            assert_eq!(ids(all), ["r-0", "r-a", "r-b"]);
+            let listed = super::index::list_runs(&*storage, Some(&s)).await.unwrap();
+            assert_eq!(ids(listed), ["r-a", "r-b"]);
+
+            let writer = &mut created[0];
+            let mut tx = writer.begin();
+            tx.status(RunStatus::Completed, Some(StopReason::Completed))
+                .unwrap();
+            writer.commit(tx).await.unwrap();
+            let live = super::index::live_runs(&*storage).await.unwrap();
+            assert_eq!(ids(live), ["r-0", "r-a"]);
+            assert!(
+                storage
+                    .get(
+                        Table::Meta,
+                        &super::index::live_key(&RunId::new("r-b").unwrap())
+                    )
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
         })
         .unwrap();
     }

@@ -1,14 +1,16 @@
 //! The indexes of stored runs, so that what a tab does on load or take-over
 //! reads the runs it concerns, not every run ever stored (issue 18, S2.5,
 //! S3, S12): `Meta` rows written in the same batch as the change they
-//! index.
+//! index, by the run's own [`super::RunWriter`] and [`super::Tx`] (no
+//! caller writes them), and the readers over them, among them
+//! [`list_runs`], the one listing of runs every host shows.
 //!
 //! - Runs by session, `runs-by-session/<session>/<run>`: written in the
-//!   batch that creates the run (a tab taking a session over, a new run's
-//!   conversation).
+//!   batch that creates the run (`new_run_rows`; a tab taking a session
+//!   over, a new run's conversation).
 //! - Live runs, `live-runs/<run>`: written when the run is created, removed
-//!   in the batch that makes it final (page-load recovery looks only at
-//!   runs that can still be `running`).
+//!   in the batch that makes it final (`live_key`; page-load recovery
+//!   looks only at runs that can still be `running`).
 //!
 //! Runs stored before the indexes existed are indexed once, on first use;
 //! the `run-index` row says it is done. Each value is the run id as JSON,
@@ -33,8 +35,18 @@ fn id_value(run: &RunId) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The index rows of `run` as the batch that creates it writes them: its
+/// session's row, and its live row unless it is created final.
+pub(super) fn new_run_rows(run: &AgentRun) -> Vec<Row> {
+    let mut rows = vec![session_row(&run.session, &run.id)];
+    if !run.status.is_final() {
+        rows.push(live_row(&run.id));
+    }
+    rows
+}
+
 /// The row of `run` in its session's index.
-pub fn session_row(session: &SessionId, run: &RunId) -> Row {
+fn session_row(session: &SessionId, run: &RunId) -> Row {
     (
         Table::Meta,
         format!("{BY_SESSION}{session}/{run}"),
@@ -43,12 +55,12 @@ pub fn session_row(session: &SessionId, run: &RunId) -> Row {
 }
 
 /// The row of `run` among the live (not final) runs.
-pub fn live_row(run: &RunId) -> Row {
+fn live_row(run: &RunId) -> Row {
     (Table::Meta, format!("{LIVE}{run}"), id_value(run))
 }
 
 /// The key of `run`'s live row (deleted when the run becomes final).
-pub fn live_key(run: &RunId) -> String {
+pub(super) fn live_key(run: &RunId) -> String {
     format!("{LIVE}{run}")
 }
 
@@ -61,6 +73,22 @@ pub async fn runs_of_session(
     // A session id that is a prefix of another's (`a` and `a/b`) shares the
     // scan: the record says whose run it is.
     Ok(runs.into_iter().filter(|r| &r.session == session).collect())
+}
+
+/// The runs a host lists, oldest first (ties in id order): every run
+/// stored, or with `session` those of that session, read through its
+/// index. The CLI's `agentrt list` and the browser's `listRuns` both show
+/// this.
+pub async fn list_runs(
+    storage: &dyn Storage,
+    session: Option<&SessionId>,
+) -> Result<Vec<AgentRun>, RunError> {
+    let mut runs = match session {
+        Some(session) => runs_of_session(storage, session).await?,
+        None => storage.scan_records("").await?,
+    };
+    runs.sort_by(|a, b| (a.created_at_ms, a.id.as_str()).cmp(&(b.created_at_ms, b.id.as_str())));
+    Ok(runs)
 }
 
 /// Every run that is not final, read through the index.
@@ -96,11 +124,7 @@ async fn ensure_indexed(storage: &dyn Storage) -> Result<(), RunError> {
     for (key, bytes) in storage.scan_prefix(AgentRun::TABLE, "").await? {
         match serde_json::from_slice::<AgentRun>(&bytes) {
             Ok(run) => {
-                let mut rows = vec![session_row(&run.session, &run.id)];
-                if !run.status.is_final() {
-                    rows.push(live_row(&run.id));
-                }
-                for (table, key, value) in rows {
+                for (table, key, value) in new_run_rows(&run) {
                     batch = batch.put(table, key, value);
                 }
             }

@@ -1,6 +1,6 @@
-//! The model conversation of a run: the messages sent to the model, stored
-//! append-only as a chain of segment blobs (never inline in a record), and the
-//! rule that finds which tool calls of the last assistant turn still lack a result.
+//! How a run's conversation is stored: the messages sent to the model
+//! ([`crate::message`]), kept append-only as a chain of segment blobs (never
+//! inline in a record) by the [`TranscriptLog`].
 //!
 //! A run's chain may continue its session's conversation (S12): its first
 //! segment names the newest segment of the earlier turns as `prev`, and a
@@ -8,139 +8,20 @@
 //! run's own begin. The run's loop (what comes next, how many rounds) looks
 //! at its own messages only; the model sees the whole window.
 
-use std::sync::Arc;
+mod segment;
 
 use serde::{Deserialize, Serialize};
 
-use agent_kernel::host::{Batch, BlobRef, Storage, StorageError, Table};
+use agent_kernel::host::{Batch, BlobRef, Storage, StorageError};
 use agent_kernel::ids::RunId;
-use agent_kernel::maybe_send::MaybeSend;
 
 use crate::error::RunError;
-use crate::store::verified_blob;
-
-/// A tool call as the assistant message carries it (the provider's id, not the journal's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AssistantToolCall {
-    /// The provider's call id, echoed back in the tool message.
-    pub id: String,
-    /// The model-facing tool name.
-    pub name: String,
-    /// The raw arguments text.
-    pub arguments: String,
-    /// An opaque token the provider wants sent back with this call (Gemini's
-    /// `thoughtSignature`); other formats have none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<String>,
-}
-
-/// An assistant turn's content blocks exactly as one wire format sent them
-/// (see `Message::Assistant::native`): opaque to the runtime, bounded by
-/// the format's decoder, and sent back only to that format.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NativeTurn {
-    /// The wire format that wrote it ("anthropic").
-    pub format: String,
-    /// The turn's content blocks as a JSON array, in the order received.
-    pub blocks: String,
-}
-
-/// One message of the conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
-    System {
-        content: String,
-    },
-    User {
-        content: String,
-    },
-    Assistant {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        content: Option<String>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<AssistantToolCall>,
-        /// The turn as the provider's own wire format sent it, when that
-        /// format wants parts back that are not the answer nor our calls
-        /// (Anthropic's signed thinking and server-side tool blocks). Only
-        /// the format named in it reads it; every other format ignores it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        native: Option<NativeTurn>,
-    },
-    Tool {
-        tool_call_id: String,
-        content: String,
-    },
-}
-
-/// The conversation as a request carries it: shared with the run that sent
-/// it, so a request costs no copy of the history. Reads as a slice.
-///
-/// It only ever grows, so every `Messages` with the same [`Messages::lineage`]
-/// is a prefix of every longer one: a consumer that saw one may look only at
-/// the messages after it. Equality compares the messages alone.
-#[derive(Debug, Clone)]
-pub struct Messages {
-    messages: Arc<Vec<Message>>,
-    lineage: u64,
-}
-
-/// The next lineage to hand out.
-static LINEAGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-impl Messages {
-    /// Append, copying the messages only if a request still holds them.
-    fn extend(&mut self, more: Vec<Message>) {
-        Arc::make_mut(&mut self.messages).extend(more);
-    }
-
-    /// Same for two values when one grew from the other (or both from one).
-    pub fn lineage(&self) -> u64 {
-        self.lineage
-    }
-}
-
-impl Default for Messages {
-    fn default() -> Messages {
-        Messages::from(Vec::new())
-    }
-}
-
-impl PartialEq for Messages {
-    fn eq(&self, other: &Messages) -> bool {
-        self.messages == other.messages
-    }
-}
-
-impl Eq for Messages {}
-
-impl std::ops::Deref for Messages {
-    type Target = [Message];
-    fn deref(&self) -> &[Message] {
-        &self.messages
-    }
-}
-
-impl From<Vec<Message>> for Messages {
-    fn from(messages: Vec<Message>) -> Messages {
-        Messages {
-            messages: Arc::new(messages),
-            lineage: LINEAGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        }
-    }
-}
-
-impl Serialize for Messages {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.messages.as_slice().serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for Messages {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Messages, D::Error> {
-        Vec::<Message>::deserialize(deserializer).map(Messages::from)
-    }
-}
+// The message model the chain stores, at the path its users have always named.
+pub use crate::message::{
+    AssistantToolCall, Message, Messages, NativeTurn, Tail, Transcript, tail_of,
+};
+use segment::{Link, encode, read_chain};
+pub use segment::{MAX_SEGMENT_LEVEL, Segment};
 
 /// Where a run's conversation begins, as absolute message positions in its
 /// chain: `from`, the first message the model sees (earlier turns dropped
@@ -150,146 +31,6 @@ impl<'de> Deserialize<'de> for Messages {
 pub struct Window {
     pub from: u64,
     pub own_from: u64,
-}
-
-/// The whole conversation so far.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transcript {
-    pub messages: Vec<Message>,
-}
-
-/// Where the conversation stands, as far as the run loop cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tail {
-    /// The model speaks next.
-    ModelNext,
-    /// The last assistant turn asked for tools; these (by position in that
-    /// turn) have no result message yet.
-    ToolsPending {
-        round_calls: Vec<AssistantToolCall>,
-        pending: Vec<usize>,
-    },
-    /// The last assistant turn was a final answer.
-    Answered { text: String },
-}
-
-impl Transcript {
-    pub fn new(system: Option<&str>, prompt: &str) -> Transcript {
-        let mut messages = Vec::new();
-        if let Some(system) = system {
-            messages.push(Message::System {
-                content: system.to_owned(),
-            });
-        }
-        messages.push(Message::User {
-            content: prompt.to_owned(),
-        });
-        Transcript { messages }
-    }
-
-    /// Number of assistant turns so far (the model rounds that completed).
-    pub fn assistant_turns(&self) -> usize {
-        self.messages
-            .iter()
-            .filter(|m| matches!(m, Message::Assistant { .. }))
-            .count()
-    }
-
-    /// What happens next, from the messages alone.
-    pub fn tail(&self) -> Tail {
-        tail_of(&self.messages)
-    }
-}
-
-/// What happens next after `messages`.
-pub fn tail_of(messages: &[Message]) -> Tail {
-    let Some(last_assistant) = messages
-        .iter()
-        .rposition(|m| matches!(m, Message::Assistant { .. }))
-    else {
-        return Tail::ModelNext;
-    };
-    let Message::Assistant {
-        content,
-        tool_calls,
-        ..
-    } = &messages[last_assistant]
-    else {
-        return Tail::ModelNext;
-    };
-    if tool_calls.is_empty() {
-        return Tail::Answered {
-            text: content.clone().unwrap_or_default(),
-        };
-    }
-    let answered: Vec<&str> = messages[last_assistant + 1..]
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let pending: Vec<usize> = tool_calls
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| !answered.contains(&c.id.as_str()))
-        .map(|(i, _)| i)
-        .collect();
-    if pending.is_empty() {
-        Tail::ModelNext
-    } else {
-        Tail::ToolsPending {
-            round_calls: tool_calls.clone(),
-            pending,
-        }
-    }
-}
-
-/// Completed turns merge like a binary counter up to this level: a segment
-/// covers at most 2^(MAX_LEVEL-1) turns, so a chain holds at most
-/// `turns / 2^(MAX_LEVEL-1) + MAX_LEVEL + 1` history segments (plus the
-/// pieces of the turn in progress) and each message is stored at most
-/// `MAX_LEVEL + 1` times, whatever the run's length.
-pub const MAX_SEGMENT_LEVEL: u8 = 7;
-
-/// One stored piece of the conversation: the messages from position `start`
-/// on, and the segment holding the messages before them (`None` for the
-/// first). A checkpoint names the newest segment; the whole conversation is
-/// the chain read back to the first. A blob holding a whole `Transcript`
-/// (`{"messages": [...]}`) reads as a first segment.
-///
-/// Level 0 is a piece of the turn in progress (one append); when the next
-/// assistant turn begins, those pieces are sealed into one level-1 segment
-/// and carried into the older ones of equal level. So the newest pieces
-/// are always the current turn's, and what a resume needs (the current
-/// turn, [`Segment::own_turns`], [`Segment::turn_start`]) is read from them
-/// alone, whatever the run's length.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Segment {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prev: Option<BlobRef>,
-    #[serde(default)]
-    pub start: u64,
-    #[serde(default)]
-    pub level: u8,
-    pub messages: Vec<Message>,
-    /// The writing run's own assistant turns up to this segment's end.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own_turns: Option<u64>,
-    /// The absolute position of the writing run's last assistant message up
-    /// to this segment's end (its first own message when it has none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_start: Option<u64>,
-}
-
-/// One segment of the chain, as the log remembers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Link {
-    blob: BlobRef,
-    prev: Option<BlobRef>,
-    /// Where its messages begin in the log's `messages`.
-    start: usize,
-    level: u8,
 }
 
 /// The conversation in memory together with the chain of segments that
@@ -336,79 +77,8 @@ impl StagedAppend {
     }
 }
 
-fn encode(segment: &Segment) -> Result<Vec<u8>, StorageError> {
-    serde_json::to_vec(segment).map_err(|e| StorageError::Encode {
-        table: Table::Checkpoints,
-        detail: e.to_string(),
-    })
-}
-
 fn is_assistant(m: &Message) -> bool {
     matches!(m, Message::Assistant { .. })
-}
-
-/// Read segments from `head` back, newest first, while `more` says the
-/// segment just read is not enough, checking that they join up and stay
-/// within `window`; returns them oldest first with the segment before the
-/// oldest (`None` when the window's start was reached).
-async fn read_chain(
-    storage: &dyn Storage,
-    run: &RunId,
-    head: &BlobRef,
-    window: Window,
-    mut more: impl FnMut(&Segment) -> bool + MaybeSend,
-) -> Result<(Vec<(BlobRef, Segment)>, Option<BlobRef>), RunError> {
-    let inconsistent = |detail: String| RunError::Inconsistent {
-        run: run.clone(),
-        detail,
-    };
-    let mut segments: Vec<(BlobRef, Segment)> = Vec::new();
-    let mut next = Some(head.clone());
-    while let Some(blob) = next {
-        let bytes = verified_blob(storage, &blob).await?.ok_or_else(|| {
-            inconsistent(format!(
-                "transcript segment {} is missing or does not match its hash",
-                blob.hash
-            ))
-        })?;
-        let segment: Segment = serde_json::from_slice(&bytes).map_err(|e| {
-            inconsistent(format!(
-                "transcript segment {} does not decode ({e})",
-                blob.hash
-            ))
-        })?;
-        if let Some((later_ref, later)) = segments.last() {
-            let end = segment.start.saturating_add(segment.messages.len() as u64);
-            if end != later.start {
-                return Err(inconsistent(format!(
-                    "transcript segment {} ends at message {end} but {} starts at {}",
-                    blob.hash, later_ref.hash, later.start
-                )));
-            }
-        }
-        if segment.start < window.from {
-            return Err(inconsistent(format!(
-                "transcript segment {} starts at message {}, before its window at {}",
-                blob.hash, segment.start, window.from
-            )));
-        }
-        if segment.prev.is_none() && segment.start != window.from {
-            return Err(inconsistent(format!(
-                "transcript segment {} is the first but starts at message {}",
-                blob.hash, segment.start
-            )));
-        }
-        let reached_start = segment.start <= window.from;
-        next = segment.prev.clone().filter(|_| !reached_start);
-        let enough = !more(&segment);
-        segments.push((blob, segment));
-        if enough && next.is_some() {
-            segments.reverse();
-            return Ok((segments, next));
-        }
-    }
-    segments.reverse();
-    Ok((segments, None))
 }
 
 impl TranscriptLog {
@@ -737,7 +407,7 @@ impl TranscriptLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::put_blob;
+    use crate::blob::put_blob;
 
     /// Stage `added` with its segment stored at once (the supervisor stores
     /// it in the batch of the checkpoint naming it).
@@ -767,42 +437,6 @@ mod tests {
             arguments: "{}".into(),
             signature: None,
         }
-    }
-
-    #[test]
-    fn tail_follows_the_conversation() {
-        let mut t = Transcript::new(Some("sys"), "hi");
-        assert_eq!(t.tail(), Tail::ModelNext);
-        t.messages.push(Message::Assistant {
-            content: None,
-            tool_calls: vec![call("a"), call("b")],
-            native: None,
-        });
-        assert!(
-            matches!(t.tail(), Tail::ToolsPending { ref pending, .. } if pending == &vec![0, 1])
-        );
-        t.messages.push(Message::Tool {
-            tool_call_id: "a".into(),
-            content: "r".into(),
-        });
-        assert!(matches!(t.tail(), Tail::ToolsPending { ref pending, .. } if pending == &vec![1]));
-        t.messages.push(Message::Tool {
-            tool_call_id: "b".into(),
-            content: "r".into(),
-        });
-        assert_eq!(t.tail(), Tail::ModelNext);
-        t.messages.push(Message::Assistant {
-            content: Some("done".into()),
-            tool_calls: vec![],
-            native: None,
-        });
-        assert_eq!(
-            t.tail(),
-            Tail::Answered {
-                text: "done".into()
-            }
-        );
-        assert_eq!(t.assistant_turns(), 2);
     }
 
     fn tool(i: usize) -> Message {
@@ -988,7 +622,7 @@ mod tests {
         let run = RunId::new("r").unwrap();
         exec.block_on(async {
             let whole = Transcript::new(None, "p");
-            let blob = crate::store::put_json_blob(&storage, &whole).await.unwrap();
+            let blob = crate::blob::put_json_blob(&storage, &whole).await.unwrap();
             let mut log = TranscriptLog::load(&storage, &run, &blob, Window::default())
                 .await
                 .unwrap();
