@@ -476,6 +476,7 @@ impl TabSim {
                 clock: host.clock.clone(),
                 secrets: self.wiring.secrets.clone(),
                 gateway: None,
+                auth: None,
             };
             for config in &self.wiring.mcp {
                 let server = handle

@@ -52,6 +52,9 @@ pub struct McpEnv {
     /// gateway instead of directly; its own headers are then configured on
     /// the gateway, and a server configured with headers is refused.
     pub gateway: Option<GatewayRoute>,
+    /// Authorization for servers that answer 401 (None: such a server is
+    /// [`McpError::AuthRequired`]).
+    pub auth: Option<crate::auth::AuthEnv>,
 }
 
 /// Something the server told us that is not an answer.
@@ -327,13 +330,7 @@ impl McpClient {
                         why: "a server reached through the gateway gets its headers from the gateway's own configuration ([[mcp]] there); configure none here".into(),
                     });
                 }
-                Arc::new(HttpTransport::new(
-                    url,
-                    origin,
-                    config.headers.clone(),
-                    env,
-                    sink,
-                )?)
+                Arc::new(HttpTransport::new(url, origin, config, env, sink)?)
             }
             #[cfg(not(target_arch = "wasm32"))]
             Endpoint::Stdio {

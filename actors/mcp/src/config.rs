@@ -78,6 +78,10 @@ pub struct McpServerConfig {
     pub timeout_ms: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_functions: Vec<TrustedFunction>,
+    /// How the client authorizes itself to a server that answers 401
+    /// (HTTP only; `[mcp.auth]`). Without it, discovery decides everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::auth::McpAuthConfig>,
 }
 
 /// How a checked configuration reaches its server.
@@ -126,6 +130,7 @@ impl McpServerConfig {
             headers: BTreeMap::new(),
             timeout_ms: DEFAULT_MCP_TIMEOUT_MS,
             trusted_functions: Vec::new(),
+            auth: None,
         }
     }
 
@@ -209,6 +214,11 @@ impl McpServerConfig {
                 }
                 if !self.headers.is_empty() {
                     return Err(self.invalid("headers belong to a url server, not a command"));
+                }
+                if self.auth.is_some() {
+                    return Err(self.invalid(
+                        "auth belongs to a url server; a command server takes its credentials from its environment",
+                    ));
                 }
                 for name in &self.env_allow {
                     if name.is_empty() || name.contains('=') || name.contains('\0') {

@@ -34,6 +34,8 @@ use agent_kernel::maybe_send::boxed;
 use agent_kernel::tool::{CancelHandle, CancelToken};
 
 use super::{Inbound, InboundSink, Transport};
+use crate::auth::challenge::{self, BearerChallenge};
+use crate::auth::session::{AuthSession, TokenGeneration};
 use crate::config::HeaderValue;
 use crate::error::McpError;
 use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, ServerMessage, parse_server_messages};
@@ -107,6 +109,9 @@ pub struct HttpTransport {
     /// The event streams still read toward a request's answer, each
     /// stopped by its own handle when the client abandons the request.
     streams: Arc<Mutex<BTreeMap<RequestId, CancelHandle>>>,
+    /// Authorization (OAuth) of a server reached directly without a
+    /// configured `Authorization` header.
+    auth: Option<AuthSession>,
 }
 
 impl Drop for HttpTransport {
@@ -121,10 +126,11 @@ impl HttpTransport {
     pub fn new(
         url: url::Url,
         origin: String,
-        headers: BTreeMap<String, HeaderValue>,
+        config: &crate::config::McpServerConfig,
         env: &crate::client::McpEnv,
         sink: InboundSink,
     ) -> Result<HttpTransport, McpError> {
+        let headers = config.headers.clone();
         let secrets = env.secrets.clone();
         let executor = env.executor.clone();
         let clock = env.clock.clone();
@@ -151,7 +157,22 @@ impl HttpTransport {
             id: origin.clone(),
             why: e.to_string(),
         })?;
+        let configured_authorization = headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"));
+        let auth = match (&env.auth, &route) {
+            (Some(auth_env), None) if !configured_authorization => Some(AuthSession::new(
+                &config.id,
+                &url,
+                config.auth.clone().unwrap_or_default(),
+                auth_env.clone(),
+                secrets.clone(),
+                clock.clone(),
+            )),
+            _ => None,
+        };
         Ok(HttpTransport {
+            auth,
             url,
             origin,
             headers,
@@ -196,10 +217,24 @@ impl HttpTransport {
     async fn prepare(
         &self,
         builder: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::RequestBuilder, bool), McpError> {
+    ) -> Result<(reqwest::RequestBuilder, bool, Option<TokenGeneration>), McpError> {
         let mut builder = builder;
         let (session, version) = self.session();
         let had_session = session.is_some();
+        let mut generation = None;
+        if let Some(auth) = &self.auth {
+            let (token, sent) = auth.bearer().await?;
+            generation = Some(sent);
+            if let Some(token) = token {
+                let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| McpError::Transport {
+                        detail: "the stored access token is not a valid header value".into(),
+                        sent: false,
+                    })?;
+                value.set_sensitive(true);
+                builder = builder.header(reqwest::header::AUTHORIZATION, value);
+            }
+        }
         if let Some((_, token)) = &self.route {
             let mut auth = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| McpError::Transport {
@@ -257,7 +292,7 @@ impl HttpTransport {
                 }
             }
         }
-        Ok((builder, had_session))
+        Ok((builder, had_session, generation))
     }
 
     /// The GET that resumes a request's event stream (its headers as any
@@ -268,7 +303,7 @@ impl HttpTransport {
             .client
             .get(self.endpoint())
             .header(reqwest::header::ACCEPT, "text/event-stream");
-        let (builder, _) = self.prepare(builder).await.ok()?;
+        let (builder, _, _) = self.prepare(builder).await.ok()?;
         built(builder).ok()
     }
 
@@ -481,6 +516,18 @@ fn sse_error(e: agent_http::SseError) -> McpError {
     }
 }
 
+/// The `Bearer` challenge of a 401 or 403 answer (empty without one).
+fn bearer_challenge(response: &agent_http::Response) -> BearerChallenge {
+    response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(challenge::parse)
+        .find(|c| *c != BearerChallenge::default())
+        .unwrap_or_default()
+}
+
 fn content_type(response: &agent_http::Response) -> String {
     response
         .headers()
@@ -496,19 +543,48 @@ impl Transport for HttpTransport {
     async fn send(&self, message: &Value, request: Option<&RequestId>) -> Result<(), McpError> {
         let body = serde_json::to_vec(message)
             .map_err(|e| McpError::Protocol(format!("cannot encode a message: {e}")))?;
-        let builder = self
-            .client
-            .post(self.endpoint())
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, text/event-stream",
-            )
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        let (builder, had_session) = self.prepare(builder).await?;
-        let response = agent_http::send(&self.client, built(builder)?)
-            .await
-            .map_err(send_error)?;
+        let mut authorizations = 0u32;
+        let response = loop {
+            let builder = self
+                .client
+                .post(self.endpoint())
+                .header(
+                    reqwest::header::ACCEPT,
+                    "application/json, text/event-stream",
+                )
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            let (builder, had_session, generation) = self.prepare(builder).await?;
+            let response = agent_http::send(&self.client, built(builder)?)
+                .await
+                .map_err(send_error)?;
+            let (Some(auth), Some(generation)) = (&self.auth, generation) else {
+                break (response, had_session);
+            };
+            let status = response.status().as_u16();
+            if status != 401 && status != 403 {
+                break (response, had_session);
+            }
+            let challenge = bearer_challenge(&response);
+            if status == 403 && !challenge.insufficient_scope() {
+                break (response, had_session);
+            }
+            if authorizations >= crate::auth::MAX_AUTHORIZATIONS_PER_REQUEST {
+                return Err(McpError::Auth {
+                    id: self.origin.clone(),
+                    why: format!(
+                        "the server still answered HTTP {status} after {authorizations} authorizations for this request; giving up"
+                    ),
+                });
+            }
+            authorizations += 1;
+            if status == 401 {
+                auth.unauthorized(&challenge, generation).await?;
+            } else {
+                auth.step_up(&challenge, generation).await?;
+            }
+        };
+        let (response, had_session) = response;
         let status = response.status();
         if let Some(id) = response
             .headers()
@@ -568,7 +644,7 @@ impl Transport for HttpTransport {
             .client
             .get(self.endpoint())
             .header(reqwest::header::ACCEPT, "text/event-stream");
-        let Ok((builder, _)) = self.prepare(builder).await else {
+        let Ok((builder, _, _)) = self.prepare(builder).await else {
             return;
         };
         let Ok(request) = built(builder) else {
