@@ -63,7 +63,10 @@ impl FileCredentialStore {
     fn read(&self) -> Result<BTreeMap<String, StoredCredentials>, StoreError> {
         match std::fs::read(&self.path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                StoreError(format!("{} is not a credentials file: {e}", self.path.display()))
+                StoreError(format!(
+                    "{} is not a credentials file: {e}",
+                    self.path.display()
+                ))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
             Err(e) => Err(StoreError(format!("{}: {e}", self.path.display()))),
@@ -251,7 +254,9 @@ async fn wait_for_callback(listener: tokio::net::TcpListener) -> Result<Callback
             .unwrap_or("");
         let Some(query) = target.strip_prefix("/callback?") else {
             let _ = socket
-                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
                 .await;
             continue;
         };

@@ -76,7 +76,8 @@ pub(crate) async fn run(cli: &Cli, config: Config, action: &McpAction) -> anyhow
         ));
     }
     let dir = crate::data_dir(cli)?;
-    let user_agent: Arc<dyn UserAgent> = Arc::new(LoopbackUserAgent::new(Box::new(std::io::stdout())));
+    let user_agent: Arc<dyn UserAgent> =
+        Arc::new(LoopbackUserAgent::new(Box::new(std::io::stdout())));
     let auth = auth_env(&dir, true, policy()?, Some(user_agent))?;
     match action {
         McpAction::Logout { .. } => {
@@ -98,6 +99,7 @@ pub(crate) async fn run(cli: &Cli, config: Config, action: &McpAction) -> anyhow
                 secrets: config.secret_resolver(),
                 gateway: None,
                 auth: Some(auth.clone()),
+                elicitation: None,
             };
             let client = McpClient::connect(&server, &env).await?;
             let tools = client.list_tools().await?;
@@ -111,7 +113,8 @@ pub(crate) async fn run(cli: &Cli, config: Config, action: &McpAction) -> anyhow
                     println!(
                         "Logged in to {id} ({scopes}; {} tools). The tokens are kept in {}.",
                         tools.len(),
-                        dir.join(agent_host_native::mcp_auth::CREDENTIALS_FILE).display()
+                        dir.join(agent_host_native::mcp_auth::CREDENTIALS_FILE)
+                            .display()
                     );
                 }
                 None => println!(

@@ -477,6 +477,7 @@ impl TabSim {
                 secrets: self.wiring.secrets.clone(),
                 gateway: None,
                 auth: None,
+                elicitation: None,
             };
             for config in &self.wiring.mcp {
                 let server = handle

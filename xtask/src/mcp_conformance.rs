@@ -32,10 +32,6 @@ const SCENARIO_TIMEOUT_MS: &str = "30000";
 /// pass. Keep docs/src/concepts/mcp-current-spec.md in step.
 pub(crate) const EXCEPTIONS: &[(&str, &str)] = &[
     (
-        "elicitation-sep1034-client-defaults",
-        "elicitation is not implemented: a server's elicitation/create is answered -32601 (issue 35 part 4)",
-    ),
-    (
         "auth/client-credentials-jwt",
         "the client-credentials grant authenticates with client_secret_basic or client_secret_post only: private_key_jwt (a client assertion signed with ES256, RFC 7523) is not implemented (an extension scenario)",
     ),
@@ -380,7 +376,13 @@ mod tests {
     fn a_passing_exception_and_an_unlisted_failure_both_fail() {
         assert_eq!(verdict("initialize", true), Verdict::Passed);
         assert_eq!(verdict("initialize", false), Verdict::Failed);
-        assert_eq!(verdict("auth/client-credentials-jwt", false), Verdict::Excepted);
-        assert_eq!(verdict("auth/client-credentials-jwt", true), Verdict::StaleException);
+        assert_eq!(
+            verdict("auth/client-credentials-jwt", false),
+            Verdict::Excepted
+        );
+        assert_eq!(
+            verdict("auth/client-credentials-jwt", true),
+            Verdict::StaleException
+        );
     }
 }

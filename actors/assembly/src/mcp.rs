@@ -276,6 +276,7 @@ impl Assembly {
             secrets: self.secrets.clone(),
             gateway: spec.via_gateway.clone(),
             auth: spec.auth.clone(),
+            elicitation: None,
         };
         let server = match spawn_mcp_server(&env, &spec.config).await {
             Ok(s) => s,

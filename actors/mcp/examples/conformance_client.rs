@@ -55,6 +55,7 @@ mod native {
         AuthEnv, AuthGrant, Callback, McpAuthConfig, MemoryCredentialStore, UrlGuard, UserAgent,
     };
     use agent_mcp::client::RequestOptions;
+    use agent_mcp::elicitation::{ElicitationAnswer, ElicitationHandler, ElicitationRequest};
     use agent_mcp::{McpClient, McpEnv, McpError, McpServerConfig};
 
     /// The handle of the client secret a scenario's context gives.
@@ -159,6 +160,17 @@ mod native {
         }
     }
 
+    /// The person the suite plays: accepts every form with its defaults
+    /// (SEP-1034: a form starts pre-filled with them).
+    struct AcceptDefaults;
+
+    #[async_trait::async_trait]
+    impl ElicitationHandler for AcceptDefaults {
+        async fn elicit(&self, request: ElicitationRequest) -> ElicitationAnswer {
+            ElicitationAnswer::Accept(request.defaults())
+        }
+    }
+
     /// The arguments a scenario's tool expects (the suite's servers check
     /// them); a tool this table does not name gets `{}`.
     fn arguments_for(tool: &str) -> Value {
@@ -219,6 +231,7 @@ mod native {
                 entropy: Arc::new(SeededEntropy::new(clock.wall_ms())),
                 user_agent: Some(Arc::new(Headless)),
             }),
+            elicitation: Some(Arc::new(AcceptDefaults)),
         };
         let mut config = McpServerConfig::http("conformance", url);
         config.auth = Some(auth);

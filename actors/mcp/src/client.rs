@@ -55,6 +55,9 @@ pub struct McpEnv {
     /// Authorization for servers that answer 401 (None: such a server is
     /// [`McpError::AuthRequired`]).
     pub auth: Option<crate::auth::AuthEnv>,
+    /// Where a server's `elicitation/create` goes (None: not supported,
+    /// answered -32601).
+    pub elicitation: Option<Arc<dyn crate::elicitation::ElicitationHandler>>,
 }
 
 /// Something the server told us that is not an answer.
@@ -101,6 +104,8 @@ struct Router {
     executor: Arc<dyn Executor>,
     /// Set once the connection closed: later registrations fail at once.
     closed: Option<McpError>,
+    server_id: String,
+    elicitation: Option<Arc<dyn crate::elicitation::ElicitationHandler>>,
 }
 
 impl Router {
@@ -174,6 +179,11 @@ impl Router {
             Inbound::Message(ServerMessage::Notification { method, params }) => {
                 self.notification(&method, params)
             }
+            Inbound::Message(ServerMessage::Request { id, method, params })
+                if method == "elicitation/create" && self.elicitation.is_some() =>
+            {
+                self.elicit(id, params.unwrap_or(Value::Null))
+            }
             Inbound::Message(ServerMessage::Request { id, method, .. }) => {
                 let answer = if method == "ping" {
                     jsonrpc::response(&id, json!({}))
@@ -201,6 +211,41 @@ impl Router {
                 self.closed = Some(error);
             }
         }
+    }
+
+    /// Hand `elicitation/create` to the host's handler on a task of its
+    /// own (the person may take long); the answer is checked against the
+    /// requested schema before it is sent.
+    fn elicit(&self, id: RequestId, params: Value) {
+        let (Some(handler), Some(transport)) = (self.elicitation.clone(), self.transport.upgrade())
+        else {
+            return;
+        };
+        let request = crate::elicitation::ElicitationRequest::from_params(&self.server_id, &params);
+        self.executor.spawn(boxed(async move {
+            let answer = match request {
+                Err(e) => jsonrpc::error_response(&id, jsonrpc::INVALID_PARAMS, &e.to_string()),
+                Ok(request) => {
+                    let answer = handler.elicit(request.clone()).await;
+                    match &answer {
+                        crate::elicitation::ElicitationAnswer::Accept(content) => {
+                            match request.check(content) {
+                                Ok(()) => jsonrpc::response(&id, answer.to_result()),
+                                Err(e) => jsonrpc::error_response(
+                                    &id,
+                                    jsonrpc::INVALID_PARAMS,
+                                    &e.to_string(),
+                                ),
+                            }
+                        }
+                        _ => jsonrpc::response(&id, answer.to_result()),
+                    }
+                }
+            };
+            if let Err(e) = transport.send(&answer, None).await {
+                tracing::debug!(error = %e, "answering elicitation/create failed");
+            }
+        }));
     }
 
     fn notification(&mut self, method: &str, params: Option<Value>) {
@@ -260,6 +305,8 @@ struct Inner {
     epoch: AtomicU64,
     reconnecting: futures::lock::Mutex<()>,
     info: std::sync::Mutex<Option<ServerInfo>>,
+    /// The host handles elicitation (declared in `initialize`).
+    elicits: bool,
 }
 
 impl Drop for Inner {
@@ -356,6 +403,8 @@ impl McpClient {
             transport: Arc::downgrade(&transport),
             executor: env.executor.clone(),
             closed: None,
+            server_id: config.id.clone(),
+            elicitation: env.elicitation.clone(),
         };
         env.executor.spawn(boxed(router.run(router_rx)));
         let client = McpClient {
@@ -372,6 +421,7 @@ impl McpClient {
                 epoch: AtomicU64::new(0),
                 reconnecting: futures::lock::Mutex::new(()),
                 info: std::sync::Mutex::new(None),
+                elicits: env.elicitation.is_some(),
             }),
         };
         client.initialize().await?;
@@ -401,7 +451,7 @@ impl McpClient {
         let result = self
             .raw_request(
                 "initialize",
-                Some(initialize_params()),
+                Some(initialize_params(self.inner.elicits)),
                 RequestOptions::default(),
             )
             .await?;

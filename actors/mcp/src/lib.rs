@@ -11,6 +11,8 @@
 //!   store, URL guard and browser step;
 //! - [`client`]: [`McpClient`] (handshake, listings, calls, progress,
 //!   cancellation, timeouts, session expiry, server events);
+//! - [`elicitation`]: a server's `elicitation/create` (form mode), its
+//!   schema check, and the host's [`elicitation::ElicitationHandler`];
 //! - [`config`]: [`McpServerConfig`], the configuration of one server;
 //! - [`tools`]: the tool actors of a server (one per function, and the
 //!   resource and prompt read tools) and [`spawn_mcp_server`];
@@ -62,6 +64,7 @@ pub mod auth;
 pub mod client;
 pub mod codes;
 pub mod config;
+pub mod elicitation;
 pub mod error;
 pub mod jsonrpc;
 pub mod protocol;

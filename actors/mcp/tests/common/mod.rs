@@ -66,6 +66,7 @@ pub fn env_with(secrets: Arc<dyn SecretResolver>) -> McpEnv {
         secrets,
         gateway: None,
         auth: None,
+        elicitation: None,
     }
 }
 
