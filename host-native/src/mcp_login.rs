@@ -7,6 +7,10 @@
 //! ([`agent_host_native::mcp_auth::FileCredentialStore`], mode 0600), from
 //! which later runs read them. Also owns the authorization environment of
 //! runs ([`run_auth_env`]).
+//!
+//! The doc comments of [`McpAction`] are clap's `--help` text: `[[mcp]]`
+//! names a TOML table, not a rustdoc link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::sync::Arc;
 

@@ -13,7 +13,7 @@
 //!   ID Metadata Document, then Dynamic Client Registration, RFC 7591), the
 //!   token requests (authorization code, refresh, client credentials) and
 //!   client authentication at the token endpoint;
-//! - [`session`]: the per-connection state the transport consults (the
+//! - `session`: the per-connection state the transport consults (the
 //!   bearer to send, what to do on a 401 and on a 403 `insufficient_scope`);
 //! - [`store`]: [`CredentialStore`] and the credentials it holds.
 //!
