@@ -294,3 +294,114 @@ pub fn auth_env(
         user_agent,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard() -> PolicyGuard {
+        let resolver = agent_fetch::ScriptedResolver::new()
+            .answer("public.example", [IpAddr::from([93, 184, 215, 14])])
+            .answer("inside.example", [IpAddr::from([10, 0, 0, 7])]);
+        PolicyGuard::new(UrlPolicy::public_web(Arc::new(resolver)))
+    }
+
+    fn u(s: &str) -> url::Url {
+        url::Url::parse(s).expect("url")
+    }
+
+    #[tokio::test]
+    async fn loopback_only_where_the_server_allows_it_and_private_never() {
+        let g = guard();
+        assert_eq!(
+            g.check(&u("https://public.example/token"), false).await,
+            Ok(vec![SocketAddr::from(([93, 184, 215, 14], 443))])
+        );
+        for (url, allow) in [
+            ("http://127.0.0.1:8080/token", false),
+            ("http://localhost:8080/token", false),
+            ("http://10.0.0.7/token", true),
+            ("https://inside.example/token", true),
+            ("http://192.168.1.1/authorize", true),
+            ("http://user:pw@127.0.0.1/token", true),
+        ] {
+            assert!(
+                g.check(&u(url), allow).await.is_err(),
+                "{url} allow={allow}"
+            );
+        }
+        assert_eq!(
+            g.check(&u("http://localhost:8080/token"), true).await,
+            Ok(vec![SocketAddr::from(([127, 0, 0, 1], 8080))])
+        );
+        assert_eq!(
+            g.check(&u("http://[::1]:9/token"), true).await,
+            Ok(vec![SocketAddr::new(
+                IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+                9
+            )])
+        );
+    }
+
+    fn credentials(token: &str) -> StoredCredentials {
+        StoredCredentials {
+            server_url: "https://mcp.example/mcp".into(),
+            resource: "https://mcp.example/mcp".into(),
+            token_endpoint: "https://auth.example/token".into(),
+            client_id: "c".into(),
+            client_secret: None,
+            token_endpoint_auth_method: "none".into(),
+            access_token: token.into(),
+            refresh_token: Some(format!("{token}-refresh")),
+            expires_at_ms: None,
+            scopes: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn the_credentials_file_is_mode_0600_and_forgets_on_remove() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let store = FileCredentialStore::in_data_dir(dir.path());
+        assert_eq!(store.load("a").await, Ok(None));
+        store.save("a", &credentials("tok-a")).await.expect("save");
+        store.save("b", &credentials("tok-b")).await.expect("save");
+        let mode = std::fs::metadata(store.path())
+            .expect("file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        assert_eq!(
+            store.load("a").await.expect("load").map(|c| c.access_token),
+            Some("tok-a".to_owned())
+        );
+        assert_eq!(store.remove("a").await, Ok(true));
+        assert_eq!(store.remove("a").await, Ok(false));
+        let bytes = std::fs::read_to_string(store.path()).expect("read");
+        assert!(
+            !bytes.contains("tok-a") && bytes.contains("tok-b"),
+            "{bytes}"
+        );
+        // A file that is not a credentials file is an error, not a reset.
+        std::fs::write(store.path(), b"{not json").expect("write");
+        assert!(store.load("b").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn without_storing_nothing_reaches_the_data_directory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let env = auth_env(
+            dir.path(),
+            false,
+            UrlPolicy::public_web(Arc::new(agent_fetch::ScriptedResolver::new())),
+            None,
+        )
+        .expect("env");
+        env.store
+            .save("a", &credentials("tok-a"))
+            .await
+            .expect("save");
+        assert!(env.store.load("a").await.expect("load").is_some());
+        assert!(!dir.path().join(CREDENTIALS_FILE).exists());
+    }
+}
