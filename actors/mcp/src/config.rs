@@ -198,6 +198,9 @@ impl McpServerConfig {
                 for (name, value) in &self.headers {
                     self.check_header(name, value, &origin, secrets)?;
                 }
+                if let Some(auth) = &self.auth {
+                    self.check_auth(auth)?;
+                }
                 Ok(Endpoint::Http {
                     url: parsed,
                     origin,
@@ -277,6 +280,30 @@ impl McpServerConfig {
                         secret.0
                     )));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_auth(&self, auth: &crate::auth::McpAuthConfig) -> Result<(), McpError> {
+        if auth.client_secret.is_some() && auth.client_id.is_none() {
+            return Err(self.invalid("auth.client_secret needs auth.client_id"));
+        }
+        if auth.grant == crate::auth::AuthGrant::ClientCredentials
+            && (auth.client_id.is_none() || auth.client_secret.is_none())
+        {
+            return Err(self.invalid(
+                "auth.grant = \"client_credentials\" needs auth.client_id and auth.client_secret",
+            ));
+        }
+        if let Some(document) = &auth.client_metadata_url {
+            let ok = url::Url::parse(document)
+                .map(|u| u.scheme() == "https" && u.path() != "/" && u.fragment().is_none())
+                .unwrap_or(false);
+            if !ok {
+                return Err(self.invalid(format!(
+                    "auth.client_metadata_url {document:?} must be an https URL with a path (a Client ID Metadata Document)"
+                )));
             }
         }
         Ok(())

@@ -214,3 +214,46 @@ async fn without_a_person_a_login_is_required_not_started() {
             .any(|p| p == "/register" || p == "/token")
     );
 }
+
+#[tokio::test]
+async fn an_unusable_auth_table_is_refused_before_anything_is_sent() {
+    use agent_kernel::host::secrets::SecretHandle;
+    let secrets = common::env().secrets;
+    for (auth, why) in [
+        (
+            McpAuthConfig {
+                client_secret: Some(SecretHandle("s".into())),
+                ..McpAuthConfig::default()
+            },
+            "a secret without an id",
+        ),
+        (
+            McpAuthConfig {
+                grant: agent_mcp::auth::AuthGrant::ClientCredentials,
+                client_id: Some("id".into()),
+                ..McpAuthConfig::default()
+            },
+            "client credentials without a secret",
+        ),
+        (
+            McpAuthConfig {
+                client_metadata_url: Some("http://client.example/meta.json".into()),
+                ..McpAuthConfig::default()
+            },
+            "a metadata document over http",
+        ),
+    ] {
+        let mut config = McpServerConfig::http("guarded", "https://mcp.example/mcp");
+        config.auth = Some(auth);
+        assert!(config.check(&*secrets).is_err(), "{why}");
+    }
+    let mut config = McpServerConfig::stdio("local", "server", ["--stdio"]);
+    config.auth = Some(McpAuthConfig::default());
+    assert!(config.check(&*secrets).is_err(), "auth on a command server");
+    let mut fine = McpServerConfig::http("guarded", "https://mcp.example/mcp");
+    fine.auth = Some(McpAuthConfig {
+        client_metadata_url: Some("https://client.example/meta.json".into()),
+        ..McpAuthConfig::default()
+    });
+    assert!(fine.check(&*secrets).is_ok());
+}

@@ -77,6 +77,8 @@ pub const MAX_RETRY_MS: u64 = 10_000;
 pub const DEFAULT_RETRY_MS: u64 = 1_000;
 /// How long after its stream first ended a request may still be resumed.
 pub const MAX_RESUME_TIME: Duration = Duration::from_secs(60);
+/// How long the notification stream may take to answer its headers.
+pub const NOTIFICATION_STREAM_OPEN: Duration = Duration::from_secs(10);
 /// The header naming the last event received, on a resuming GET.
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 
@@ -112,6 +114,8 @@ pub struct HttpTransport {
     /// Authorization (OAuth) of a server reached directly without a
     /// configured `Authorization` header.
     auth: Option<AuthSession>,
+    /// The configured server id (for authorization errors).
+    id: String,
 }
 
 impl Drop for HttpTransport {
@@ -173,6 +177,7 @@ impl HttpTransport {
         };
         Ok(HttpTransport {
             auth,
+            id: config.id.clone(),
             url,
             origin,
             headers,
@@ -571,7 +576,7 @@ impl Transport for HttpTransport {
             }
             if authorizations >= crate::auth::MAX_AUTHORIZATIONS_PER_REQUEST {
                 return Err(McpError::Auth {
-                    id: self.origin.clone(),
+                    id: self.id.clone(),
                     why: format!(
                         "the server still answered HTTP {status} after {authorizations} authorizations for this request; giving up"
                     ),
@@ -654,12 +659,24 @@ impl Transport for HttpTransport {
         let closed = self.closed.token();
         let client = self.client.clone();
         let clock = self.clock.clone();
+        // Kept to reopen the stream (a GET has no body: it clones).
+        let template = request.try_clone();
+        // Opened before the handshake returns, so that the server has it
+        // before any later request (it is not mistaken for a resumption);
+        // a server that does not answer its headers in time offers none.
+        let sent = agent_kernel::host::timeout(
+            &*self.clock,
+            NOTIFICATION_STREAM_OPEN,
+            agent_http::send(&client, request),
+        )
+        .await;
         self.executor.spawn(boxed(async move {
-            // Kept to reopen the stream (a GET has no body: it clones).
-            let template = request.try_clone();
-            let sent = futures::select! {
-                sent = agent_http::send(&client, request).fuse() => sent,
-                () = closed.cancelled().fuse() => return,
+            let sent = match sent {
+                Ok(sent) => sent,
+                Err(_) => {
+                    tracing::debug!("the MCP notification stream did not open in time");
+                    return;
+                }
             };
             let mut response = match sent {
                 Ok(response)
