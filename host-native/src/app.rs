@@ -365,7 +365,10 @@ impl App {
                 .mcp
                 .iter()
                 .cloned()
-                .map(agent_assembly::McpServerSpec::direct)
+                .map(|config| agent_assembly::McpServerSpec {
+                    auth: options.config.mcp_auth.clone(),
+                    ..agent_assembly::McpServerSpec::direct(config)
+                })
                 .collect(),
             search,
             runtime: RuntimeOptions {

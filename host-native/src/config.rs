@@ -196,6 +196,11 @@ pub struct Config {
     /// The `[[mcp]]` servers: offered to runs through `search_tools` /
     /// `load_tools`, and reached by `agentrt serve`'s gateway for its page.
     pub mcp: Vec<McpServerConfig>,
+    /// Not from the file: how `[[mcp]]` servers that answer 401 are
+    /// authorized (the credentials file of the data directory, the URL
+    /// policy), set by the host once it knows its data directory
+    /// ([`crate::mcp_auth::auth_env`]); None: such a server is not connected.
+    pub mcp_auth: Option<agent_mcp::auth::AuthEnv>,
 }
 
 /// Parse a budget preset name (`light`, `standard`, `extended`); the
@@ -363,6 +368,7 @@ impl Config {
             secrets: raw.secrets,
             plugins: raw.plugins,
             mcp: raw.mcp,
+            mcp_auth: None,
         })
     }
 

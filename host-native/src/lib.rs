@@ -75,6 +75,7 @@ pub mod demo;
 pub mod document_sandbox;
 pub mod gateway;
 pub mod host;
+pub mod mcp_auth;
 pub mod mcp_gateway;
 pub mod page;
 #[cfg(feature = "test-hooks")]

@@ -47,6 +47,8 @@ use cli::exit::{Exit, code, code_of, usage};
 use cli::follow::follow;
 use cli::render::{format_time, hint, pending_text, print_card, status_text};
 
+mod mcp_login;
+
 mod cli {
     pub(crate) mod args;
     pub(crate) mod exit;
@@ -217,10 +219,14 @@ fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
 }
 
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
-    match &cli.config {
-        Some(path) => Ok(Config::load(path)?),
-        None => Ok(Config::default()),
+    let mut config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if !config.mcp.is_empty() {
+        config.mcp_auth = Some(mcp_login::run_auth_env(cli)?);
     }
+    Ok(config)
 }
 
 /// The run mode `--mode` names.
@@ -242,6 +248,7 @@ fn parse_run_id(text: &str) -> anyhow::Result<RunId> {
 async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Check { what } => check(&cli, what).await,
+        Command::Mcp { action } => mcp_login::run(&cli, load_config(&cli)?, action).await,
         Command::Serve {
             port,
             listen,

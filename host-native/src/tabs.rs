@@ -476,6 +476,8 @@ impl TabSim {
                 clock: host.clock.clone(),
                 secrets: self.wiring.secrets.clone(),
                 gateway: None,
+                auth: None,
+                elicitation: None,
             };
             for config in &self.wiring.mcp {
                 let server = handle

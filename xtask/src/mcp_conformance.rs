@@ -32,88 +32,8 @@ const SCENARIO_TIMEOUT_MS: &str = "30000";
 /// pass. Keep docs/src/concepts/mcp-current-spec.md in step.
 pub(crate) const EXCEPTIONS: &[(&str, &str)] = &[
     (
-        "elicitation-sep1034-client-defaults",
-        "elicitation is not implemented: a server's elicitation/create is answered -32601 (issue 35 part 4)",
-    ),
-    (
-        "auth/metadata-default",
-        "authorization is not implemented: a 401 ends the connection (issue 35 part 5)",
-    ),
-    (
-        "auth/metadata-var1",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/metadata-var2",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/metadata-var3",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/basic-cimd",
-        "authorization is not implemented: no Client ID Metadata Documents (issue 35 part 5)",
-    ),
-    (
-        "auth/scope-from-www-authenticate",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/scope-from-scopes-supported",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/scope-omitted-when-undefined",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/scope-step-up",
-        "authorization is not implemented: no step-up on 403 insufficient_scope (issue 35 part 5)",
-    ),
-    (
-        "auth/scope-retry-limit",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/token-endpoint-auth-basic",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/token-endpoint-auth-post",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/token-endpoint-auth-none",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/pre-registration",
-        "authorization is not implemented: no pre-registered client identity (issue 35 part 5)",
-    ),
-    (
-        "auth/2025-03-26-oauth-metadata-backcompat",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/2025-03-26-oauth-endpoint-fallback",
-        "authorization is not implemented (issue 35 part 5)",
-    ),
-    (
-        "auth/offline-access-scope",
-        "authorization is not implemented (a draft-revision scenario; issue 35 part 5)",
-    ),
-    (
-        "auth/offline-access-not-supported",
-        "authorization is not implemented (a draft-revision scenario; issue 35 part 5)",
-    ),
-    (
         "auth/client-credentials-jwt",
-        "authorization is not implemented: no client-credentials grant (an extension scenario; issue 35 part 5)",
-    ),
-    (
-        "auth/client-credentials-basic",
-        "authorization is not implemented: no client-credentials grant (an extension scenario; issue 35 part 5)",
+        "the client-credentials grant authenticates with client_secret_basic or client_secret_post only: private_key_jwt (a client assertion signed with ES256, RFC 7523) is not implemented (an extension scenario)",
     ),
     (
         "auth/cross-app-access-complete-flow",
@@ -456,7 +376,13 @@ mod tests {
     fn a_passing_exception_and_an_unlisted_failure_both_fail() {
         assert_eq!(verdict("initialize", true), Verdict::Passed);
         assert_eq!(verdict("initialize", false), Verdict::Failed);
-        assert_eq!(verdict("auth/metadata-var1", false), Verdict::Excepted);
-        assert_eq!(verdict("auth/metadata-var1", true), Verdict::StaleException);
+        assert_eq!(
+            verdict("auth/client-credentials-jwt", false),
+            Verdict::Excepted
+        );
+        assert_eq!(
+            verdict("auth/client-credentials-jwt", true),
+            Verdict::StaleException
+        );
     }
 }

@@ -35,6 +35,10 @@ pub struct McpServerSpec {
     /// Reach it through an `agentrt serve` gateway (a page whose server
     /// does not allow the page's origin); None: directly.
     pub via_gateway: Option<GatewayRoute>,
+    /// Authorization for the server (its credential store, URL guard and,
+    /// where a person can log in, the browser step); None: a server that
+    /// answers 401 is not connected.
+    pub auth: Option<agent_mcp::auth::AuthEnv>,
 }
 
 impl McpServerSpec {
@@ -43,6 +47,7 @@ impl McpServerSpec {
         McpServerSpec {
             config,
             via_gateway: None,
+            auth: None,
         }
     }
 }
@@ -270,6 +275,8 @@ impl Assembly {
             clock: self.host.clock.clone(),
             secrets: self.secrets.clone(),
             gateway: spec.via_gateway.clone(),
+            auth: spec.auth.clone(),
+            elicitation: None,
         };
         let server = match spawn_mcp_server(&env, &spec.config).await {
             Ok(s) => s,

@@ -52,6 +52,12 @@ pub struct McpEnv {
     /// gateway instead of directly; its own headers are then configured on
     /// the gateway, and a server configured with headers is refused.
     pub gateway: Option<GatewayRoute>,
+    /// Authorization for servers that answer 401 (None: such a server is
+    /// [`McpError::AuthRequired`]).
+    pub auth: Option<crate::auth::AuthEnv>,
+    /// Where a server's `elicitation/create` goes (None: not supported,
+    /// answered -32601).
+    pub elicitation: Option<Arc<dyn crate::elicitation::ElicitationHandler>>,
 }
 
 /// Something the server told us that is not an answer.
@@ -98,6 +104,8 @@ struct Router {
     executor: Arc<dyn Executor>,
     /// Set once the connection closed: later registrations fail at once.
     closed: Option<McpError>,
+    server_id: String,
+    elicitation: Option<Arc<dyn crate::elicitation::ElicitationHandler>>,
 }
 
 impl Router {
@@ -171,6 +179,11 @@ impl Router {
             Inbound::Message(ServerMessage::Notification { method, params }) => {
                 self.notification(&method, params)
             }
+            Inbound::Message(ServerMessage::Request { id, method, params })
+                if method == "elicitation/create" && self.elicitation.is_some() =>
+            {
+                self.elicit(id, params.unwrap_or(Value::Null))
+            }
             Inbound::Message(ServerMessage::Request { id, method, .. }) => {
                 let answer = if method == "ping" {
                     jsonrpc::response(&id, json!({}))
@@ -198,6 +211,41 @@ impl Router {
                 self.closed = Some(error);
             }
         }
+    }
+
+    /// Hand `elicitation/create` to the host's handler on a task of its
+    /// own (the person may take long); the answer is checked against the
+    /// requested schema before it is sent.
+    fn elicit(&self, id: RequestId, params: Value) {
+        let (Some(handler), Some(transport)) = (self.elicitation.clone(), self.transport.upgrade())
+        else {
+            return;
+        };
+        let request = crate::elicitation::ElicitationRequest::from_params(&self.server_id, &params);
+        self.executor.spawn(boxed(async move {
+            let answer = match request {
+                Err(e) => jsonrpc::error_response(&id, jsonrpc::INVALID_PARAMS, &e.to_string()),
+                Ok(request) => {
+                    let answer = handler.elicit(request.clone()).await;
+                    match &answer {
+                        crate::elicitation::ElicitationAnswer::Accept(content) => {
+                            match request.check(content) {
+                                Ok(()) => jsonrpc::response(&id, answer.to_result()),
+                                Err(e) => jsonrpc::error_response(
+                                    &id,
+                                    jsonrpc::INVALID_PARAMS,
+                                    &e.to_string(),
+                                ),
+                            }
+                        }
+                        _ => jsonrpc::response(&id, answer.to_result()),
+                    }
+                }
+            };
+            if let Err(e) = transport.send(&answer, None).await {
+                tracing::debug!(error = %e, "answering elicitation/create failed");
+            }
+        }));
     }
 
     fn notification(&mut self, method: &str, params: Option<Value>) {
@@ -257,6 +305,8 @@ struct Inner {
     epoch: AtomicU64,
     reconnecting: futures::lock::Mutex<()>,
     info: std::sync::Mutex<Option<ServerInfo>>,
+    /// The host handles elicitation (declared in `initialize`).
+    elicits: bool,
 }
 
 impl Drop for Inner {
@@ -327,13 +377,7 @@ impl McpClient {
                         why: "a server reached through the gateway gets its headers from the gateway's own configuration ([[mcp]] there); configure none here".into(),
                     });
                 }
-                Arc::new(HttpTransport::new(
-                    url,
-                    origin,
-                    config.headers.clone(),
-                    env,
-                    sink,
-                )?)
+                Arc::new(HttpTransport::new(url, origin, config, env, sink)?)
             }
             #[cfg(not(target_arch = "wasm32"))]
             Endpoint::Stdio {
@@ -359,6 +403,8 @@ impl McpClient {
             transport: Arc::downgrade(&transport),
             executor: env.executor.clone(),
             closed: None,
+            server_id: config.id.clone(),
+            elicitation: env.elicitation.clone(),
         };
         env.executor.spawn(boxed(router.run(router_rx)));
         let client = McpClient {
@@ -375,6 +421,7 @@ impl McpClient {
                 epoch: AtomicU64::new(0),
                 reconnecting: futures::lock::Mutex::new(()),
                 info: std::sync::Mutex::new(None),
+                elicits: env.elicitation.is_some(),
             }),
         };
         client.initialize().await?;
@@ -404,7 +451,7 @@ impl McpClient {
         let result = self
             .raw_request(
                 "initialize",
-                Some(initialize_params()),
+                Some(initialize_params(self.inner.elicits)),
                 RequestOptions::default(),
             )
             .await?;

@@ -78,6 +78,10 @@ pub struct McpServerConfig {
     pub timeout_ms: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_functions: Vec<TrustedFunction>,
+    /// How the client authorizes itself to a server that answers 401
+    /// (HTTP only; `[mcp.auth]`). Without it, discovery decides everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::auth::McpAuthConfig>,
 }
 
 /// How a checked configuration reaches its server.
@@ -126,6 +130,7 @@ impl McpServerConfig {
             headers: BTreeMap::new(),
             timeout_ms: DEFAULT_MCP_TIMEOUT_MS,
             trusted_functions: Vec::new(),
+            auth: None,
         }
     }
 
@@ -193,6 +198,9 @@ impl McpServerConfig {
                 for (name, value) in &self.headers {
                     self.check_header(name, value, &origin, secrets)?;
                 }
+                if let Some(auth) = &self.auth {
+                    self.check_auth(auth)?;
+                }
                 Ok(Endpoint::Http {
                     url: parsed,
                     origin,
@@ -209,6 +217,11 @@ impl McpServerConfig {
                 }
                 if !self.headers.is_empty() {
                     return Err(self.invalid("headers belong to a url server, not a command"));
+                }
+                if self.auth.is_some() {
+                    return Err(self.invalid(
+                        "auth belongs to a url server; a command server takes its credentials from its environment",
+                    ));
                 }
                 for name in &self.env_allow {
                     if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -267,6 +280,30 @@ impl McpServerConfig {
                         secret.0
                     )));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_auth(&self, auth: &crate::auth::McpAuthConfig) -> Result<(), McpError> {
+        if auth.client_secret.is_some() && auth.client_id.is_none() {
+            return Err(self.invalid("auth.client_secret needs auth.client_id"));
+        }
+        if auth.grant == crate::auth::AuthGrant::ClientCredentials
+            && (auth.client_id.is_none() || auth.client_secret.is_none())
+        {
+            return Err(self.invalid(
+                "auth.grant = \"client_credentials\" needs auth.client_id and auth.client_secret",
+            ));
+        }
+        if let Some(document) = &auth.client_metadata_url {
+            let ok = url::Url::parse(document)
+                .map(|u| u.scheme() == "https" && u.path() != "/" && u.fragment().is_none())
+                .unwrap_or(false);
+            if !ok {
+                return Err(self.invalid(format!(
+                    "auth.client_metadata_url {document:?} must be an https URL with a path (a Client ID Metadata Document)"
+                )));
             }
         }
         Ok(())

@@ -57,6 +57,17 @@ pub enum McpError {
     /// The call was cancelled (the run stopped); the server was told.
     #[error("the MCP request {method} was cancelled")]
     Cancelled { method: String },
+    /// Authorization failed: discovery, registration or a token request
+    /// (nothing was sent to the MCP server with a credential it should not
+    /// have).
+    #[error("MCP server {id:?}: authorization failed: {why}")]
+    Auth { id: String, why: String },
+    /// The server needs a login that cannot happen here (no person at a
+    /// browser, no refresh token): log in first.
+    #[error(
+        "MCP server {id:?} needs a login: run `agentrt mcp login {id}` (or log in from the page), then try again"
+    )]
+    AuthRequired { id: String },
     /// The client is closed (the server process ended, the client dropped).
     #[error("the MCP connection is closed: {0}")]
     Closed(String),
@@ -79,7 +90,9 @@ impl McpError {
             McpError::Config { .. }
             | McpError::Server { .. }
             | McpError::TooMany { .. }
-            | McpError::UnsupportedVersion { .. } => false,
+            | McpError::UnsupportedVersion { .. }
+            | McpError::Auth { .. }
+            | McpError::AuthRequired { .. } => false,
         }
     }
 }

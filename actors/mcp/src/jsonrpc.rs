@@ -16,6 +16,8 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// JSON-RPC "method not found": the answer to server requests this client
 /// does not support (sampling, elicitation, roots).
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC's "invalid params".
+pub const INVALID_PARAMS: i64 = -32602;
 
 /// A request id: a number or a string (never null in MCP).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -6,8 +6,13 @@
 //!   2025-03-26 accepted from older servers);
 //! - [`transport`]: Streamable HTTP (both targets; `agent_http`'s strict
 //!   client, redirect-refusing sender and bounded SSE decoder) and stdio (native);
+//! - [`auth`]: authorization (MCP 2025-11-25): discovery, PKCE, client
+//!   registration, tokens, refresh and step-up, and the host's credential
+//!   store, URL guard and browser step;
 //! - [`client`]: [`McpClient`] (handshake, listings, calls, progress,
 //!   cancellation, timeouts, session expiry, server events);
+//! - [`elicitation`]: a server's `elicitation/create` (form mode), its
+//!   schema check, and the host's [`elicitation::ElicitationHandler`];
 //! - [`config`]: [`McpServerConfig`], the configuration of one server;
 //! - [`tools`]: the tool actors of a server (one per function, and the
 //!   resource and prompt read tools) and [`spawn_mcp_server`];
@@ -55,9 +60,11 @@
 // wasm32 the host traits inside are not `Send`, by design (as in the kernel).
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
+pub mod auth;
 pub mod client;
 pub mod codes;
 pub mod config;
+pub mod elicitation;
 pub mod error;
 pub mod jsonrpc;
 pub mod protocol;

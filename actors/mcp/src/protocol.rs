@@ -73,10 +73,16 @@ pub struct InitializeResult {
 /// The params of our `initialize`: the newest revision, no client
 /// capabilities (no sampling, elicitation or roots: those requests are
 /// answered "method not found").
-pub fn initialize_params() -> Value {
+/// The `initialize` params; `elicitation` declares form-mode elicitation.
+pub fn initialize_params(elicitation: bool) -> Value {
+    let capabilities = if elicitation {
+        serde_json::json!({"elicitation": {"form": {}}})
+    } else {
+        serde_json::json!({})
+    };
     serde_json::json!({
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": capabilities,
         "clientInfo": {"name": "agent-runtime", "version": env!("CARGO_PKG_VERSION")}
     })
 }
@@ -271,7 +277,11 @@ mod tests {
             negotiate_version("2024-11-05"),
             Err(McpError::UnsupportedVersion { .. })
         ));
-        assert_eq!(initialize_params()["protocolVersion"], "2025-11-25");
+        assert_eq!(initialize_params(false)["protocolVersion"], "2025-11-25");
+        assert_eq!(
+            initialize_params(true)["capabilities"]["elicitation"],
+            serde_json::json!({"form": {}})
+        );
     }
 
     #[test]

@@ -491,6 +491,7 @@ pub(crate) fn mcp_servers(config: &RuntimeConfig) -> Result<Vec<McpServerSpec>, 
         out.push(McpServerSpec {
             config: server,
             via_gateway: route,
+            auth: None,
         });
     }
     Ok(out)

@@ -32,6 +32,10 @@ pub(crate) struct Cli {
     /// Print one JSON object per line instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Keep MCP servers' login tokens in memory only, never in the data
+    /// directory's credentials file.
+    #[arg(long, global = true)]
+    pub(crate) no_store_credentials: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -297,6 +301,11 @@ pub(crate) enum Command {
     },
     /// Stop (cancel) a run.
     Stop { run: String },
+    /// Log in to an [[mcp]] server that needs authorization, or log out.
+    Mcp {
+        #[command(subcommand)]
+        action: crate::mcp_login::McpAction,
+    },
     /// Check a URL or a workspace path against the policies.
     Check {
         #[command(subcommand)]

@@ -34,6 +34,8 @@ use agent_kernel::maybe_send::boxed;
 use agent_kernel::tool::{CancelHandle, CancelToken};
 
 use super::{Inbound, InboundSink, Transport};
+use crate::auth::challenge::{self, BearerChallenge};
+use crate::auth::session::{AuthSession, TokenGeneration};
 use crate::config::HeaderValue;
 use crate::error::McpError;
 use crate::jsonrpc::{MAX_MESSAGE_BYTES, RequestId, ServerMessage, parse_server_messages};
@@ -75,6 +77,8 @@ pub const MAX_RETRY_MS: u64 = 10_000;
 pub const DEFAULT_RETRY_MS: u64 = 1_000;
 /// How long after its stream first ended a request may still be resumed.
 pub const MAX_RESUME_TIME: Duration = Duration::from_secs(60);
+/// How long the notification stream may take to answer its headers.
+pub const NOTIFICATION_STREAM_OPEN: Duration = Duration::from_secs(10);
 /// The header naming the last event received, on a resuming GET.
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 
@@ -107,6 +111,11 @@ pub struct HttpTransport {
     /// The event streams still read toward a request's answer, each
     /// stopped by its own handle when the client abandons the request.
     streams: Arc<Mutex<BTreeMap<RequestId, CancelHandle>>>,
+    /// Authorization (OAuth) of a server reached directly without a
+    /// configured `Authorization` header.
+    auth: Option<AuthSession>,
+    /// The configured server id (for authorization errors).
+    id: String,
 }
 
 impl Drop for HttpTransport {
@@ -121,10 +130,11 @@ impl HttpTransport {
     pub fn new(
         url: url::Url,
         origin: String,
-        headers: BTreeMap<String, HeaderValue>,
+        config: &crate::config::McpServerConfig,
         env: &crate::client::McpEnv,
         sink: InboundSink,
     ) -> Result<HttpTransport, McpError> {
+        let headers = config.headers.clone();
         let secrets = env.secrets.clone();
         let executor = env.executor.clone();
         let clock = env.clock.clone();
@@ -151,7 +161,23 @@ impl HttpTransport {
             id: origin.clone(),
             why: e.to_string(),
         })?;
+        let configured_authorization = headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"));
+        let auth = match (&env.auth, &route) {
+            (Some(auth_env), None) if !configured_authorization => Some(AuthSession::new(
+                &config.id,
+                &url,
+                config.auth.clone().unwrap_or_default(),
+                auth_env.clone(),
+                secrets.clone(),
+                clock.clone(),
+            )),
+            _ => None,
+        };
         Ok(HttpTransport {
+            auth,
+            id: config.id.clone(),
             url,
             origin,
             headers,
@@ -196,10 +222,24 @@ impl HttpTransport {
     async fn prepare(
         &self,
         builder: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::RequestBuilder, bool), McpError> {
+    ) -> Result<(reqwest::RequestBuilder, bool, Option<TokenGeneration>), McpError> {
         let mut builder = builder;
         let (session, version) = self.session();
         let had_session = session.is_some();
+        let mut generation = None;
+        if let Some(auth) = &self.auth {
+            let (token, sent) = auth.bearer().await?;
+            generation = Some(sent);
+            if let Some(token) = token {
+                let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| McpError::Transport {
+                        detail: "the stored access token is not a valid header value".into(),
+                        sent: false,
+                    })?;
+                value.set_sensitive(true);
+                builder = builder.header(reqwest::header::AUTHORIZATION, value);
+            }
+        }
         if let Some((_, token)) = &self.route {
             let mut auth = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| McpError::Transport {
@@ -257,7 +297,7 @@ impl HttpTransport {
                 }
             }
         }
-        Ok((builder, had_session))
+        Ok((builder, had_session, generation))
     }
 
     /// The GET that resumes a request's event stream (its headers as any
@@ -268,7 +308,7 @@ impl HttpTransport {
             .client
             .get(self.endpoint())
             .header(reqwest::header::ACCEPT, "text/event-stream");
-        let (builder, _) = self.prepare(builder).await.ok()?;
+        let (builder, _, _) = self.prepare(builder).await.ok()?;
         built(builder).ok()
     }
 
@@ -485,6 +525,18 @@ fn sse_error(e: agent_http::SseError) -> McpError {
     }
 }
 
+/// The `Bearer` challenge of a 401 or 403 answer (empty without one).
+fn bearer_challenge(response: &agent_http::Response) -> BearerChallenge {
+    response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(challenge::parse)
+        .find(|c| *c != BearerChallenge::default())
+        .unwrap_or_default()
+}
+
 fn content_type(response: &agent_http::Response) -> String {
     response
         .headers()
@@ -500,19 +552,48 @@ impl Transport for HttpTransport {
     async fn send(&self, message: &Value, request: Option<&RequestId>) -> Result<(), McpError> {
         let body = serde_json::to_vec(message)
             .map_err(|e| McpError::Protocol(format!("cannot encode a message: {e}")))?;
-        let builder = self
-            .client
-            .post(self.endpoint())
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, text/event-stream",
-            )
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        let (builder, had_session) = self.prepare(builder).await?;
-        let response = agent_http::send(&self.client, built(builder)?)
-            .await
-            .map_err(send_error)?;
+        let mut authorizations = 0u32;
+        let response = loop {
+            let builder = self
+                .client
+                .post(self.endpoint())
+                .header(
+                    reqwest::header::ACCEPT,
+                    "application/json, text/event-stream",
+                )
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            let (builder, had_session, generation) = self.prepare(builder).await?;
+            let response = agent_http::send(&self.client, built(builder)?)
+                .await
+                .map_err(send_error)?;
+            let (Some(auth), Some(generation)) = (&self.auth, generation) else {
+                break (response, had_session);
+            };
+            let status = response.status().as_u16();
+            if status != 401 && status != 403 {
+                break (response, had_session);
+            }
+            let challenge = bearer_challenge(&response);
+            if status == 403 && !challenge.insufficient_scope() {
+                break (response, had_session);
+            }
+            if authorizations >= crate::auth::MAX_AUTHORIZATIONS_PER_REQUEST {
+                return Err(McpError::Auth {
+                    id: self.id.clone(),
+                    why: format!(
+                        "the server still answered HTTP {status} after {authorizations} authorizations for this request; giving up"
+                    ),
+                });
+            }
+            authorizations += 1;
+            if status == 401 {
+                auth.unauthorized(&challenge, generation).await?;
+            } else {
+                auth.step_up(&challenge, generation).await?;
+            }
+        };
+        let (response, had_session) = response;
         let status = response.status();
         if let Some(id) = response
             .headers()
@@ -572,7 +653,7 @@ impl Transport for HttpTransport {
             .client
             .get(self.endpoint())
             .header(reqwest::header::ACCEPT, "text/event-stream");
-        let Ok((builder, _)) = self.prepare(builder).await else {
+        let Ok((builder, _, _)) = self.prepare(builder).await else {
             return;
         };
         let Ok(request) = built(builder) else {
@@ -582,12 +663,24 @@ impl Transport for HttpTransport {
         let closed = self.closed.token();
         let client = self.client.clone();
         let clock = self.clock.clone();
+        // Kept to reopen the stream (a GET has no body: it clones).
+        let template = request.try_clone();
+        // Opened before the handshake returns, so that the server has it
+        // before any later request (it is not mistaken for a resumption);
+        // a server that does not answer its headers in time offers none.
+        let sent = agent_kernel::host::timeout(
+            &*self.clock,
+            NOTIFICATION_STREAM_OPEN,
+            agent_http::send(&client, request),
+        )
+        .await;
         self.executor.spawn(boxed(async move {
-            // Kept to reopen the stream (a GET has no body: it clones).
-            let template = request.try_clone();
-            let sent = futures::select! {
-                sent = agent_http::send(&client, request).fuse() => sent,
-                () = closed.cancelled().fuse() => return,
+            let sent = match sent {
+                Ok(sent) => sent,
+                Err(_) => {
+                    tracing::debug!("the MCP notification stream did not open in time");
+                    return;
+                }
             };
             let mut response = match sent {
                 Ok(response)

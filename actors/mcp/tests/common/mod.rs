@@ -65,6 +65,8 @@ pub fn env_with(secrets: Arc<dyn SecretResolver>) -> McpEnv {
         clock: clock(),
         secrets,
         gateway: None,
+        auth: None,
+        elicitation: None,
     }
 }
 
