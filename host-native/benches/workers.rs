@@ -25,8 +25,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_host_native::queue::QueuedProvider;
-use agent_host_native::queue::{NewRun, StartRequest, enqueue_start};
+use agent_host_native::workers::queue::QueuedProvider;
+use agent_host_native::workers::queue::{NewRun, StartRequest, enqueue_start};
 use agent_kernel::host::{BlobRef, Storage, StorageExt};
 use agent_kernel::run::{AgentRun, RunStatus};
 use agent_kernel::{RunId, SessionId};

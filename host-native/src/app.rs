@@ -97,7 +97,7 @@ pub enum ProviderSpec {
     },
     /// A provider of the executing process's own configuration, by name
     /// (S14.2): `[providers.NAME]`, or `[provider]` when `name` is none. The
-    /// only remote kind a queued run may name ([`crate::queue`]): the
+    /// only remote kind a queued run may name ([`crate::workers::queue`]): the
     /// endpoint and the key's variable are the executor's, never the record's.
     Configured {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,10 +13,11 @@
 //! - [`app`]: the wired runtime (every tool actor registered, the
 //!   supervisor's `Runtime`, launch records);
 //! - [`demo`]: the embedded demo scenario;
-//! - [`gateway`]: the local gateway served by `agentrt serve`;
-//! - [`page`]: the demo page's static routes beside the gateway;
-//! - `tabs` (feature `sim`, on by default): the tab-loss simulator for
-//!   native test hosts (`agentrt sim`);
+//! - [`serve`]: what `agentrt serve` serves: the local gateway, the demo
+//!   page's static routes beside it, the model relay and MCP through the
+//!   gateway;
+//! - `sim` (feature `sim`, on by default): the tab-loss simulator for
+//!   native test hosts (`agentrt sim`), and Deep Research in it;
 //! - `pause` (feature `test-hooks`, never in a release build): a test-only
 //!   pause at a named journal boundary (SIGKILL tests); the same feature
 //!   turns on the supervisor's deliberate faults (`Sabotage`);
@@ -26,10 +27,13 @@
 //!   in (`agentrt __script-sandbox`);
 //! - [`document_sandbox`]: the killable, address-space-capped process that
 //!   reads HTML and PDFs (`agentrt __document-sandbox`);
-//! - [`queue`]: runs handed to workers through the store (`agentrt run
-//!   --detach`, `agentrt resume --detach`, an embedder's call);
-//! - [`worker`]: `agentrt worker`, which executes queued runs, many workers
-//!   sharing one database (S14.1), and its health report.
+//! - [`workers`]: runs handed to workers through the store (`agentrt run
+//!   --detach`, `agentrt resume --detach`, an embedder's call), and
+//!   `agentrt worker`, which executes them, many workers sharing one
+//!   database (S14.1), with its health report.
+//!
+//! The `agentrt` binary's own code (argument parsing, one module per group
+//! of commands, the output) is in `src/cli/`, beside `src/main.rs`.
 //!
 //! Storage backends are crates of their own (`stores/sqlite`,
 //! `stores/postgres`): this host picks one and wires it. tokio because every
@@ -73,22 +77,16 @@ pub mod app;
 pub mod config;
 pub mod demo;
 pub mod document_sandbox;
-pub mod gateway;
 pub mod host;
 pub mod mcp_auth;
-pub mod mcp_gateway;
-pub mod page;
 #[cfg(feature = "test-hooks")]
 pub mod pause;
 pub mod private;
 pub mod process;
-pub mod queue;
-pub mod relay;
-#[cfg(feature = "sim")]
-pub mod research_sim;
 pub mod sandbox;
 pub mod script_sandbox;
-pub mod sqlite;
+pub mod serve;
 #[cfg(feature = "sim")]
-pub mod tabs;
-pub mod worker;
+pub mod sim;
+pub mod sqlite;
+pub mod workers;

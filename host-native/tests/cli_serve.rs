@@ -327,7 +327,7 @@ fn each_allowed_origin_reads_with_the_token_and_every_check_holds() {
 
         let huge = fetch_body(&format!(
             "{PUBLIC_URL}{}",
-            "a".repeat(agent_host_native::gateway::MAX_REQUEST_BYTES)
+            "a".repeat(agent_host_native::serve::gateway::MAX_REQUEST_BYTES)
         ));
         let too_big = request(
             server.addr,

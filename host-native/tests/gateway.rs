@@ -4,7 +4,7 @@
 //! is a server on loopback started here; the Jina-compatible reader is user
 //! configuration, so it may live on loopback.
 
-use agent_host_native::gateway;
+use agent_host_native::serve::gateway;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

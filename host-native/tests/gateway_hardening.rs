@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_fetch::{CancelToken, FetchBackend, FlowFailure, Page};
-use agent_host_native::gateway::{self, ServeLimits};
-use agent_host_native::page::{self, PageDirs};
+use agent_host_native::serve::gateway::{self, ServeLimits};
+use agent_host_native::serve::page::{self, PageDirs};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -15,8 +15,8 @@ use agent_fetch::{
     ExtractionSlots, FetchError, GatewayReply, HtmlLimits, HtmlRefusal, Limits, ReaderConfig,
     ScriptedResolver, UrlPolicy, WebReader,
 };
-use agent_host_native::gateway;
 use agent_host_native::host::TokioExecutor;
+use agent_host_native::serve::gateway;
 use agent_kernel::host::ManualClock;
 use axum::Router;
 use axum::extract::Path;

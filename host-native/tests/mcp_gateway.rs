@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use agent_fetch::testing::TestLoopback;
 use agent_fetch::{Limits, ReaderConfig, ScriptedResolver, UrlPolicy, WebReader};
-use agent_host_native::gateway::{self, GatewayState};
-use agent_host_native::mcp_gateway::{ConfiguredMcpServer, MCP_TARGET_HEADER, McpGateway};
+use agent_host_native::serve::gateway::{self, GatewayState};
+use agent_host_native::serve::mcp_gateway::{ConfiguredMcpServer, MCP_TARGET_HEADER, McpGateway};
 use agent_kernel::host::ManualClock;
 use axum::http::HeaderMap;
 
@@ -279,7 +279,8 @@ async fn token_origin_method_and_target_are_checked_first() {
         .header(MCP_TARGET_HEADER, &target)
         .body(vec![
             b'x';
-            agent_host_native::mcp_gateway::MAX_MCP_BODY_BYTES + 1
+            agent_host_native::serve::mcp_gateway::MAX_MCP_BODY_BYTES
+                + 1
         ])
         .send()
         .await

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use agent_fetch::{Limits, ReaderConfig, ScriptedResolver, UrlPolicy, WebReader};
-use agent_host_native::gateway::{self, GatewayState};
-use agent_host_native::relay::{Relay, RelayTarget};
+use agent_host_native::serve::gateway::{self, GatewayState};
+use agent_host_native::serve::relay::{Relay, RelayTarget};
 use agent_kernel::host::ManualClock;
 use axum::http::HeaderMap;
 
@@ -269,7 +269,7 @@ async fn nothing_else_reaches_the_provider() {
     // Over the body limit.
     let big = format!(
         "{{\"x\": \"{}\"}}",
-        "a".repeat(agent_host_native::relay::MAX_RELAY_BODY_BYTES)
+        "a".repeat(agent_host_native::serve::relay::MAX_RELAY_BODY_BYTES)
     );
     let resp = client
         .post(format!("http://{gw}/v1/relay/anthropic/messages"))
@@ -341,7 +341,7 @@ async fn slow_upstream(
 async fn gateway_with(
     up: SocketAddr,
     request: std::time::Duration,
-    limits: agent_host_native::relay::RelayLimits,
+    limits: agent_host_native::serve::relay::RelayLimits,
 ) -> (SocketAddr, String) {
     let key = |_: &str| Some(SERVER_KEY.to_owned());
     let relay = Relay::new(vec![
@@ -417,7 +417,7 @@ async fn a_stalled_relayed_answer_is_cut_at_the_idle_bound() {
         Some(std::time::Duration::from_secs(30)),
     )
     .await;
-    let limits = agent_host_native::relay::RelayLimits {
+    let limits = agent_host_native::serve::relay::RelayLimits {
         idle: std::time::Duration::from_millis(300),
         whole: std::time::Duration::from_secs(600),
     };
@@ -442,7 +442,7 @@ async fn a_stalled_relayed_answer_is_cut_at_the_idle_bound() {
 
     // The whole-answer limit: a steady trickle past it is cut too.
     let up = slow_upstream(40, std::time::Duration::from_millis(50), None).await;
-    let limits = agent_host_native::relay::RelayLimits {
+    let limits = agent_host_native::serve::relay::RelayLimits {
         idle: std::time::Duration::from_secs(60),
         whole: std::time::Duration::from_millis(500),
     };

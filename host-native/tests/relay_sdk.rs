@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_fetch::{Limits, ReaderConfig, ScriptedResolver, UrlPolicy, WebReader};
-use agent_host_native::gateway::{self, GatewayState};
-use agent_host_native::relay::{Relay, RelayTarget};
+use agent_host_native::serve::gateway::{self, GatewayState};
+use agent_host_native::serve::relay::{Relay, RelayTarget};
 use agent_kernel::host::ManualClock;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};

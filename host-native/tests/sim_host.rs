@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_capabilities::{EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Trust};
-use agent_host_native::tabs::{SimPlan, SimWiring, run_seeds};
+use agent_host_native::sim::{SimPlan, SimWiring, run_seeds};
 use agent_kernel::host::Host;
 use agent_kernel::protocol::{Provenance, TargetRule, ToolDefinition, ToolFailure, ToolSuccess};
 use agent_kernel::tool::{Tool, ToolContext, spawn_tool};
@@ -133,7 +133,7 @@ fn wiring(port: u16) -> SimWiring {
 
 fn plan() -> SimPlan {
     let mut plan = SimPlan::default();
-    plan.sessions.push(agent_host_native::tabs::SessionPlan {
+    plan.sessions.push(agent_host_native::sim::SessionPlan {
         session: "second-session".into(),
         prompts: vec!["order printer paper".into(), "and once more please".into()],
     });

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agent_host_native::tabs::{SimPlan, SimWiring, simulate_seed};
+use agent_host_native::sim::{SimPlan, SimWiring, simulate_seed};
 use agent_mcp::McpServerConfig;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;

@@ -4,9 +4,9 @@
 //! killed or interrupted (offline, page hidden, executor lost) at random
 //! commits and await points, reloaded, the person approving the plan and
 //! choosing Resume; checked by the run invariants and the research rules of
-//! `agent_host_native::research_sim`: 0 violations.
+//! `agent_host_native::sim::research`: 0 violations.
 
-use agent_host_native::research_sim::run_research_seeds;
+use agent_host_native::sim::research::run_research_seeds;
 
 #[test]
 fn a_research_task_survives_1000_seeds_of_tab_loss_without_violations() {
@@ -31,7 +31,7 @@ fn a_research_task_survives_1000_seeds_of_tab_loss_without_violations() {
 /// honest play has no violation.
 #[test]
 fn the_research_simulation_catches_each_sabotaged_driver() {
-    use agent_host_native::research_sim::{
+    use agent_host_native::sim::research::{
         DriverSabotage, simulate_research_seed, simulate_sabotaged_research_seed,
     };
     let seeds = 0..12u64;

@@ -1,5 +1,5 @@
 //! The tab-loss simulator on SQLite (issue 8 item 5): the supervisor's
-//! crash simulator over SQLite for 50 seeds, and the public `tabs` API —
+//! crash simulator over SQLite for 50 seeds, and the public `sim` API —
 //! kill at a journal boundary or an await point, reload, a second tab
 //! refused while the lease is live, lease expiry, explicit resume
 //! (S2.3, S2.5, S3.1, S3.3).
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_host_native::process::Liveness;
+use agent_host_native::sim::{KillAt, SimError, Tab, TabSim};
 use agent_host_native::sqlite::SqliteStorage;
-use agent_host_native::tabs::{KillAt, SimError, Tab, TabSim};
 use agent_kernel::host::{LeaseError, Storage};
 use agent_kernel::run::{PendingKind, RunStatus};
 use agent_kernel::{OwnerId, RunId};

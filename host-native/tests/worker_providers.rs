@@ -26,9 +26,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_host_native::queue::QUEUE_PREFIX;
 use agent_host_native::sqlite::SqliteStorage;
-use agent_host_native::worker::WorkerStatus;
+use agent_host_native::workers::queue::QUEUE_PREFIX;
+use agent_host_native::workers::status::WorkerStatus;
 use agent_kernel::host::{Batch, Storage, Table};
 use agent_store_postgres::PostgresStorage;
 use agent_store_postgres::test_cluster::PgCluster;

@@ -35,10 +35,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_host_native::queue::{
+use agent_host_native::workers::queue::{
     NewRun, QueuedProvider, StartRequest, enqueue_resume, enqueue_start, read_queue,
 };
-use agent_host_native::worker::WorkerStatus;
+use agent_host_native::workers::status::WorkerStatus;
 use agent_kernel::host::StorageExt;
 use agent_kernel::run::{AgentRun, PendingKind, PendingRequest, RunStatus};
 use agent_kernel::{RunId, SessionId};

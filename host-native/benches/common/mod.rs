@@ -6,7 +6,7 @@
 //! {"bench":"runtime","name":"round_memory_100","label":"…","value":41.2,"unit":"us", …}
 //! ```
 //!
-//! `name` is stable (the aims in `xtask/src/bench.rs` key on it), `label`
+//! `name` is stable (the aims in `xtask/src/bench/aims.rs` key on it), `label`
 //! is what the table shows, `value` is a number in `unit`; any further
 //! fields are details (counts, the first and last tenth of a run, notes).
 //! Without `BENCH_JSON` nothing is written and the benches only print prose.

@@ -304,7 +304,7 @@ pub(crate) enum Command {
     /// Log in to an [[mcp]] server that needs authorization, or log out.
     Mcp {
         #[command(subcommand)]
-        action: crate::mcp_login::McpAction,
+        action: crate::cli::mcp_login::McpAction,
     },
     /// Check a URL or a workspace path against the policies.
     Check {

@@ -13,13 +13,18 @@
 
 use std::io::Write;
 
-use agent_host_native::app::App;
-use agent_kernel::SessionId;
+use agent_host_native::app::{App, AppError, Launch, ProviderSpec};
+use agent_host_native::config::Config;
+use agent_kernel::{RunId, SessionId};
 use agent_research::report::Report;
 use agent_research::view::ResearchView;
 use agent_research::{PlanDecision, ResearchPlan, ResearchTask, TaskId};
+use agent_supervisor::RunConfig;
 
+use super::args::{Cli, Source};
 use super::exit::{code, usage};
+use super::open::{load_config, open_app, open_host, open_viewer};
+use super::runs::session_busy;
 
 /// Parse a task id given on the command line.
 pub(crate) fn parse_task(text: &str) -> anyhow::Result<TaskId> {
@@ -160,4 +165,118 @@ pub(crate) async fn print_report(json: bool, app: &App, task: &TaskId) -> anyhow
 /// The session of a task as the command line names it.
 pub(crate) fn session_of(task: &ResearchTask) -> SessionId {
     task.session.clone()
+}
+
+pub(crate) enum ResearchAction {
+    Show,
+    Decide(agent_research::PlanDecision),
+    Resume,
+}
+
+/// `agentrt research "topic"`: the start turn, then planning up to the
+/// plan request. The start run gets a launch record, so that the later
+/// commands reopen the task with the same model.
+pub(crate) async fn start_research(
+    cli: &Cli,
+    config: Config,
+    source: Source,
+    topic: &str,
+    run_config: RunConfig,
+    session: Option<SessionId>,
+) -> anyhow::Result<u8> {
+    let spec = match source {
+        Source::Provider(spec) => spec,
+        Source::Scenario(text) => {
+            let host = open_host(cli).await?;
+            let blob = agent_kernel::host::BlobRef::of(text.as_bytes());
+            host.host()
+                .storage
+                .put_blob(&blob.hash, text.into_bytes())
+                .await?;
+            ProviderSpec::Scripted { scenario: blob }
+        }
+    };
+    let app = open_app(cli, config, &spec).await?;
+    let session = match session {
+        Some(s) => s,
+        None => SessionId::new(agent_kernel::host::random_id(
+            app.native().host().entropy.as_ref(),
+            "session-",
+        ))?,
+    };
+    let _opened = app.open_session(&session).await.map_err(session_busy)?;
+    let a = app.assembly();
+    let started = a.start_research(&session, topic, run_config).await?;
+    app.record_launch(&Launch {
+        run: started.run.clone(),
+        provider: spec,
+        demo: false,
+    })
+    .await?;
+    if !cli.json {
+        eprintln!(
+            "research task {} started in session {session} (turn {})",
+            started.task, started.run
+        );
+    }
+    let view = a.advance_research(&session, &started.task).await?;
+    // Shown here: the plan request is presented once (S6.4).
+    let _ = a.present_plan(&session, &started.task).await?;
+    print_view(cli.json, &view)?;
+    Ok(exit_code(&view))
+}
+
+/// `agentrt plan show|approve|edit|reject TASK`, `agentrt research --resume TASK`.
+pub(crate) async fn research_action(
+    cli: &Cli,
+    task: &agent_research::TaskId,
+    action: ResearchAction,
+) -> anyhow::Result<u8> {
+    if let ResearchAction::Show = action {
+        let app = open_viewer(cli).await?;
+        let stored = find(&app, task).await?;
+        let view = app
+            .assembly()
+            .research_view(&session_of(&stored), task)
+            .await?;
+        print_view(cli.json, &view)?;
+        return Ok(exit_code(&view));
+    }
+    let config = load_config(cli)?;
+    let (stored, launch) = {
+        let viewer = open_viewer(cli).await?;
+        let stored = find(&viewer, task).await?;
+        let start = RunId::new(stored.message.as_str())?;
+        let launch = Launch::load(viewer.native().host().storage.as_ref(), &start)
+            .await?
+            .ok_or_else(|| anyhow::Error::new(AppError::NoLaunch(start.clone())))?;
+        (stored, launch)
+    };
+    let app = open_app(cli, config, &launch.provider).await?;
+    let session = session_of(&stored);
+    let _opened = app.open_session(&session).await.map_err(session_busy)?;
+    let a = app.assembly();
+    let view = match action {
+        ResearchAction::Show => a.research_view(&session, task).await?,
+        ResearchAction::Resume => a.resume_research(&session, task).await?,
+        ResearchAction::Decide(decision) => {
+            let current = a.research_view(&session, task).await?;
+            let request = current.plan_request.map(|r| r.id).ok_or_else(|| {
+                usage(format!(
+                    "research task {task} has no plan waiting for a decision (it is {})",
+                    current.phase
+                ))
+            })?;
+            a.decide_plan(&session, task, &request, decision)
+                .await
+                .map_err(|e| match e {
+                    agent_assembly::ResearchDeskError::Research(
+                        agent_research::ResearchError::Plan(p),
+                    ) => usage(format!("the edited plan is refused: {p}")),
+                    other => anyhow::Error::new(other),
+                })?
+        }
+    };
+    print_view(cli.json, &view)?;
+    Ok(exit_code(&view))
 }

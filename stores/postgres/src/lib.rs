@@ -96,6 +96,7 @@ pub mod migrate;
 pub mod storage;
 #[cfg(feature = "test-cluster")]
 pub mod test_cluster;
+mod transaction;
 
 pub use errors::OpenError;
 pub use storage::{DeadOwnerCheck, PostgresOptions, PostgresStorage, StoreCounts};

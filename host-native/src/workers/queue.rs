@@ -5,7 +5,7 @@
 //! This module owns the record, enqueueing it ([`enqueue_start`],
 //! [`enqueue_resume`], the embedder's calls behind `agentrt run --detach`
 //! and `agentrt resume --detach`) and reading the queue ([`read_queue`]);
-//! claiming and executing are the worker's ([`crate::worker`]).
+//! claiming and executing are the worker's ([`crate::workers::worker`]).
 //!
 //! A queued start has its run id from the moment it is queued, so the caller
 //! can name the run at once; the worker starts it under that id

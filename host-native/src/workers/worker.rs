@@ -1,5 +1,5 @@
 //! `agentrt worker` (S14.1): a long-running process that executes the runs
-//! queued in a shared store ([`crate::queue`]), many workers on many
+//! queued in a shared store ([`crate::workers::queue`]), many workers on many
 //! machines sharing one database. This module owns the worker loop (claim,
 //! execute, release), its shutdown on SIGTERM and its health report
 //! ([`WorkerStatus`]); running a run is the runtime's own `start_as` and
@@ -32,7 +32,7 @@
 //!   provider the worker lacks is started on a provider that fails every
 //!   request, so the run ends `failed` and its record says why; a resume
 //!   naming one is refused and the run stays interrupted. A stored record
-//!   naming an endpoint or a variable ([`crate::queue::RefusedEntry`]) is
+//!   naming an endpoint or a variable ([`crate::workers::queue::RefusedEntry`]) is
 //!   dropped under the session's lease, with no provider built for it.
 //! * **SIGTERM / SIGINT**: stop claiming, let the runs held finish for
 //!   [`WorkerOptions::drain`], interrupt the rest (the host's `shut_down`,
@@ -45,25 +45,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_assembly::NoModel;
-use agent_kernel::host::{Batch, LeaseError, Record, StorageError, StorageExt, Table};
-use agent_kernel::run::{AgentRun, RunStatus, StopReason};
+use agent_kernel::host::{Batch, LeaseError};
+use agent_kernel::run::RunStatus;
 use agent_kernel::{RunId, SessionId};
 use agent_supervisor::RunError;
-use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use agent_supervisor::provider::capabilities::ModelCapabilities;
-use agent_supervisor::provider::set::NamedProvider;
-use agent_supervisor::{ModelProvider, ProviderError};
+use agent_supervisor::ModelProvider;
 
+use super::execute::{Outcome, drop_refused, execute};
+use super::route::{Job, Missing, Route, UNCONFIGURED, Unconfigured};
+use super::status::{StatusRecord, WorkerStatus};
 use crate::app::{App, AppError, AppOptions, provider_for};
-use crate::config::ProviderNameError;
-use crate::queue::{
-    QueueItem, QueuedAction, QueuedProvider, QueuedRun, RefusedEntry, StartRequest, read_queue,
-};
-
-/// Where worker status records live in `Table::Meta`.
-pub const WORKER_PREFIX: &str = "agentrt/workers/";
+use crate::workers::queue::{QueueItem, QueuedProvider, read_queue};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -92,61 +86,6 @@ impl Default for WorkerOptions {
             status_every: Duration::from_secs(1),
         }
     }
-}
-
-/// What a worker reports about itself (the status file, the store record
-/// `agentrt/workers/<owner>`, `agentrt workers`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerStatus {
-    /// The worker's lease owner id (process, boot, start time).
-    pub owner: String,
-    pub pid: u32,
-    /// `running`, `draining` (SIGTERM received) or `stopped`.
-    pub state: String,
-    pub started_at_ms: u64,
-    pub updated_at_ms: u64,
-    /// The runs executing now.
-    pub held: Vec<String>,
-    pub runs_held: u64,
-    /// Requests in the queue at the last read (all workers').
-    pub queue_length: u64,
-    /// Queue entries that do not decode (left alone; repair or delete them).
-    pub queue_corrupt: u64,
-    /// Runs this worker took and saw end `completed`.
-    pub completed: u64,
-    /// ... end `interrupted` (by a signal, a lost store, or waiting for a
-    /// decision on an `effect_unknown` call).
-    pub interrupted: u64,
-    /// ... end waiting for a person (approval, input).
-    pub waiting: u64,
-    /// ... end `failed` or `cancelled`.
-    pub failed: u64,
-    /// Requests dropped because they could not be run (refused config,
-    /// a resume of a run that was not interrupted, a record naming an
-    /// endpoint or a key's variable, S14.2), each logged.
-    pub refused: u64,
-    /// Queued starts whose run existed already (a lost worker had started it).
-    pub already_started: u64,
-    /// Runs left `running` by lost workers that this worker interrupted.
-    pub recovered: u64,
-    /// Store operations that failed (unreachable database), all retried.
-    pub store_errors: u64,
-    /// Batches the store's fence refused (a stale lease epoch), PostgreSQL only.
-    pub stale_refusals: u64,
-    /// Batches committed, PostgreSQL only.
-    pub commits: u64,
-}
-
-/// What became of one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Settled(RunStatus, bool),
-    Refused,
-    AlreadyStarted,
-    /// Left in the queue: the store failed, taken again later.
-    Retry,
-    /// Taken by another worker meanwhile.
-    Gone,
 }
 
 /// A worker: its base runtime (no model: queue reads, recovery), and one
@@ -492,145 +431,6 @@ impl Worker {
     }
 }
 
-/// The `apps` key of the runtime whose provider stands for every name this
-/// worker's configuration lacks.
-const UNCONFIGURED: &str = "unconfigured";
-
-/// Where a queued run goes in this worker (S14.2).
-struct Route {
-    app: Arc<App>,
-    /// The model a start is given: the person's choice, else the
-    /// configured provider's (none for a scripted scenario).
-    model: Option<String>,
-    /// The run names a provider this worker's configuration lacks.
-    missing: Option<Missing>,
-}
-
-/// A provider name this worker's configuration lacks, and why.
-struct Missing {
-    name: Option<String>,
-    error: ProviderNameError,
-}
-
-/// One claimed request: a run with its route, or a refused record (dropped
-/// with the base runtime, no provider built).
-enum Job {
-    Run(QueuedRun, Route),
-    Refused(RefusedEntry, Arc<App>),
-}
-
-impl Job {
-    fn names(&self) -> (SessionId, RunId) {
-        match self {
-            Job::Run(e, _) => (e.session.clone(), e.run.clone()),
-            Job::Refused(r, _) => (r.session.clone(), r.run.clone()),
-        }
-    }
-    fn app(&self) -> &App {
-        match self {
-            Job::Run(_, route) => &route.app,
-            Job::Refused(_, app) => app,
-        }
-    }
-}
-
-/// The provider of runs naming a provider this worker's configuration
-/// lacks: every request fails at once (not an outage, so the run ends
-/// `failed`, its stop reason naming the missing provider), and nothing is
-/// sent anywhere. A run naming `[providers.NAME]` reaches it through
-/// [`ModelProvider::named`]; one naming none (no `[provider]` here) through
-/// the default.
-struct Unconfigured {
-    /// The names this worker does configure, for the message.
-    known: Vec<String>,
-}
-
-impl Unconfigured {
-    fn failing(error: ProviderNameError) -> Arc<dyn ModelProvider> {
-        Arc::new(Failing(error))
-    }
-}
-
-/// Fails every request, saying which provider is missing.
-struct Failing(ProviderNameError);
-
-#[async_trait::async_trait]
-impl ModelProvider for Failing {
-    fn name(&self) -> &str {
-        UNCONFIGURED
-    }
-    fn capabilities(&self, _model: &str) -> ModelCapabilities {
-        // The run starts, so that its record can say why it failed.
-        ModelCapabilities::ASSUMED
-    }
-    async fn stream(
-        &self,
-        _request: agent_supervisor::provider::ModelRequest,
-    ) -> Result<agent_supervisor::provider::ModelStream, ProviderError> {
-        Err(ProviderError::Config(format!(
-            "this worker: {} (S14.2: a queued run names a provider of the workers' own configuration)",
-            self.0
-        )))
-    }
-}
-
-#[async_trait::async_trait]
-impl ModelProvider for Unconfigured {
-    fn name(&self) -> &str {
-        UNCONFIGURED
-    }
-    fn capabilities(&self, _model: &str) -> ModelCapabilities {
-        ModelCapabilities::ASSUMED
-    }
-    fn named(&self, name: &str) -> Option<NamedProvider> {
-        let known = if self.known.is_empty() {
-            "none".to_owned()
-        } else {
-            self.known.join(", ")
-        };
-        Some(NamedProvider {
-            provider: Unconfigured::failing(ProviderNameError::Unknown {
-                name: name.to_owned(),
-                known,
-            }),
-            default_model: UNCONFIGURED.to_owned(),
-        })
-    }
-    async fn stream(
-        &self,
-        request: agent_supervisor::provider::ModelRequest,
-    ) -> Result<agent_supervisor::provider::ModelStream, ProviderError> {
-        Failing(ProviderNameError::NoDefault).stream(request).await
-    }
-}
-
-/// The store record of a worker's status.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct StatusRecord(pub WorkerStatus);
-
-impl Record for StatusRecord {
-    const TABLE: Table = Table::Meta;
-    fn key(&self) -> String {
-        format!("{WORKER_PREFIX}{}", self.0.owner)
-    }
-}
-
-/// Every worker status stored, and the keys of records that do not decode.
-pub async fn read_workers(
-    storage: &dyn agent_kernel::host::Storage,
-) -> Result<(Vec<WorkerStatus>, Vec<String>), StorageError> {
-    let mut workers = Vec::new();
-    let mut corrupt = Vec::new();
-    for (key, bytes) in storage.scan_prefix(Table::Meta, WORKER_PREFIX).await? {
-        match serde_json::from_slice::<WorkerStatus>(&bytes) {
-            Ok(w) => workers.push(w),
-            Err(_) => corrupt.push(key),
-        }
-    }
-    Ok((workers, corrupt))
-}
-
 /// Write `status` to `path` through a temporary file and a rename, so a
 /// reader never sees half of it.
 pub fn write_file_atomically(path: &Path, status: &WorkerStatus) -> Result<(), WorkerError> {
@@ -644,220 +444,4 @@ pub fn write_file_atomically(path: &Path, status: &WorkerStatus) -> Result<(), W
     let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, json).map_err(|e| fail(e.to_string()))?;
     std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
-}
-
-/// Execute one request under the session's lease `guard`.
-async fn execute(
-    route: &Route,
-    guard: &agent_kernel::host::LeaseGuard,
-    entry: &QueuedRun,
-) -> Outcome {
-    let app = route.app.as_ref();
-    let storage = app.native().host().storage.clone();
-    let key = entry.key();
-    // Taken and finished by another worker between our read and our lease?
-    match storage.get(Table::Meta, &key).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return Outcome::Gone,
-        Err(e) => {
-            tracing::warn!(run = %entry.run, error = %e, "cannot read the request; it waits");
-            return Outcome::Retry;
-        }
-    }
-    let dequeue = || async {
-        storage
-            .commit(
-                Batch::new()
-                    .fenced(guard.fence())
-                    .delete(Table::Meta, key.clone()),
-            )
-            .await
-    };
-    let runtime = app.runtime();
-    match &entry.action {
-        QueuedAction::Start { prompt, request } => {
-            match storage.get(Table::Runs, entry.run.as_str()).await {
-                Ok(Some(_)) => {
-                    // A lost worker started it: never a second start.
-                    return match dequeue().await {
-                        Ok(()) => Outcome::AlreadyStarted,
-                        Err(_) => Outcome::Retry,
-                    };
-                }
-                Ok(None) => {}
-                Err(_) => return Outcome::Retry,
-            }
-            let loaded = async {
-                let prompt = runtime.blob(&entry.run, prompt).await?;
-                let request = runtime.blob(&entry.run, request).await?;
-                let prompt = String::from_utf8(prompt).map_err(|_| RunError::Inconsistent {
-                    run: entry.run.clone(),
-                    detail: "the queued prompt is not UTF-8".into(),
-                })?;
-                let request: StartRequest =
-                    serde_json::from_slice(&request).map_err(|e| RunError::Inconsistent {
-                        run: entry.run.clone(),
-                        detail: format!("the queued run configuration does not decode: {e}"),
-                    })?;
-                Ok::<_, RunError>((prompt, request))
-            }
-            .await;
-            let (prompt, request) = match loaded {
-                Ok(loaded) => loaded,
-                Err(e) if e.is_storage_unavailable() => return Outcome::Retry,
-                Err(e) => return refuse(&dequeue, entry, &e).await,
-            };
-            let mut config = request.config;
-            config.history = request.history;
-            // The worker's own choice of model and provider (S14.2).
-            if let Some(model) = &route.model {
-                config.model.model = model.clone();
-            }
-            config.model.provider = None;
-            if let Some(missing) = &route.missing {
-                tracing::error!(run = %entry.run, error = %missing.error, "the queued start names a provider this worker lacks; the run fails");
-                eprintln!(
-                    "agentrt worker: run {} names a provider this worker lacks ({}); the run fails",
-                    entry.run, missing.error
-                );
-                // Through `named`, so that the failure names it.
-                config.model.provider = missing.name.clone();
-            }
-            match runtime
-                .start_as(entry.run.clone(), &entry.session, &prompt, config)
-                .await
-            {
-                Ok(_) => {}
-                Err(RunError::AlreadyExists(_)) => {
-                    return match dequeue().await {
-                        Ok(()) => Outcome::AlreadyStarted,
-                        Err(_) => Outcome::Retry,
-                    };
-                }
-                Err(e) if e.is_storage_unavailable() => return Outcome::Retry,
-                Err(e) => return refuse(&dequeue, entry, &e).await,
-            }
-            // The run exists now; a failure here leaves an entry that the
-            // next worker drops as already started.
-            if let Err(e) = dequeue().await {
-                tracing::warn!(run = %entry.run, error = %e, "cannot remove the started request; the next worker drops it");
-            }
-        }
-        QueuedAction::Resume => {
-            if let Some(missing) = &route.missing {
-                // Never resumed on a provider that cannot answer: the run
-                // stays interrupted for a worker that has it.
-                let why = format!("this worker: {}", missing.error);
-                return refuse(&dequeue, entry, &why).await;
-            }
-            // Removed first: a worker lost from here on leaves the run
-            // interrupted, waiting for the person's next Resume (S2.5).
-            if let Err(e) = dequeue().await {
-                tracing::warn!(run = %entry.run, error = %e, "cannot take the resume request; it waits");
-                return Outcome::Retry;
-            }
-            if let Err(e) = runtime.resume(&entry.run).await {
-                tracing::warn!(run = %entry.run, error = %e, "the queued resume was refused");
-                return match e {
-                    RunError::DecisionPending { .. } => {
-                        Outcome::Settled(RunStatus::Interrupted, true)
-                    }
-                    _ => Outcome::Refused,
-                };
-            }
-        }
-    }
-    settle(app, &entry.run).await
-}
-
-/// Drop a stored record whose provider is refused (S14.2), under the
-/// session's lease `guard`, saying why; nothing else of it is read.
-async fn drop_refused(
-    app: &App,
-    guard: &agent_kernel::host::LeaseGuard,
-    refused: &RefusedEntry,
-) -> Outcome {
-    let storage = app.native().host().storage.clone();
-    match storage.get(Table::Meta, &refused.key).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return Outcome::Gone,
-        Err(_) => return Outcome::Retry,
-    }
-    tracing::error!(run = %refused.run, error = %refused.error, "the queued {} is refused and removed", refused.action);
-    eprintln!(
-        "agentrt worker: the queued {} of run {} is refused and removed: {}",
-        refused.action, refused.run, refused.error
-    );
-    match storage
-        .commit(
-            Batch::new()
-                .fenced(guard.fence())
-                .delete(Table::Meta, refused.key.clone()),
-        )
-        .await
-    {
-        Ok(()) => Outcome::Refused,
-        Err(_) => Outcome::Retry,
-    }
-}
-
-/// Drop a request that cannot run, saying why in the log.
-async fn refuse<F, Fut>(
-    dequeue: &F,
-    entry: &QueuedRun,
-    e: &(dyn std::fmt::Display + Sync),
-) -> Outcome
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<(), StorageError>>,
-{
-    tracing::error!(run = %entry.run, error = %e, "the queued {} is refused and removed", entry.action_name());
-    eprintln!(
-        "agentrt worker: the queued {} of run {} is refused and removed: {e}",
-        entry.action_name(),
-        entry.run
-    );
-    match dequeue().await {
-        Ok(()) => Outcome::Refused,
-        Err(_) => Outcome::Retry,
-    }
-}
-
-/// Wait until the run is no longer executing here: settled (completed,
-/// waiting, interrupted, failed), or `running` with its supervisor gone
-/// (a lost store: the runtime interrupts it once the store answers; this
-/// waits for that, within a bound). The store is read again every second,
-/// since the run may be settled by another runtime (this worker's recovery
-/// or another worker's, after this one's lease ended) whose events this
-/// runtime never hears.
-async fn settle(app: &App, run: &RunId) -> Outcome {
-    let runtime = app.runtime();
-    let clock = app.native().host().clock.clone();
-    let storage = app.native().host().storage.clone();
-    let settled = |r: AgentRun| {
-        let effect_unknown = matches!(r.stop_reason, Some(StopReason::EffectUnknown { .. }));
-        Outcome::Settled(r.status, effect_unknown)
-    };
-    // Polls that found it `running` with no supervisor here.
-    let mut orphaned = 0u32;
-    loop {
-        match tokio::time::timeout(Duration::from_secs(1), runtime.wait_settled(run)).await {
-            Ok(Ok(r)) if r.status != RunStatus::Running => return settled(r),
-            Ok(Ok(_)) => {
-                orphaned += 1;
-                if orphaned > 480 {
-                    // Two minutes: the periodic recovery of some worker takes it.
-                    return Outcome::Settled(RunStatus::Running, false);
-                }
-                clock.sleep(Duration::from_millis(250)).await;
-            }
-            Ok(Err(_)) => clock.sleep(Duration::from_millis(250)).await,
-            Err(_) => {}
-        }
-        if let Ok(Some(r)) = storage.get_record::<AgentRun>(run.as_str()).await
-            && r.status != RunStatus::Running
-        {
-            return settled(r);
-        }
-    }
 }

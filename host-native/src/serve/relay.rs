@@ -37,7 +37,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
-use crate::gateway::{bearer, refuse};
+use crate::serve::gateway::{bearer, refuse};
 
 /// The path every relayed request starts with.
 pub const RELAY_PREFIX: &str = "/v1/relay";

@@ -7,7 +7,7 @@
 //! fetches model URLs itself.
 //!
 //! This module owns every protection of the server as a whole (issue 12
-//! item 6), so that the demo page's routes ([`crate::page`]) get them too:
+//! item 6), so that the demo page's routes ([`crate::serve::page`]) get them too:
 //!
 //! - **Same origin, on every route** (`same_origin_guard`, one layer over
 //!   the API and the page): the `Host` header must be exactly the
@@ -43,8 +43,8 @@ use std::time::Duration;
 use agent_fetch::{CancelToken, FetchBackend, GATEWAY_FETCH_PATH, GatewayReply, GatewayRequest};
 use agent_kernel::host::Entropy;
 
-use crate::mcp_gateway::{MAX_MCP_BODY_BYTES, MCP_GATEWAY_PATH, McpGateway};
-use crate::relay::{MAX_RELAY_BODY_BYTES, RELAY_PREFIX, Relay};
+use crate::serve::mcp_gateway::{MAX_MCP_BODY_BYTES, MCP_GATEWAY_PATH, McpGateway};
+use crate::serve::relay::{MAX_RELAY_BODY_BYTES, RELAY_PREFIX, Relay};
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
@@ -135,9 +135,9 @@ pub struct GatewayState {
     token: Arc<str>,
     allowed_origins: Arc<[String]>,
     allowed_hosts: Arc<[String]>,
-    /// The model providers relayed under [`crate::relay::RELAY_PREFIX`].
+    /// The model providers relayed under [`crate::serve::relay::RELAY_PREFIX`].
     relay: Relay,
-    /// The MCP servers reached under [`crate::mcp_gateway::MCP_GATEWAY_PATH`].
+    /// The MCP servers reached under [`crate::serve::mcp_gateway::MCP_GATEWAY_PATH`].
     mcp: McpGateway,
 }
 
@@ -242,13 +242,13 @@ impl GatewayState {
         }
     }
 
-    /// Forward pages' MCP requests as [`crate::mcp_gateway`] says.
+    /// Forward pages' MCP requests as [`crate::serve::mcp_gateway`] says.
     pub fn with_mcp(mut self, mcp: McpGateway) -> Self {
         self.mcp = mcp;
         self
     }
 
-    /// Relay model requests to these providers ([`crate::relay`]).
+    /// Relay model requests to these providers ([`crate::serve::relay`]).
     pub fn with_relay(mut self, relay: Relay) -> Self {
         self.relay = relay;
         self
@@ -365,9 +365,9 @@ fn mcp_api(state: GatewayState) -> Router {
     Router::new()
         .route(
             MCP_GATEWAY_PATH,
-            post(crate::mcp_gateway::forward)
-                .get(crate::mcp_gateway::forward)
-                .delete(crate::mcp_gateway::forward)
+            post(crate::serve::mcp_gateway::forward)
+                .get(crate::serve::mcp_gateway::forward)
+                .delete(crate::serve::mcp_gateway::forward)
                 .options(mcp_preflight),
         )
         .layer(DefaultBodyLimit::max(MAX_MCP_BODY_BYTES))
@@ -384,18 +384,18 @@ async fn mcp_preflight() -> Response {
     );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static(crate::mcp_gateway::ALLOW_HEADERS),
+        HeaderValue::from_static(crate::serve::mcp_gateway::ALLOW_HEADERS),
     );
     resp
 }
 
 /// The model relay's routes: the token in the header the provider's format
-/// carries its key in ([`crate::relay::relay_tokens`]).
+/// carries its key in ([`crate::serve::relay::relay_tokens`]).
 fn relay_api(state: GatewayState) -> Router {
     Router::new()
         .route(
             &format!("{RELAY_PREFIX}/{{provider}}/{{*rest}}"),
-            post(crate::relay::forward).options(relay_preflight),
+            post(crate::serve::relay::forward).options(relay_preflight),
         )
         .layer(DefaultBodyLimit::max(MAX_RELAY_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
@@ -414,7 +414,7 @@ async fn relay_token_guard(
 ) -> Response {
     let origin = request.headers().get(header::ORIGIN).cloned();
     if request.method() != Method::OPTIONS {
-        let ok = crate::relay::relay_tokens(request.headers())
+        let ok = crate::serve::relay::relay_tokens(request.headers())
             .any(|t| same_secret(t.as_bytes(), state.token.as_bytes()));
         if !ok {
             let mut resp = refuse(
@@ -436,7 +436,8 @@ async fn relay_preflight(headers: HeaderMap) -> Response {
         .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
         .and_then(|v| v.to_str().ok());
     let mut resp = preflight().await;
-    if let Ok(allowed) = HeaderValue::from_str(&crate::relay::relay_allow_headers(requested)) {
+    if let Ok(allowed) = HeaderValue::from_str(&crate::serve::relay::relay_allow_headers(requested))
+    {
         resp.headers_mut()
             .insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allowed);
     }

@@ -31,7 +31,7 @@ use agent_research::{PlanDecision, TaskId};
 use agent_supervisor::sim::Rule;
 use agent_supervisor::{ModelProvider, Scenario, ScriptedProvider};
 
-use crate::tabs::{At, Interruption, SeedReport, SimError, SimWiring, Tab, TabSim};
+use crate::sim::{At, Interruption, SeedReport, SimError, SimWiring, Tab, TabSim};
 
 /// The sources the simulated plan names.
 pub const SOURCES: [&str; 3] = [

@@ -30,8 +30,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 
-use crate::gateway::refuse;
-use crate::relay::{RelayLimits, bounded};
+use crate::serve::gateway::refuse;
+use crate::serve::relay::{RelayLimits, bounded};
 
 /// The path of every forwarded MCP request (the MCP client's constant: the
 /// client and the gateway share one name for it).

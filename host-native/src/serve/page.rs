@@ -3,7 +3,7 @@
 //! resolved one component at a time below its directory; `.`/`..`, hidden
 //! names, encoded separators and symbolic links are refused. The Host and
 //! Origin checks, the framing headers and the connection limits are the
-//! gateway's ([`crate::gateway::router_with_page`]), applied to these routes
+//! gateway's ([`crate::serve::gateway::router_with_page`]), applied to these routes
 //! as to its own.
 
 use std::path::{Path, PathBuf};

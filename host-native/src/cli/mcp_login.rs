@@ -54,7 +54,7 @@ fn policy() -> anyhow::Result<agent_fetch::UrlPolicy> {
 /// `--no-store-credentials`), the URL policy, no browser step (a server
 /// whose tokens cannot be refreshed asks for `agentrt mcp login`).
 pub(crate) fn run_auth_env(cli: &Cli) -> anyhow::Result<AuthEnv> {
-    let dir = crate::data_dir(cli)?;
+    let dir = crate::cli::open::data_dir(cli)?;
     Ok(auth_env(&dir, !cli.no_store_credentials, policy()?, None)?)
 }
 
@@ -79,7 +79,7 @@ pub(crate) async fn run(cli: &Cli, config: Config, action: &McpAction) -> anyhow
             "with --no-store-credentials nothing is kept: log in without it (tokens go to the data directory, mode 0600)",
         ));
     }
-    let dir = crate::data_dir(cli)?;
+    let dir = crate::cli::open::data_dir(cli)?;
     let user_agent: Arc<dyn UserAgent> =
         Arc::new(LoopbackUserAgent::new(Box::new(std::io::stdout())));
     let auth = auth_env(&dir, true, policy()?, Some(user_agent))?;
