@@ -490,6 +490,30 @@ async fn s9_3_the_runtime_starts_research_when_the_model_answers_without_the_cal
     assert!(s.search_seen.lock().unwrap().is_empty());
 }
 
+/// Open `session` in `app` once the previous app of this process has given
+/// its lease up. Dropping an app's last lease guard releases the lease in
+/// the background, and an owner inside this process counts as alive (a
+/// reload here is simulated inside one process, where the old "tab" ends
+/// its tasks only after it is dropped), so the new app waits for that
+/// release instead of racing it; a real reload starts a new process, whose
+/// dead predecessor's lease is taken over at once.
+async fn open_after_release(app: &App, session: &SessionId) -> agent_assembly::OpenedSession {
+    let storage = app.native().host().storage.clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let lease = storage.current_lease(session).await.unwrap();
+        if lease.as_ref().is_none_or(|l| l.expires_at_ms == 0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped app never released its lease: {lease:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    app.open_session(session).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_6_a_reload_interrupts_a_task_mid_phase_and_starts_nothing_until_resume() {
     let s = servers(true).await;
@@ -509,7 +533,7 @@ async fn s9_6_a_reload_interrupts_a_task_mid_phase_and_starts_nothing_until_resu
     };
     let before = s.model_seen.lock().unwrap().len();
     let app = app(data.path(), &s, false).await;
-    let _opened = app.open_session(&session).await.unwrap();
+    let _opened = open_after_release(&app, &session).await;
     let a = app.assembly();
     let view = a.research_view(&session, &task).await.unwrap();
     assert_eq!(view.phase, "interrupted");
@@ -612,7 +636,7 @@ async fn s9_6_a_reload_during_execution_reads_only_unsettled_sources_after_resum
     assert_eq!(cells_reads(&s), 1);
 
     let app2 = app(data.path(), &s, false).await;
-    let _opened = app2.open_session(&session).await.unwrap();
+    let _opened = open_after_release(&app2, &session).await;
     let a = app2.assembly();
     let view = a.research_view(&session, &started.task).await.unwrap();
     assert_eq!(view.phase, "interrupted");
