@@ -1,10 +1,10 @@
 //! `agent-assembly`: the one place that wires the runtime, for every host.
 //!
 //! It owns:
-//! - which tool actors a runtime offers and how they are registered: the
-//!   JavaScript tool a host spawned (`run_javascript`), `extract_document`,
-//!   each tool crate's built-in tools through its one registration function
-//!   `builtin_tools(&host, ToolDeps { .. })` (workspace and Artifacts, Deep
+//! - which tool actors a runtime offers and how they are registered: each
+//!   tool crate's built-in tools through its one registration function
+//!   `builtin_tools(&host, ToolDeps { .. })` (`run_javascript` as the host
+//!   spawned it and `extract_document`, workspace and Artifacts, Deep
 //!   Research, `fetch_url` over the host's [`FetchBackend`], Memory,
 //!   knowledge), and the configured HTTP plugins ([`Parts`]);
 //! - which plugins are always on (the rule that an always-on id must name a
@@ -132,7 +132,7 @@ use agent_research::driver::{DriverParts, ResearchDriver};
 use agent_research::execute::ReadChannel;
 use agent_research::search::SearchBackend;
 use agent_supervisor::{ModelProvider, RunError, Runtime, RuntimeOptions};
-use agent_tools::builtin::document::{DocumentTool, PdfReader, ReadableExtractor};
+use agent_tools::builtin::document::{PdfReader, ReadableExtractor};
 use agent_tools::registry::Exposure;
 use agent_tools::{
     PluginManifest, Registry, RegistryError, SecretResolver, ToolRegistration, ToolsHandle,
@@ -360,28 +360,18 @@ impl Assembly {
         let host = parts.host;
         let workspaces = WorkspaceDirectory::new();
         let mut tools: Vec<ToolRegistration> = Vec::new();
-        if let Some(js) = parts.javascript {
-            tools.push(ToolRegistration::builtin(
-                agent_tools::builtin::javascript::definition(),
-                js,
-            ));
-        }
-        let documents = DocumentTool::new(
-            host.executor.clone(),
-            host.clock.clone(),
-            Arc::new(WorkspaceDocuments::new(workspaces.clone())),
-        )
-        .read_pdfs_with(parts.pdf_reader)
-        .extract_html_with(parts.html_extractor)
-        .spawn(None)
-        .map_err(|detail| AssemblyError::Spawn {
-            tool: "extract_document",
-            detail,
-        })?;
-        tools.push(ToolRegistration::builtin(
-            agent_tools::builtin::document::definition(),
-            documents,
-        ));
+        tools.extend(registrations(
+            "run_javascript and extract_document",
+            agent_tools::builtin::builtin_tools(
+                &host,
+                agent_tools::builtin::ToolDeps {
+                    documents: Arc::new(WorkspaceDocuments::new(workspaces.clone())),
+                    pdf_reader: parts.pdf_reader,
+                    html_extractor: parts.html_extractor,
+                    javascript: parts.javascript,
+                },
+            ),
+        )?);
         tools.extend(registrations(
             "workspace",
             agent_workspace::builtin_tools(

@@ -37,7 +37,7 @@ pub use extract::{
 };
 pub use pdf_scan::{PdfLimits, PdfRefusal};
 
-use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
+use agent_kernel::tool::{SpawnError, Tool, ToolContext, ToolOptions, spawn_tool_with};
 use agent_kernel::{MaybeSend, MaybeSync};
 
 /// Why a [`PdfReader`] has no text for a PDF.
@@ -203,6 +203,17 @@ impl DocumentTool {
     /// its arguments give) before the store is read; the tool then reads
     /// exactly that path. A stopped run's call ends `cancelled`.
     pub fn spawn(self, parent: Option<ParentLink>) -> Result<ToolAddr, String> {
+        self.spawn_actor(parent)
+            .map(|(addr, _)| addr)
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`DocumentTool::spawn`], answering the address with the definition
+    /// it serves and a typed error.
+    pub fn spawn_actor(
+        self,
+        parent: Option<ParentLink>,
+    ) -> Result<(ToolAddr, ToolDefinition), SpawnError> {
         let executor = self.executor.clone();
         let clock = self.clock.clone();
         let concurrency = self.concurrency.max(1);
@@ -213,8 +224,6 @@ impl DocumentTool {
             ..ToolOptions::default()
         };
         spawn_tool_with(executor, clock, DocActor { tool: self }, options)
-            .map(|(addr, _)| addr)
-            .map_err(|e| e.to_string())
     }
 }
 
