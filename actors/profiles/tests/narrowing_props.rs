@@ -205,7 +205,7 @@ proptest! {
                 effects: [EffectClass::ReadLocal].into_iter().collect(),
                 target: Target::WorkspacePath { path: "a.md".into() },
             };
-            let verifies = authority.verify(&cap, &request, 1).is_ok();
+            let verifies = authority.verifier().verify(&cap, &request, 1).is_ok();
             let listed = eff.mode == ProfileMode::Agent
                 && eff.tools.as_ref().is_none_or(|t| t.contains(tool));
             prop_assert_eq!(verifies, listed, "{}", tool);

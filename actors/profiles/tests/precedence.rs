@@ -471,6 +471,7 @@ fn caveats_make_a_forged_widening_fail_verification() {
     let read = attenuate(authority.mint(grant("read_file")));
     assert!(
         authority
+            .verifier()
             .verify(&read, &request("read_file"), 1_000)
             .is_ok()
     );
@@ -478,7 +479,9 @@ fn caveats_make_a_forged_widening_fail_verification() {
     // although the authority itself granted it.
     let write = attenuate(authority.mint(grant("write_file")));
     assert!(matches!(
-        authority.verify(&write, &request("write_file"), 1_000),
+        authority
+            .verifier()
+            .verify(&write, &request("write_file"), 1_000),
         Err(CapabilityError::WrongTool { .. })
     ));
     // Forgery: strip the Tools caveat from the wire form.
@@ -489,7 +492,9 @@ fn caveats_make_a_forged_widening_fail_verification() {
     doc["caveats"].as_array_mut().unwrap().clear();
     let forged = engine.encode(serde_json::to_vec(&doc).unwrap());
     assert_eq!(
-        authority.verify_wire(&forged, &request("write_file"), 1_000),
+        authority
+            .verifier()
+            .verify_wire(&forged, &request("write_file"), 1_000),
         Err(CapabilityError::BadTag)
     );
     // Forgery: widen the caveat's set in place.
@@ -498,7 +503,9 @@ fn caveats_make_a_forged_widening_fail_verification() {
     doc["caveats"][0]["value"] = json!(["read_file", "write_file"]);
     let forged = engine.encode(serde_json::to_vec(&doc).unwrap());
     assert_eq!(
-        authority.verify_wire(&forged, &request("write_file"), 1_000),
+        authority
+            .verifier()
+            .verify_wire(&forged, &request("write_file"), 1_000),
         Err(CapabilityError::BadTag)
     );
 }

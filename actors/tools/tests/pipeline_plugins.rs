@@ -608,6 +608,7 @@ async fn injected_instructions_in_a_plugin_result_change_nothing() {
     };
     assert!(
         run.authority
+            .verifier()
             .verify(&cap, &req, run.clock.wall_ms())
             .is_err()
     );

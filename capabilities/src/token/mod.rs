@@ -49,7 +49,7 @@ type HmacSha256 = Hmac<Sha256>;
 /// the largest integer canonical JSON represents exactly.
 pub const MAX_EXPIRY_MS: u64 = (1 << 53) - 1;
 
-/// Longest wire form accepted by [`Authority::verify_wire`].
+/// Longest wire form accepted by [`Verifier::verify_wire`].
 const MAX_WIRE_LEN: usize = 64 * 1024;
 
 /// Version of the base and wire layout.
@@ -242,7 +242,7 @@ impl Capability {
     }
 
     /// The token as text for messages and the journal: base64url (no
-    /// padding) of its canonical JSON. Read back only by [`Authority::verify_wire`].
+    /// padding) of its canonical JSON. Read back only by [`Verifier::verify_wire`].
     pub fn to_wire(&self) -> String {
         let wire = Wire {
             base: self.base.clone(),
@@ -410,26 +410,6 @@ impl Authority {
         }
     }
 
-    /// Checks `cap` against `request` at `now_ms`; consumes it when one-time.
-    pub fn verify(
-        &self,
-        cap: &Capability,
-        request: &EffectRequest,
-        now_ms: u64,
-    ) -> Result<Verified, CapabilityError> {
-        self.shared.verify(cap, request, now_ms)
-    }
-
-    /// Decodes a wire form from [`Capability::to_wire`] and verifies it.
-    pub fn verify_wire(
-        &self,
-        wire: &str,
-        request: &EffectRequest,
-        now_ms: u64,
-    ) -> Result<Verified, CapabilityError> {
-        self.shared.verify_wire(wire, request, now_ms)
-    }
-
     /// A handle that verifies (and consumes) but cannot mint; it shares the
     /// consumed-token set with this authority and every other verifier.
     pub fn verifier(&self) -> Verifier {
@@ -459,7 +439,9 @@ impl Verifier {
         &self.shared.run_id
     }
 
-    /// Same as [`Authority::verify`].
+    /// Checks `cap` against `request` at `now_ms`; consumes it when
+    /// one-time. (An [`Authority`] verifies through its
+    /// [`Authority::verifier`]: one verifying path.)
     pub fn verify(
         &self,
         cap: &Capability,
@@ -481,7 +463,7 @@ impl Verifier {
         self.shared.verify_with(cap, request, now_ms, Consume::No)
     }
 
-    /// Same as [`Authority::verify_wire`].
+    /// Decodes a wire form from [`Capability::to_wire`] and verifies it.
     pub fn verify_wire(
         &self,
         wire: &str,

@@ -77,13 +77,21 @@ fn tamper_wire(wire: &str, edit: impl FnOnce(&mut serde_json::Value)) -> String 
 #[test]
 fn minted_token_verifies_in_scope() {
     let (authority, cap) = setup();
-    let verified = authority.verify(&cap, &request("notes/a.md"), NOW).unwrap();
+    let verified = authority
+        .verifier()
+        .verify(&cap, &request("notes/a.md"), NOW)
+        .unwrap();
     assert_eq!(verified.tool(), "write_file");
     assert_eq!(verified.uses(), Uses::ForRun);
     assert_eq!(verified.scope(), &ws("notes"));
     assert_eq!(verified.expires_at_ms(), EXPIRES);
     // ForRun: any number of times.
-    assert!(authority.verify(&cap, &request("notes/b.md"), NOW).is_ok());
+    assert!(
+        authority
+            .verifier()
+            .verify(&cap, &request("notes/b.md"), NOW)
+            .is_ok()
+    );
 }
 
 #[test]
@@ -96,6 +104,7 @@ fn wire_round_trip_verifies() {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     );
     let verified = authority
+        .verifier()
         .verify_wire(&wire, &request("notes/sub/x.md"), NOW)
         .unwrap();
     assert_eq!(verified.scope(), &ws("notes/sub"));
@@ -108,7 +117,9 @@ fn refuses_flipped_bit_in_tag() {
         let mut forged = cap.clone();
         forged.tag[bit / 8] ^= 1 << (bit % 8);
         assert_eq!(
-            authority.verify(&forged, &request("notes/a.md"), NOW),
+            authority
+                .verifier()
+                .verify(&forged, &request("notes/a.md"), NOW),
             Err(CapabilityError::BadTag)
         );
     }
@@ -118,7 +129,9 @@ fn refuses_flipped_bit_in_tag() {
         j["tag"] = format!("{flipped}{}", &tag[1..]).into();
     });
     assert_eq!(
-        authority.verify_wire(&wire, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("notes/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -132,14 +145,18 @@ fn refuses_dropped_caveat() {
     let mut dropped = narrowed.clone();
     dropped.caveats.remove(0);
     assert_eq!(
-        authority.verify(&dropped, &request("notes/other.md"), NOW),
+        authority
+            .verifier()
+            .verify(&dropped, &request("notes/other.md"), NOW),
         Err(CapabilityError::BadTag)
     );
     let wire = tamper_wire(&narrowed.to_wire(), |j| {
         j["caveats"].as_array_mut().unwrap().remove(0);
     });
     assert_eq!(
-        authority.verify_wire(&wire, &request("notes/other.md"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("notes/other.md"), NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -153,14 +170,18 @@ fn refuses_reordered_caveats() {
     let mut reordered = narrowed.clone();
     reordered.caveats.swap(0, 1);
     assert_eq!(
-        authority.verify(&reordered, &request("notes/sub/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&reordered, &request("notes/sub/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
     let wire = tamper_wire(&narrowed.to_wire(), |j| {
         j["caveats"].as_array_mut().unwrap().swap(0, 1);
     });
     assert_eq!(
-        authority.verify_wire(&wire, &request("notes/sub/a.md"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("notes/sub/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -171,7 +192,9 @@ fn refuses_caveat_appended_without_recomputing_tag() {
     let mut appended = cap.clone();
     appended.caveats.push(Caveat::Uses(Uses::ForRun));
     assert_eq!(
-        authority.verify(&appended, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&appended, &request("notes/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
     let wire = tamper_wire(&cap.to_wire(), |j| {
@@ -181,7 +204,9 @@ fn refuses_caveat_appended_without_recomputing_tag() {
             .push(serde_json::to_value(Caveat::ExpiresAt(EXPIRES)).unwrap());
     });
     assert_eq!(
-        authority.verify_wire(&wire, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("notes/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -192,7 +217,9 @@ fn refuses_later_expiry() {
     // Past the base expiry: a caveat with a later expiry does not extend it.
     let extended = cap.attenuate(Caveat::ExpiresAt(EXPIRES * 10));
     assert_eq!(
-        authority.verify(&extended, &request("notes/a.md"), EXPIRES + 1),
+        authority
+            .verifier()
+            .verify(&extended, &request("notes/a.md"), EXPIRES + 1),
         Err(CapabilityError::Expired {
             expires_at_ms: EXPIRES,
             now_ms: EXPIRES + 1
@@ -201,21 +228,27 @@ fn refuses_later_expiry() {
     // An earlier caveat expiry applies.
     let shortened = cap.attenuate(Caveat::ExpiresAt(NOW));
     assert!(matches!(
-        authority.verify(&shortened, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&shortened, &request("notes/a.md"), NOW),
         Err(CapabilityError::Expired { .. })
     ));
     // A forged base with a later expiry fails the tag.
     let mut forged = cap.clone();
     forged.base.grant.expires_at_ms = EXPIRES * 10;
     assert_eq!(
-        authority.verify(&forged, &request("notes/a.md"), EXPIRES + 1),
+        authority
+            .verifier()
+            .verify(&forged, &request("notes/a.md"), EXPIRES + 1),
         Err(CapabilityError::BadTag)
     );
     let wire = tamper_wire(&cap.to_wire(), |j| {
         j["base"]["grant"]["expires_at_ms"] = (EXPIRES * 10).into();
     });
     assert_eq!(
-        authority.verify_wire(&wire, &request("notes/a.md"), EXPIRES + 1),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("notes/a.md"), EXPIRES + 1),
         Err(CapabilityError::BadTag)
     );
 }
@@ -228,13 +261,20 @@ fn expiry_beyond_2_pow_53_is_clamped_and_never_collides() {
         ..grant(Uses::ForRun)
     });
     assert_eq!(cap.grant().expires_at_ms, MAX_EXPIRY_MS);
-    assert!(authority.verify(&cap, &request("notes/a.md"), NOW).is_ok());
+    assert!(
+        authority
+            .verifier()
+            .verify(&cap, &request("notes/a.md"), NOW)
+            .is_ok()
+    );
     // Written with a value that rounds to the same double: refused.
     let wire = tamper_wire(&cap.to_wire(), |j| {
         j["base"]["grant"]["expires_at_ms"] = (MAX_EXPIRY_MS + 2).into();
     });
     assert!(matches!(
-        authority.verify_wire(&wire, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("notes/a.md"), NOW),
         Err(CapabilityError::BadTag | CapabilityError::Malformed(_))
     ));
 }
@@ -244,32 +284,42 @@ fn refuses_wider_scope() {
     let (authority, cap) = setup();
     // Outside the base scope.
     assert!(matches!(
-        authority.verify(&cap, &request("secrets/key"), NOW),
+        authority
+            .verifier()
+            .verify(&cap, &request("secrets/key"), NOW),
         Err(CapabilityError::OutOfScope { .. })
     ));
     // A caveat cannot widen it.
     let widened = cap.attenuate(Caveat::Scope(ws("")));
     assert!(matches!(
-        authority.verify(&widened, &request("secrets/key"), NOW),
+        authority
+            .verifier()
+            .verify(&widened, &request("secrets/key"), NOW),
         Err(CapabilityError::OutOfScope { .. })
     ));
     // And a widening caveat spoils the token even inside the base scope.
     assert!(matches!(
-        authority.verify(&widened, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&widened, &request("notes/a.md"), NOW),
         Err(CapabilityError::OutOfScope { .. })
     ));
     // A forged wider base fails the tag.
     let mut forged = cap.clone();
     forged.base.grant.scope = ws("");
     assert_eq!(
-        authority.verify(&forged, &request("secrets/key"), NOW),
+        authority
+            .verifier()
+            .verify(&forged, &request("secrets/key"), NOW),
         Err(CapabilityError::BadTag)
     );
     let wire = tamper_wire(&cap.to_wire(), |j| {
         j["base"]["grant"]["scope"]["prefix"] = "".into();
     });
     assert_eq!(
-        authority.verify_wire(&wire, &request("secrets/key"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&wire, &request("secrets/key"), NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -280,19 +330,19 @@ fn refuses_another_run_id() {
     let mut other_request = request("notes/a.md");
     other_request.run_id = "run-2".to_owned();
     assert!(matches!(
-        authority.verify(&cap, &other_request, NOW),
+        authority.verifier().verify(&cap, &other_request, NOW),
         Err(CapabilityError::WrongRun { .. })
     ));
     // An authority for another run, even with the same key.
     let other_run = Authority::new("run-2", KEY);
     assert!(matches!(
-        other_run.verify(&cap, &other_request, NOW),
+        other_run.verifier().verify(&cap, &other_request, NOW),
         Err(CapabilityError::WrongRun { .. })
     ));
     // Rewriting the run id in the wire form breaks the tag.
     let wire = tamper_wire(&cap.to_wire(), |j| j["base"]["run_id"] = "run-2".into());
     assert_eq!(
-        other_run.verify_wire(&wire, &other_request, NOW),
+        other_run.verifier().verify_wire(&wire, &other_request, NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -302,11 +352,15 @@ fn refuses_token_from_another_authority_key() {
     let (_, cap) = setup();
     let reloaded = Authority::new(RUN, [8; 32]);
     assert_eq!(
-        reloaded.verify(&cap, &request("notes/a.md"), NOW),
+        reloaded
+            .verifier()
+            .verify(&cap, &request("notes/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
     assert_eq!(
-        reloaded.verify_wire(&cap.to_wire(), &request("notes/a.md"), NOW),
+        reloaded
+            .verifier()
+            .verify_wire(&cap.to_wire(), &request("notes/a.md"), NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -317,14 +371,14 @@ fn refuses_another_tool_fingerprint() {
     let mut changed = request("notes/a.md");
     changed.fingerprint = fp('b');
     assert!(matches!(
-        authority.verify(&cap, &changed, NOW),
+        authority.verifier().verify(&cap, &changed, NOW),
         Err(CapabilityError::WrongFingerprint { .. })
     ));
     let wire = tamper_wire(&cap.to_wire(), |j| {
         j["base"]["grant"]["fingerprint"] = fp('b').as_str().into();
     });
     assert_eq!(
-        authority.verify_wire(&wire, &changed, NOW),
+        authority.verifier().verify_wire(&wire, &changed, NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -335,7 +389,7 @@ fn refuses_another_effect() {
     let mut destructive = request("notes/a.md");
     destructive.effects = effects(&[EffectClass::DestructiveLocal]);
     assert_eq!(
-        authority.verify(&cap, &destructive, NOW),
+        authority.verifier().verify(&cap, &destructive, NOW),
         Err(CapabilityError::EffectNotGranted {
             tool: "write_file".to_owned(),
             effect: EffectClass::DestructiveLocal
@@ -344,7 +398,9 @@ fn refuses_another_effect() {
     // An effects caveat narrows further.
     let read_only = cap.attenuate(Caveat::Effects(effects(&[EffectClass::ReadLocal])));
     assert!(matches!(
-        authority.verify(&read_only, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&read_only, &request("notes/a.md"), NOW),
         Err(CapabilityError::EffectNotGranted {
             effect: EffectClass::WriteLocal,
             ..
@@ -353,7 +409,7 @@ fn refuses_another_effect() {
     // And cannot widen.
     let widened = cap.attenuate(Caveat::Effects(EffectClass::ALL.into_iter().collect()));
     assert!(matches!(
-        authority.verify(&widened, &destructive, NOW),
+        authority.verifier().verify(&widened, &destructive, NOW),
         Err(CapabilityError::EffectNotGranted { .. })
     ));
     let wire = tamper_wire(&cap.to_wire(), |j| {
@@ -363,7 +419,7 @@ fn refuses_another_effect() {
             .push("destructive_local".into());
     });
     assert_eq!(
-        authority.verify_wire(&wire, &destructive, NOW),
+        authority.verifier().verify_wire(&wire, &destructive, NOW),
         Err(CapabilityError::BadTag)
     );
 }
@@ -373,22 +429,27 @@ fn narrowed_token_verifies_inside_and_fails_outside() {
     let (authority, cap) = setup();
     let narrowed = cap.attenuate(Caveat::Scope(ws("notes/sub")));
     let verified = authority
+        .verifier()
         .verify(&narrowed, &request("notes/sub/a.md"), NOW)
         .unwrap();
     assert_eq!(verified.scope(), &ws("notes/sub"));
     assert!(matches!(
-        authority.verify(&narrowed, &request("notes/other.md"), NOW),
+        authority
+            .verifier()
+            .verify(&narrowed, &request("notes/other.md"), NOW),
         Err(CapabilityError::OutOfScope { .. })
     ));
     // Narrowing twice keeps both.
     let twice = narrowed.attenuate(Caveat::Scope(ws("notes/sub/deeper")));
     assert!(
         authority
+            .verifier()
             .verify(&twice, &request("notes/sub/deeper/x"), NOW)
             .is_ok()
     );
     assert!(
         authority
+            .verifier()
             .verify(&twice, &request("notes/sub/x"), NOW)
             .is_err()
     );
@@ -401,17 +462,25 @@ fn one_time_token_fails_on_second_use() {
     // A refused attempt does not consume it.
     assert!(
         authority
+            .verifier()
             .verify(&cap, &request("elsewhere/x"), NOW)
             .is_err()
     );
-    let verified = authority.verify(&cap, &request("notes/a.md"), NOW).unwrap();
+    let verified = authority
+        .verifier()
+        .verify(&cap, &request("notes/a.md"), NOW)
+        .unwrap();
     assert_eq!(verified.uses(), Uses::Once);
     assert_eq!(
-        authority.verify(&cap, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&cap, &request("notes/a.md"), NOW),
         Err(CapabilityError::AlreadyUsed)
     );
     assert_eq!(
-        authority.verify_wire(&cap.to_wire(), &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify_wire(&cap.to_wire(), &request("notes/a.md"), NOW),
         Err(CapabilityError::AlreadyUsed)
     );
 }
@@ -432,7 +501,9 @@ fn one_time_token_fails_on_second_use_via_verifier_clone() {
         Err(CapabilityError::AlreadyUsed)
     );
     assert_eq!(
-        authority.verify(&cap, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&cap, &request("notes/a.md"), NOW),
         Err(CapabilityError::AlreadyUsed)
     );
 }
@@ -463,9 +534,16 @@ fn check_does_not_use_up_a_one_time_token_but_sees_it_used() {
 fn uses_once_caveat_makes_a_token_one_time() {
     let (authority, cap) = setup();
     let once = cap.attenuate(Caveat::Uses(Uses::Once));
-    assert!(authority.verify(&once, &request("notes/a.md"), NOW).is_ok());
+    assert!(
+        authority
+            .verifier()
+            .verify(&once, &request("notes/a.md"), NOW)
+            .is_ok()
+    );
     assert_eq!(
-        authority.verify(&once, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&once, &request("notes/a.md"), NOW),
         Err(CapabilityError::AlreadyUsed)
     );
     // Uses(ForRun) on a one-time token changes nothing.
@@ -473,11 +551,14 @@ fn uses_once_caveat_makes_a_token_one_time() {
     let relaxed = one_time.attenuate(Caveat::Uses(Uses::ForRun));
     assert!(
         authority
+            .verifier()
             .verify(&relaxed, &request("notes/a.md"), NOW)
             .is_ok()
     );
     assert_eq!(
-        authority.verify(&one_time, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&one_time, &request("notes/a.md"), NOW),
         Err(CapabilityError::AlreadyUsed)
     );
 }
@@ -488,18 +569,25 @@ fn narrowed_by_tools_refuses_other_tools() {
     let only_search: BTreeSet<String> = ["search".to_owned()].into();
     let narrowed = cap.attenuate(Caveat::Tools(only_search));
     assert!(matches!(
-        authority.verify(&narrowed, &request("notes/a.md"), NOW),
+        authority
+            .verifier()
+            .verify(&narrowed, &request("notes/a.md"), NOW),
         Err(CapabilityError::WrongTool { .. })
     ));
     let mut other = request("notes/a.md");
     other.tool = "search".to_owned();
     assert!(matches!(
-        authority.verify(&narrowed, &other, NOW),
+        authority.verifier().verify(&narrowed, &other, NOW),
         Err(CapabilityError::WrongTool { .. })
     ));
     let with_tool: BTreeSet<String> = ["write_file".to_owned(), "search".to_owned()].into();
     let kept = cap.attenuate(Caveat::Tools(with_tool));
-    assert!(authority.verify(&kept, &request("notes/a.md"), NOW).is_ok());
+    assert!(
+        authority
+            .verifier()
+            .verify(&kept, &request("notes/a.md"), NOW)
+            .is_ok()
+    );
 }
 
 #[test]
@@ -514,18 +602,18 @@ fn malformed_wire_is_an_error_not_a_panic() {
         &"A".repeat(MAX_WIRE_LEN + 1),
     ] {
         assert!(matches!(
-            authority.verify_wire(wire, &req, NOW),
+            authority.verifier().verify_wire(wire, &req, NOW),
             Err(CapabilityError::Malformed(_))
         ));
     }
     let bad_tag = tamper_wire(&cap.to_wire(), |j| j["tag"] = "zz".into());
     assert!(matches!(
-        authority.verify_wire(&bad_tag, &req, NOW),
+        authority.verifier().verify_wire(&bad_tag, &req, NOW),
         Err(CapabilityError::Malformed(_))
     ));
     let extra = tamper_wire(&cap.to_wire(), |j| j["extra"] = true.into());
     assert!(matches!(
-        authority.verify_wire(&extra, &req, NOW),
+        authority.verifier().verify_wire(&extra, &req, NOW),
         Err(CapabilityError::Malformed(_))
     ));
 }

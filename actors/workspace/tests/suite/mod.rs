@@ -140,6 +140,7 @@ pub fn verified_grant(
         target,
     };
     authority
+        .verifier()
         .verify(&capability, &request, env.now_ms())
         .expect("the grant verifies for what it grants")
 }
