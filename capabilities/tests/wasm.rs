@@ -76,6 +76,7 @@ fn mint_narrow_verify_and_refuse_forgery() {
     let once = cap.attenuate(Caveat::Uses(Uses::Once));
     assert!(
         authority
+            .verifier()
             .verify(&once, &request("run-wasm", "notes/x"), 1_000)
             .is_ok()
     );
