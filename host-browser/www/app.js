@@ -439,8 +439,10 @@ async function renderLists() {
 /** The profile picker: every stored profile, the selection kept. */
 async function renderProfiles() {
   const picker = $('profile-picker');
-  const chosen = picker.value;
   const { profiles } = await state.runtime.listProfiles();
+  // The selection as it is now: the person may have changed it while the
+  // list loaded, and a choice read before the wait would undo theirs.
+  const chosen = picker.value;
   picker.replaceChildren(el('option', { value: '', textContent: 'No profile' }),
     ...profiles.map((p) => el('option', { value: p.id, textContent: `${p.name} (${p.mode}, r${p.latest})` })));
   picker.value = profiles.some((p) => p.id === chosen) ? chosen : '';
