@@ -20,7 +20,7 @@ use agent_kernel::{RunId, SessionId};
 use agent_supervisor::RunError;
 use anyhow::Context;
 
-use super::args::{Cli, ModeArg};
+use super::args::{Cli, ModeArg, Source};
 use super::exit::usage;
 
 /// Where runs are stored: `--store`, else `AGENTRT_STORE`, else the
@@ -148,4 +148,22 @@ pub(crate) async fn open_app(
         }
     }
     Ok(app)
+}
+
+/// The provider a run is launched with: the configured one, or a scripted
+/// scenario stored first as a blob (through a host) so that the run's
+/// launch record can name it.
+pub(crate) async fn launch_spec(cli: &Cli, source: Source) -> anyhow::Result<ProviderSpec> {
+    match source {
+        Source::Provider(spec) => Ok(spec),
+        Source::Scenario(text) => {
+            let host = open_host(cli).await?;
+            let blob = agent_kernel::host::BlobRef::of(text.as_bytes());
+            host.host()
+                .storage
+                .put_blob(&blob.hash, text.into_bytes())
+                .await?;
+            Ok(ProviderSpec::Scripted { scenario: blob })
+        }
+    }
 }

@@ -13,7 +13,7 @@
 
 use std::io::Write;
 
-use agent_host_native::app::{App, AppError, Launch, ProviderSpec};
+use agent_host_native::app::{App, AppError, Launch};
 use agent_host_native::config::Config;
 use agent_kernel::{RunId, SessionId};
 use agent_research::report::Report;
@@ -23,7 +23,7 @@ use agent_supervisor::RunConfig;
 
 use super::args::{Cli, Source};
 use super::exit::{code, usage};
-use super::open::{load_config, open_app, open_host, open_viewer};
+use super::open::{launch_spec, load_config, open_app, open_viewer};
 use super::runs::session_busy;
 
 /// Parse a task id given on the command line.
@@ -184,18 +184,7 @@ pub(crate) async fn start_research(
     run_config: RunConfig,
     session: Option<SessionId>,
 ) -> anyhow::Result<u8> {
-    let spec = match source {
-        Source::Provider(spec) => spec,
-        Source::Scenario(text) => {
-            let host = open_host(cli).await?;
-            let blob = agent_kernel::host::BlobRef::of(text.as_bytes());
-            host.host()
-                .storage
-                .put_blob(&blob.hash, text.into_bytes())
-                .await?;
-            ProviderSpec::Scripted { scenario: blob }
-        }
-    };
+    let spec = launch_spec(cli, source).await?;
     let app = open_app(cli, config, &spec).await?;
     let session = match session {
         Some(s) => s,

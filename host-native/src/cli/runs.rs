@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use agent_host_native::app::{AppError, Launch, ProviderSpec};
+use agent_host_native::app::{AppError, Launch};
 use agent_host_native::config::Config;
 use agent_host_native::demo;
 use agent_kernel::host::LeaseError;
@@ -16,7 +16,7 @@ use agent_supervisor::{RunConfig, RunError};
 use super::args::{Action, Cli, Source};
 use super::exit::{Exit, code, usage};
 use super::follow::follow;
-use super::open::{load_config, load_run, open_app, open_host, open_viewer};
+use super::open::{launch_spec, load_config, load_run, open_app, open_host, open_viewer};
 use super::render::{format_time, hint, pending_text, print_card, status_text};
 use super::workers::enqueue_run;
 
@@ -108,19 +108,7 @@ pub(crate) async fn start_run(
         detach,
         profile,
     } = place;
-    // Store the scenario first (through a host) so that the launch record can name it.
-    let spec = match source {
-        Source::Provider(spec) => spec,
-        Source::Scenario(text) => {
-            let host = open_host(cli).await?;
-            let blob = agent_kernel::host::BlobRef::of(text.as_bytes());
-            host.host()
-                .storage
-                .put_blob(&blob.hash, text.into_bytes())
-                .await?;
-            ProviderSpec::Scripted { scenario: blob }
-        }
-    };
+    let spec = launch_spec(cli, source).await?;
     if detach {
         return enqueue_run(cli, spec, prompt, run_config, session, is_demo).await;
     }
