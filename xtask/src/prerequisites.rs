@@ -5,7 +5,7 @@
 //! server and of the relay's SDK test, PostgreSQL for agent-store-postgres's tests); one that cannot be
 //! had fails loudly.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::book::MDBOOK_VERSION;
 use crate::runner::{Result, Runner, Step, loud_prereq_failure};
@@ -368,10 +368,7 @@ fn ensure_node_modules(runner: &mut Runner, dir: &'static str, what: &str) -> Re
         ));
     }
     let name = format!("{what} npm packages");
-    let missing = move |runner: &Runner| {
-        let modules = runner.root.join(dir).join("node_modules");
-        (!modules.is_dir()).then(|| format!("{dir}/node_modules does not exist"))
-    };
+    let missing = move |runner: &Runner| node_modules_out_of_date(&runner.root.join(dir), dir);
     match missing(runner) {
         None => {
             println!("[prereq] {name}: ok");
@@ -386,6 +383,29 @@ fn ensure_node_modules(runner: &mut Runner, dir: &'static str, what: &str) -> Re
             let steps = [Step::new(format!("npm install ({what})"), "npm", args).in_dir(dir)];
             runner.install(&name, &why, &steps, missing)
         }
+    }
+}
+
+/// Why the packages of `path` (shown as `dir`) must be installed again, if
+/// they must: no `node_modules`, or one older than the lock file (a merge or
+/// a checkout that changed `package-lock.json` leaves the old packages
+/// behind, and a test would then fail on a missing one). npm writes
+/// `node_modules/.package-lock.json` on every install.
+fn node_modules_out_of_date(path: &Path, dir: &str) -> Option<String> {
+    let modules = path.join("node_modules");
+    if !modules.is_dir() {
+        return Some(format!("{dir}/node_modules does not exist"));
+    }
+    let modified = |file: PathBuf| std::fs::metadata(file).and_then(|m| m.modified()).ok();
+    let lock = modified(path.join("package-lock.json"))?;
+    match modified(modules.join(".package-lock.json")) {
+        None => Some(format!(
+            "{dir}/node_modules was not installed by npm (no .package-lock.json)"
+        )),
+        Some(installed) if installed < lock => Some(format!(
+            "{dir}/package-lock.json changed after the last install"
+        )),
+        Some(_) => None,
     }
 }
 
@@ -447,6 +467,53 @@ mod tests {
         std::fs::write(bin.join("pg_ctl"), b"").expect("touch");
         assert_eq!(postgres_bin(&root), Some(bin));
         assert_eq!(postgres_bin(&root.join("absent")), None);
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    #[test]
+    fn node_modules_are_installed_again_when_missing_or_older_than_the_lock_file() {
+        use std::time::{Duration, SystemTime};
+        let root = std::env::temp_dir().join(format!("xtask-npm-{}", std::process::id()));
+        let modules = root.join("node_modules");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let set_time = |file: &Path, at: SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(file)
+                .and_then(|f| f.set_modified(at))
+                .expect("set mtime");
+        };
+        let now = SystemTime::now();
+        std::fs::write(root.join("package-lock.json"), b"{}").expect("lock");
+        set_time(&root.join("package-lock.json"), now);
+        assert!(
+            node_modules_out_of_date(&root, "d")
+                .unwrap()
+                .contains("does not exist")
+        );
+        std::fs::create_dir_all(&modules).expect("mkdir");
+        assert!(
+            node_modules_out_of_date(&root, "d")
+                .unwrap()
+                .contains("not installed by npm")
+        );
+        let installed = modules.join(".package-lock.json");
+        std::fs::write(&installed, b"{}").expect("hidden lock");
+        set_time(&installed, now + Duration::from_secs(5));
+        assert_eq!(
+            node_modules_out_of_date(&root, "d"),
+            None,
+            "installed after the lock"
+        );
+        set_time(
+            &root.join("package-lock.json"),
+            now + Duration::from_secs(10),
+        );
+        assert!(
+            node_modules_out_of_date(&root, "d")
+                .unwrap()
+                .contains("changed after")
+        );
         std::fs::remove_dir_all(&root).expect("clean up");
     }
 
