@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::runner::{Failure, Result, Runner, Step};
+use crate::runner::{Failure, Result, Runner, Started, Step};
 
 /// The cargo-afl release this project is fuzzed with (TOOLCHAIN.md).
 pub(crate) const CARGO_AFL_VERSION: &str = "0.18.2";
@@ -133,6 +133,53 @@ pub(crate) fn ci_steps() -> Vec<Step> {
     ]
 }
 
+/// The AFL++ harness: every target in one binary, instrumented, release.
+fn afl_harness_build() -> Step {
+    Step::cargo(
+        "fuzz: build the AFL++ harness",
+        &[
+            "afl",
+            "build",
+            "--release",
+            "--features",
+            "afl",
+            "--manifest-path",
+            "fuzz/Cargo.toml",
+        ],
+    )
+}
+
+/// Starts the fuzz group's builds (the corpus replay's test binary and the
+/// AFL++ harness, in the fuzz crate's own target dir) in the background, so
+/// that `cargo xtask test` compiles them while the e2e suite, which mostly
+/// waits on Chromium and loopback servers, leaves a core idle; the fuzz
+/// group waits for them ([`Runner::finish_step`]), and its own steps then
+/// find them built. cargo's lock on the target dir runs the two one after
+/// the other. Output goes to `build-*.log` in that target dir.
+pub(crate) fn start_builds(runner: &mut Runner) -> Result<Vec<Started>> {
+    ensure_cargo_afl(runner)?;
+    let logs = fuzz_target_dir(&runner.root);
+    if !runner.dry_run {
+        std::fs::create_dir_all(&logs).map_err(|error| Failure::Step {
+            name: "fuzz: builds in the background".into(),
+            status: format!("could not create {}: {error}", logs.display()),
+        })?;
+    }
+    let replay = Step::cargo(
+        "fuzz: build the corpus replay",
+        &["test", "--manifest-path", "fuzz/Cargo.toml", "--no-run"],
+    );
+    let mut started = Vec::new();
+    for (step, log) in [
+        (replay, "build-replay.log"),
+        (afl_harness_build(), "build-afl.log"),
+    ] {
+        let step = step.env("CARGO_INCREMENTAL", "0");
+        started.push(runner.start_step_logged(&step, &logs.join(log))?);
+    }
+    Ok(started)
+}
+
 /// `cargo xtask fuzz`.
 pub(crate) fn fuzz(runner: &mut Runner, args: &FuzzArgs) -> Result<()> {
     let all = targets(&runner.root);
@@ -161,18 +208,7 @@ pub(crate) fn fuzz(runner: &mut Runner, args: &FuzzArgs) -> Result<()> {
         .collect();
     ensure_cargo_afl(runner)?;
     let target_dir = fuzz_target_dir(&runner.root);
-    runner.run_step(&Step::cargo(
-        "fuzz: build the AFL++ harness",
-        &[
-            "afl",
-            "build",
-            "--release",
-            "--features",
-            "afl",
-            "--manifest-path",
-            "fuzz/Cargo.toml",
-        ],
-    ))?;
+    runner.run_step(&afl_harness_build())?;
     let harness = target_dir.join("release").join("agent-fuzz");
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)

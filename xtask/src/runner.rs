@@ -6,7 +6,7 @@
 use std::env;
 use std::fmt;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Instant;
 
@@ -110,11 +110,26 @@ struct Record {
     ok: bool,
 }
 
-/// A step running in the background ([`Runner::start_step`]).
+/// A step running in the background ([`Runner::start_step`]). Dropped
+/// before [`Runner::finish_step`] (an earlier step failed), it kills the
+/// process: nothing of a failed run goes on building behind it.
 pub(crate) struct Started {
     name: String,
     child: Option<Child>,
     started: Instant,
+    /// Where its output goes, when not to the terminal.
+    log: Option<PathBuf>,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child
+            && matches!(child.try_wait(), Ok(None))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Runs steps from the repository root and remembers how each went.
@@ -189,26 +204,53 @@ impl Runner {
     /// follow until [`Runner::finish_step`] waits for it (nothing is started
     /// in a dry run).
     pub(crate) fn start_step(&mut self, step: &Step) -> Result<Started> {
-        println!("\n==> {step} (in the background)");
+        self.start_step_with(step, None)
+    }
+
+    /// [`Runner::start_step`] with stdout and stderr written to `log`
+    /// instead of the terminal (so that they do not interleave with the
+    /// steps in the foreground); [`Runner::finish_step`] prints its end if
+    /// the step fails.
+    pub(crate) fn start_step_logged(&mut self, step: &Step, log: &Path) -> Result<Started> {
+        self.start_step_with(step, Some(log))
+    }
+
+    fn start_step_with(&mut self, step: &Step, log: Option<&Path>) -> Result<Started> {
+        match log {
+            None => println!("\n==> {step} (in the background)"),
+            Some(log) => println!(
+                "\n==> {step} (in the background, output in {})",
+                log.display()
+            ),
+        }
+        let could_not_start = |error: std::io::Error| Failure::Step {
+            name: step.name.clone(),
+            status: format!("could not start `{}`: {error}", step.program),
+        };
         let child = if self.dry_run {
             None
         } else {
-            Some(self.command(step).spawn().map_err(|error| Failure::Step {
-                name: step.name.clone(),
-                status: format!("could not start `{}`: {error}", step.program),
-            })?)
+            let mut command = self.command(step);
+            if let Some(log) = log {
+                let file = std::fs::File::create(log).map_err(could_not_start)?;
+                command
+                    .stdout(file.try_clone().map_err(could_not_start)?)
+                    .stderr(file);
+            }
+            Some(command.spawn().map_err(could_not_start)?)
         };
         Ok(Started {
             name: step.name.clone(),
             child,
             started: Instant::now(),
+            log: log.map(Path::to_path_buf),
         })
     }
 
     /// Waits for a step [`Runner::start_step`] started, records it, and
     /// fails as [`Runner::run_step`] does.
-    pub(crate) fn finish_step(&mut self, started: Started) -> Result<()> {
-        let Some(mut child) = started.child else {
+    pub(crate) fn finish_step(&mut self, mut started: Started) -> Result<()> {
+        let Some(mut child) = started.child.take() else {
             return Ok(());
         };
         let status = child.wait();
@@ -224,6 +266,9 @@ impl Runner {
                 status: format!("could not wait for it: {error}"),
             }),
         };
+        if let (Err(_), Some(log)) = (&outcome, &started.log) {
+            print_end_of_log(&started.name, log);
+        }
         self.record(&started.name, seconds, outcome.is_ok());
         outcome
     }
@@ -359,6 +404,21 @@ impl Runner {
         let total: f64 = self.records.iter().map(|r| r.seconds).sum();
         println!("{:-<1$}", "", width + 22);
         println!("{:<width$}  {total:>9.1}", "total");
+    }
+}
+
+/// The last lines of a failed background step's log.
+fn print_end_of_log(name: &str, log: &Path) {
+    const LINES: usize = 80;
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    eprintln!(
+        "\n[{name}] the last {} lines of {}:",
+        LINES.min(lines.len()),
+        log.display()
+    );
+    for line in &lines[lines.len().saturating_sub(LINES)..] {
+        eprintln!("{line}");
     }
 }
 

@@ -138,7 +138,17 @@ fn run_groups(runner: &mut Runner, groups: Vec<Group>) -> Result<()> {
     // The release `agentrt` checked after the native tests; the e2e suite
     // then serves with it instead of building a debug one of its own.
     let mut release_agentrt: Option<PathBuf> = None;
+    let fuzz_planned = groups.contains(&Group::Fuzz);
+    let mut fuzz_builds = Vec::new();
     for group in groups {
+        if group == Group::E2e && fuzz_planned {
+            fuzz_builds = crate::fuzz::start_builds(runner)?;
+        }
+        if group == Group::Fuzz {
+            for build in fuzz_builds.drain(..) {
+                runner.finish_step(build)?;
+            }
+        }
         for mut step in test_steps(runner, group, &workspace) {
             if let (Group::E2e, Some(agentrt)) = (group, &release_agentrt) {
                 step = step.env("AGENTRT_BIN", agentrt.display().to_string());
