@@ -52,7 +52,8 @@ before(async () => {
 });
 after(async () => { await env?.close(); });
 
-test('the npm package installs into a Vite app that runs one agent run in Chromium', async () => {
+/** `body(page, errors, server)` on a fresh page of the built app; `errors` collects the page's errors. */
+async function withApp(body) {
   const server = await serveStatic(join(app, 'dist'));
   const context = await env.browser.newContext();
   try {
@@ -60,6 +61,15 @@ test('the npm package installs into a Vite app that runs one agent run in Chromi
     const errors = [];
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
     page.on('pageerror', (e) => errors.push(String(e)));
+    await body(page, errors, server);
+  } finally {
+    await context.close();
+    await server.close();
+  }
+}
+
+test('the npm package installs into a Vite app that runs one agent run in Chromium', async () => {
+  await withApp(async (page, errors, server) => {
     await page.goto(`${server.url}/`);
     await page.waitForSelector('#status[data-status="completed"]', { timeout: 60_000 })
       .catch(async (e) => { throw new Error(`${e.message}\n${await page.locator('body').innerText()}`); });
@@ -68,20 +78,11 @@ test('the npm package installs into a Vite app that runs one agent run in Chromi
     const events = await page.locator('#events li').allInnerTexts();
     assert.ok(events.some((e) => e.startsWith('activity: tool_call')), events.join('\n'));
     assert.deepEqual(errors, []);
-  } finally {
-    await context.close();
-    await server.close();
-  }
+  });
 });
 
 test('issue 36 part 6: the app\'s useChat page (React, @ai-sdk/react) runs one run through the package\'s AI SDK transport: text, an approval answered in the UI, the tool\'s output, the answer', async () => {
-  const server = await serveStatic(join(app, 'dist'));
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const errors = [];
-    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-    page.on('pageerror', (e) => errors.push(String(e)));
+  await withApp(async (page, errors, server) => {
     await page.goto(`${server.url}/chat.html`);
     await page.waitForSelector('#chat-status[data-status="ready"]', { timeout: 60_000 });
     await page.fill('#prompt', 'Write a note.');
@@ -99,8 +100,5 @@ test('issue 36 part 6: the app\'s useChat page (React, @ai-sdk/react) runs one r
     assert.deepEqual(texts, ['I will write the note.', 'Noted in notes/chat.md.']);
     assert.equal(await page.locator('li[data-role="assistant"]').count(), 1, 'one run, one assistant message');
     assert.deepEqual(errors, []);
-  } finally {
-    await context.close();
-    await server.close();
-  }
+  });
 });
