@@ -350,58 +350,69 @@ export class AgentRuntimeChatTransport {
 
   /**
    * Subscribe to `session`, then `begin()` (start or answer a run; resolves
-   * with its id) and stream that run's events until it waits or ends
-   * (`known`: the calls and approvals the run's message shows already). The
-   * subscription is open before `begin` so that no event is missed; events
-   * of the run that come before its id is known are kept until it is.
+   * with its id; its rejection is this call's) and stream that run's events
+   * until it waits or ends (`known`: the calls and approvals the run's
+   * message shows already). The subscription is open before `begin` so
+   * that no event is missed; events that come before the run's id is known
+   * are kept until it is.
    */
-  follow(session, abortSignal, known, begin) {
+  async follow(session, abortSignal, known, begin) {
     const { runtime } = this;
-    let subscription = null;
-    let runId = null;
-    const stream = chunkStream(async (emit) => {
-      const early = [];
-      let chunks = null;
+    const early = [];
+    let deliver = (event) => early.push(event);
+    const subscription = runtime.subscribe(session, (event) => deliver(event));
+    let runId;
+    try {
+      runId = await begin();
+    } catch (e) {
+      subscription.close();
+      throw e;
+    }
+    // Stopping the chat (its request aborted) stops the run, while this
+    // stream lasts.
+    const stop = () => { runtime.stop(runId).catch(() => {}); };
+    if (abortSignal?.aborted) stop();
+    else abortSignal?.addEventListener('abort', stop, { once: true });
+    const end = () => {
+      subscription.close();
+      abortSignal?.removeEventListener('abort', stop);
+    };
+    return chunkStream(async (emit) => {
+      const chunks = new RunChunks(runtime, runId, emit);
+      for (const call of known?.inputs ?? []) chunks.inputs.add(call);
+      for (const [request, call] of known?.approvals ?? []) chunks.approvals.set(request, call);
+      let finished = false;
       let settle;
       const ended = new Promise((resolve, reject) => { settle = { resolve, reject }; });
-      // Events are handled one at a time, in order: a call's input is read
-      // before the next event is turned into chunks.
-      let queue = Promise.resolve();
       const handle = async (event) => {
-        if (event.type !== 'text' && event.type !== 'reasoning' && event.type !== 'activity') return;
-        if (event.runId !== runId) return;
+        if (finished || event.runId !== runId) return;
         if (event.type === 'text') { chunks.textDelta(event.text); return; }
         if (event.type === 'reasoning') { chunks.reasoningDelta(event.text); return; }
+        if (event.type !== 'activity') return;
         const kind = event.activity.kind;
         await chunks.activity(kind, null);
         // The stream ends where the run stops needing it: it ended, or it
         // waits for the person (or for Resume).
         if (kind.kind === 'status_changed' && (FINAL.has(kind.to) || WAITING.has(kind.to))) {
+          finished = true;
           chunks.finish({ id: runId, status: kind.to, ...(kind.reason ? { stop_reason: kind.reason } : {}) });
           settle.resolve();
         }
       };
+      // Events are handled one at a time, in order: a call's input is read
+      // before the next event is turned into chunks.
+      let queue = Promise.resolve();
       const enqueue = (event) => {
         queue = queue.then(() => handle(event)).catch((e) => settle.reject(e));
       };
-      subscription = runtime.subscribe(session, (event) => {
-        if (chunks) enqueue(event); else early.push(event);
-      });
+      emit({ type: 'start', messageId: runId, messageMetadata: { runId, status: 'running' } });
+      for (const event of early.splice(0)) enqueue(event);
+      deliver = enqueue;
       try {
-        runId = await begin();
-        if (abortSignal?.aborted) { await runtime.stop(runId).catch(() => {}); }
-        abortSignal?.addEventListener('abort', () => { runtime.stop(runId).catch(() => {}); }, { once: true });
-        chunks = new RunChunks(runtime, runId, emit);
-        for (const call of known?.inputs ?? []) chunks.inputs.add(call);
-        for (const [request, call] of known?.approvals ?? []) chunks.approvals.set(request, call);
-        emit({ type: 'start', messageId: runId, messageMetadata: { runId, status: 'running' } });
-        for (const event of early.splice(0)) enqueue(event);
         await ended;
-        await queue;
       } finally {
-        subscription.close();
+        end();
       }
-    }, () => { subscription?.close(); });
-    return Promise.resolve(stream);
+    }, end);
   }
 }
