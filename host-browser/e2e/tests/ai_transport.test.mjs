@@ -201,6 +201,24 @@ test('issue 36 part 6: the AI SDK\'s Chat on the transport — text, reasoning, 
     assert.equal(model.requests.length, 2);
     // An ended run has no stream to re-attach to.
     assert.equal(await page.evaluate((s) => window.transport.reconnectToStream({ chatId: s }), session), null);
+    // What the transport read the parts from: the run's own blobs.
+    const transcript = await page.evaluate((id) => window.rt.readTranscript(id), runId);
+    assert.deepEqual(transcript.rounds, [
+      { round: 1, text: 'Let me write the note.', reasoning: 'The person wants a note written.' },
+      { round: 2, text: 'The note is written.' },
+    ]);
+    assert.deepEqual(transcript.calls, [call]);
+    // Bad input is a typed error.
+    const codes = await page.evaluate(async (id) => {
+      const codeOf = (p) => p.then(() => 'resolved', (e) => e.code);
+      return [
+        await codeOf(window.rt.readToolCall(id, 'call-that-was-never-made')),
+        await codeOf(window.rt.readToolCall(id, '')),
+        await codeOf(window.rt.readTranscript('run-that-never-was')),
+        await codeOf(window.rt.readTranscript('')),
+      ];
+    }, runId);
+    assert.deepEqual(codes, ['not_found', 'invalid_argument', 'not_found', 'invalid_argument']);
     assert.deepEqual(pageErrors, []);
   } finally {
     await context.close();

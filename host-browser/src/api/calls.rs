@@ -99,12 +99,15 @@ impl AgentRuntime {
     /// reload): `{ rounds, calls }`, each model round's `text` and
     /// `reasoning` (kept apart, S13.4) in round order, and every call as
     /// `readToolCall` gives it, in journal order. Reading changes nothing.
+    /// Rejects with `not_found` for an unknown run.
     #[wasm_bindgen(js_name = readTranscript, unchecked_return_type = "Promise<RunTranscript>")]
     pub fn read_transcript(&self, run: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         promise(async move {
             let run = run_id(&run)?;
             let runtime = inner.assembly.runtime();
+            // An unknown run is `not_found`, not an empty transcript.
+            runtime.run(&run).await.map_err(run_error)?;
             let mut rounds = Vec::new();
             for activity in runtime.activities(&run).await.map_err(run_error)? {
                 if let ActivityKind::ModelResponse {
