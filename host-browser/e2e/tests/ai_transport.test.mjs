@@ -264,6 +264,32 @@ test('issue 36 part 6: readUIMessageStream assembles a denied call as output-den
   }
 });
 
+test('issue 36 part 6: a failed call is an output-error part with the tool\'s code and message, and the run goes on', async () => {
+  const model = await startModelServer('openai');
+  const context = await env.browser.newContext();
+  try {
+    const page = await context.newPage();
+    const session = uniqueSession('ai-error');
+    model.reply(
+      { calls: [{ name: 'workspace_read', args: { path: 'missing.txt' } }], usage: { input: 1, output: 1 } },
+      { text: 'There is no such file.', usage: { input: 1, output: 1 } },
+    );
+    await openChat(page, { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'permissive' });
+    const message = await page.evaluate(() => window.sendAndRead([{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Read missing.txt.' }] }]));
+    assert.deepEqual(plain(message).parts.map((p) => [p.type, p.state]),
+      [['step-start', undefined], ['dynamic-tool', 'output-error'], ['step-start', undefined], ['text', 'done']]);
+    const [tool] = message.parts.filter((p) => p.type === 'dynamic-tool');
+    assert.deepEqual(tool.input, { path: 'missing.txt' });
+    const call = await page.evaluate(([r, c]) => window.rt.readToolCall(r, c), [message.id, tool.toolCallId]);
+    assert.equal(call.result.outcome, 'error');
+    assert.equal(tool.errorText, `${call.result.code}: ${call.result.message}`);
+    assert.equal(message.metadata.status, 'completed');
+  } finally {
+    await context.close();
+    await model.close();
+  }
+});
+
 test('issue 36 part 6: an ask_user question is a tool part waiting for its output; the output the page adds is the runtime\'s answer', async () => {
   const model = await startModelServer('openai');
   const context = await env.browser.newContext();
