@@ -114,26 +114,42 @@ function chatState(page) {
   return page.evaluate(() => ({ status: window.chat.status, messages: window.chat.messages, errors: window.chatErrors }));
 }
 
+/**
+ * `body({ page, model, session, options, pageErrors })` with a model server
+ * of its own (`models`: the OpenAI format of model_servers.mjs; `hang`:
+ * openai_server.mjs, whose replies can keep a response open), a fresh
+ * browser context, a session and the chat opened on it (`options` opens
+ * it again after a reload).
+ */
+async function withChat({ name, server, approvalMode }, body) {
+  const model = server === 'hang' ? await startOpenAiServer() : await startModelServer('openai');
+  const context = await env.browser.newContext();
+  try {
+    const page = await context.newPage();
+    const pageErrors = [];
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    const session = uniqueSession(name);
+    const options = { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode };
+    await openChat(page, options);
+    await body({ page, model, session, options, pageErrors });
+  } finally {
+    await context.close();
+    await model.close();
+  }
+}
+
 /** The parts of `message` without fields the SDK leaves undefined. */
 function plain(value) {
   return JSON.parse(JSON.stringify(value));
 }
 
 test('issue 36 part 6: the AI SDK\'s Chat on the transport — text, reasoning, a tool call, its approval, a reload in the middle, the answer — assembles the messages the SDK expects', async () => {
-  const model = await startModelServer('openai');
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const pageErrors = [];
-    page.on('pageerror', (e) => pageErrors.push(String(e)));
-    const session = uniqueSession('ai-chat');
-    const options = { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'strict' };
+  await withChat({ name: 'ai-chat', server: 'models', approvalMode: 'strict' }, async ({ page, model, session, options, pageErrors }) => {
     model.reply(
       { reasoning: { text: 'The person wants a note written.' }, text: 'Let me write the note.',
         calls: [{ name: 'workspace_write', args: { path: 'notes/a.md', content: '# A\n' } }], usage: { input: 10, output: 5 } },
       { text: 'The note is written.', usage: { input: 20, output: 5 } },
     );
-    await openChat(page, options);
     // sendMessage resolves when the transport's stream ends: the run waits for the approval.
     await page.evaluate(() => window.chat.sendMessage({ text: 'Write a note to notes/a.md.' }));
     const asked = await chatState(page);
@@ -220,23 +236,15 @@ test('issue 36 part 6: the AI SDK\'s Chat on the transport — text, reasoning, 
     }, runId);
     assert.deepEqual(codes, ['not_found', 'invalid_argument', 'not_found', 'invalid_argument']);
     assert.deepEqual(pageErrors, []);
-  } finally {
-    await context.close();
-    await model.close();
-  }
+  });
 });
 
 test('issue 36 part 6: readUIMessageStream assembles a denied call as output-denied and the run\'s answer after it', async () => {
-  const model = await startModelServer('openai');
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const session = uniqueSession('ai-deny');
+  await withChat({ name: 'ai-deny', server: 'models', approvalMode: 'strict' }, async ({ page, model }) => {
     model.reply(
       { text: 'Writing.', calls: [{ name: 'workspace_write', args: { path: 'b.md', content: 'b' } }], usage: { input: 1, output: 1 } },
       { text: 'I did not write it.', usage: { input: 1, output: 1 } },
     );
-    await openChat(page, { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'strict' });
     const messages = await page.evaluate(async () => {
       const user = { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Write b.md.' }] };
       const first = await window.sendAndRead([user]);
@@ -258,23 +266,15 @@ test('issue 36 part 6: readUIMessageStream assembles a denied call as output-den
     assert.equal(messages.second.metadata.status, 'completed');
     const runView = await page.evaluate((id) => window.rt.readRun(id), messages.second.id);
     assert.equal(runView.journal[0].state, 'failed', 'the denied call was never dispatched');
-  } finally {
-    await context.close();
-    await model.close();
-  }
+  });
 });
 
 test('issue 36 part 6: a failed call is an output-error part with the tool\'s code and message, and the run goes on', async () => {
-  const model = await startModelServer('openai');
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const session = uniqueSession('ai-error');
+  await withChat({ name: 'ai-error', server: 'models', approvalMode: 'permissive' }, async ({ page, model }) => {
     model.reply(
       { calls: [{ name: 'workspace_read', args: { path: 'missing.txt' } }], usage: { input: 1, output: 1 } },
       { text: 'There is no such file.', usage: { input: 1, output: 1 } },
     );
-    await openChat(page, { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'permissive' });
     const message = await page.evaluate(() => window.sendAndRead([{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Read missing.txt.' }] }]));
     assert.deepEqual(plain(message).parts.map((p) => [p.type, p.state]),
       [['step-start', undefined], ['dynamic-tool', 'output-error'], ['step-start', undefined], ['text', 'done']]);
@@ -284,23 +284,15 @@ test('issue 36 part 6: a failed call is an output-error part with the tool\'s co
     assert.equal(call.result.outcome, 'error');
     assert.equal(tool.errorText, `${call.result.code}: ${call.result.message}`);
     assert.equal(message.metadata.status, 'completed');
-  } finally {
-    await context.close();
-    await model.close();
-  }
+  });
 });
 
 test('issue 36 part 6: an ask_user question is a tool part waiting for its output; the output the page adds is the runtime\'s answer', async () => {
-  const model = await startModelServer('openai');
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const session = uniqueSession('ai-ask');
+  await withChat({ name: 'ai-ask', server: 'models', approvalMode: 'permissive' }, async ({ page, model }) => {
     model.reply(
       { calls: [{ name: 'ask_user', args: { question: 'What is your name?' } }], usage: { input: 1, output: 1 } },
       { text: 'Hello, Ada.', usage: { input: 1, output: 1 } },
     );
-    await openChat(page, { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'permissive' });
     const result = await page.evaluate(async () => {
       const user = { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Greet me.' }] };
       const first = await window.sendAndRead([user]);
@@ -323,20 +315,12 @@ test('issue 36 part 6: an ask_user question is a tool part waiting for its outpu
     const call = await page.evaluate(([r, c]) => window.rt.readToolCall(r, c), [result.second.id, tool.toolCallId]);
     assert.equal(call.call.state, 'committed');
     assert.match(JSON.stringify(call.result.content), /Ada/, 'the runtime recorded the page\'s answer');
-  } finally {
-    await context.close();
-    await model.close();
-  }
+  });
 });
 
 test('issue 36 part 6: the Chat\'s stop() stops the run', async () => {
-  const model = await startOpenAiServer();
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const session = uniqueSession('ai-stop');
+  await withChat({ name: 'ai-stop', server: 'hang', approvalMode: 'permissive' }, async ({ page, model }) => {
     model.reply({ hang: 'Still thinking' });
-    await openChat(page, { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'permissive' });
     await page.evaluate(() => { window.chat.sendMessage({ text: 'Take your time.' }); });
     await model.waitForRequests(1);
     await page.evaluate(() => window.until(() => window.chat.messages.length === 2, 'the run\'s message'));
@@ -346,22 +330,13 @@ test('issue 36 part 6: the Chat\'s stop() stops the run', async () => {
       async () => (await window.rt.readRun(id)).run.status === 'cancelled', 'the run cancelled'), runId);
     const { run } = await page.evaluate((id) => window.rt.readRun(id), runId);
     assert.deepEqual(run.stop_reason, { reason: 'user_stopped' });
-  } finally {
-    await context.close();
-    await model.close();
-  }
+  });
 });
 
 test('S2.5: reconnectToStream after a reload replays an interrupted run and never resumes it', async () => {
-  const model = await startOpenAiServer();
-  const context = await env.browser.newContext();
-  try {
-    const page = await context.newPage();
-    const session = uniqueSession('ai-reconnect');
-    const options = { databaseName: `ai-${session}`, baseUrl: model.baseUrl, session, approvalMode: 'permissive' };
+  await withChat({ name: 'ai-reconnect', server: 'hang', approvalMode: 'permissive' }, async ({ page, model, options }) => {
     // The model is still answering when the page goes away.
     model.reply({ hang: 'Half an ans' });
-    await openChat(page, options);
     await page.evaluate(() => { window.chat.sendMessage({ text: 'Answer slowly.' }); });
     await model.waitForRequests(1);
     await page.evaluate(() => window.until(() => window.chat.messages.length === 2, 'the run\'s message'));
@@ -387,8 +362,5 @@ test('S2.5: reconnectToStream after a reload replays an interrupted run and neve
     model.reply({ text: 'The whole answer.' });
     await page.evaluate((id) => window.rt.resume(id), runId);
     await model.waitForRequests(asked + 1);
-  } finally {
-    await context.close();
-    await model.close();
-  }
+  });
 });
