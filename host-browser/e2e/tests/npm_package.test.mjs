@@ -81,7 +81,7 @@ test('the npm package installs into a Vite app that runs one agent run in Chromi
   });
 });
 
-test('issue 36 part 6: the app\'s useChat page (React, @ai-sdk/react) runs one run through the package\'s AI SDK transport: text, an approval answered in the UI, the tool\'s output, the answer', async () => {
+test('issue 36 part 6: the app\'s useChat page (React, @ai-sdk/react) runs one run through the package\'s AI SDK transport: text, an approval asked again after a reload and answered in the UI, the tool\'s output, the answer', async () => {
   await withApp(async (page, errors, server) => {
     await page.goto(`${server.url}/chat.html`);
     await page.waitForSelector('#chat-status[data-status="ready"]', { timeout: 60_000 });
@@ -93,6 +93,14 @@ test('issue 36 part 6: the app\'s useChat page (React, @ai-sdk/react) runs one r
     assert.match(await tool.innerText(), /workspace_write/);
     assert.match(await tool.innerText(), /notes\/chat\.md/);
     assert.equal(await page.locator('li[data-role="assistant"] .part[data-type="reasoning"]').count(), 1);
+    // A reload while the run waits: the page keeps its messages, useChat's
+    // `resume` re-attaches to the run (replayed, not resumed), the approval
+    // is asked again, once.
+    await page.reload();
+    await tool.and(page.locator('[data-state="approval-requested"]')).waitFor({ timeout: 30_000 });
+    await page.waitForSelector('#chat-status[data-status="ready"]', { timeout: 30_000 });
+    assert.equal(await tool.count(), 1);
+    assert.equal(await page.locator('li[data-role="user"]').count(), 1);
     await tool.locator('button.approve').click();
     await page.waitForSelector('li[data-role="assistant"][data-status="completed"]', { timeout: 30_000 });
     assert.equal(await tool.getAttribute('data-state'), 'output-available');
