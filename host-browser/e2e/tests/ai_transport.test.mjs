@@ -318,6 +318,23 @@ test('issue 36 part 6: an ask_user question is a tool part waiting for its outpu
   });
 });
 
+test('issue 36 part 6: the Chat\'s regenerate() starts a new run whose history is the chat\'s own, without the answer it replaces', async () => {
+  await withChat({ name: 'ai-regenerate', server: 'models', approvalMode: 'permissive' }, async ({ page, model }) => {
+    model.reply({ text: 'First answer.', usage: { input: 1, output: 1 } }, { text: 'Second answer.', usage: { input: 1, output: 1 } });
+    await page.evaluate(() => window.chat.sendMessage({ text: 'Hi.' }));
+    const first = await page.evaluate(() => window.chat.messages[1].id);
+    await page.evaluate(() => window.chat.regenerate());
+    const state = await chatState(page);
+    assert.deepEqual(state.errors, []);
+    assert.equal(state.messages.length, 2);
+    const answer = plain(state.messages[1]);
+    assert.notEqual(answer.id, first, 'a new run');
+    assert.deepEqual(answer.parts.filter((p) => p.type === 'text').map((p) => p.text), ['Second answer.']);
+    const sent = model.requests[1].body.messages.filter((m) => m.role !== 'system').map((m) => [m.role, m.content]);
+    assert.deepEqual(sent, [['user', 'Hi.']], 'the replaced answer is not in the new run\'s conversation');
+  });
+});
+
 test('issue 36 part 6: the Chat\'s stop() stops the run', async () => {
   await withChat({ name: 'ai-stop', server: 'hang', approvalMode: 'permissive' }, async ({ page, model }) => {
     model.reply({ hang: 'Still thinking' });
