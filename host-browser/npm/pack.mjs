@@ -1,7 +1,8 @@
 // The npm package of the browser runtime (issue 14 item 8): the
 // `wasm-bindgen --target web` output in host-browser/pkg (built by
-// e2e/build.mjs), a package.json with its types and exports, and the
-// embedders' README, packed with `npm pack` into
+// e2e/build.mjs), the AI SDK chat transport
+// (`agent-runtime-browser/ai-transport`), a package.json with its types and
+// exports, and the embedders' README, packed with `npm pack` into
 // target/npm/agent-runtime-browser-<version>.tgz and, under a stable name
 // for the example app, target/npm/agent-runtime-browser.tgz.
 import { execFileSync } from 'node:child_process';
@@ -20,6 +21,10 @@ const NAME = 'agent-runtime-browser';
 const FILES = ['agent_host_browser.js', 'agent_host_browser.d.ts', 'agent_host_browser_bg.wasm',
   'agent_host_browser_bg.wasm.d.ts', 'agent_worker_module.js', 'agent_worker_module_bg.wasm'];
 
+// The AI SDK transport (issue 36 part 6), beside this script: plain
+// JavaScript that needs no build, and its types, which import `ai`'s.
+const TRANSPORT = ['ai_transport.js', 'ai_transport.d.ts'];
+
 // The version is the workspace's, so the package and the crates never disagree.
 const cargo = readFileSync(join(root, 'Cargo.toml'), 'utf8');
 const section = cargo.slice(cargo.indexOf('[workspace.package]'));
@@ -34,7 +39,8 @@ for (const f of FILES) {
 rmSync(staging, { recursive: true, force: true });
 mkdirSync(staging, { recursive: true });
 for (const f of FILES) copyFileSync(join(pkg, f), join(staging, f));
-const files = [...FILES, 'README.md'];
+for (const f of TRANSPORT) copyFileSync(join(here, f), join(staging, f));
+const files = [...FILES, ...TRANSPORT, 'README.md'];
 // Inline JavaScript snippets of the crate's dependencies, when there are any.
 if (existsSync(join(pkg, 'snippets'))) {
   cpSync(join(pkg, 'snippets'), join(staging, 'snippets'), { recursive: true });
@@ -54,12 +60,17 @@ const manifest = {
     '.': { types: './agent_host_browser.d.ts', import: './agent_host_browser.js' },
     './agent_host_browser.js': './agent_host_browser.js',
     './agent_host_browser_bg.wasm': './agent_host_browser_bg.wasm',
+    // `AgentRuntimeChatTransport`, a `ChatTransport` of the AI SDK (`ai` 7).
+    './ai-transport': { types: './ai_transport.d.ts', import: './ai_transport.js' },
     // The Worker module, by URL (`workerGlueUrl`, `workerWasmUrl`).
     './agent_worker_module.js': './agent_worker_module.js',
     './agent_worker_module_bg.wasm': './agent_worker_module_bg.wasm',
     './package.json': './package.json',
   },
   files,
+  // Only the transport's types use `ai`; the runtime needs nothing.
+  peerDependencies: { ai: '^7.0.0' },
+  peerDependenciesMeta: { ai: { optional: true } },
   sideEffects: false,
 };
 writeFileSync(join(staging, 'package.json'), JSON.stringify(manifest, null, 2) + '\n');

@@ -11,7 +11,7 @@ import type {
   CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
   AgentProfileV2, FieldChange, KnowledgePassage, MemoryChange, MemoryRecord, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
   ProfileRunUse, ResearchGap, ResearchPlan, ResearchStart, ResearchView, RevisionCause, RunOptions, RunView,
-  RuntimeConfig, RuntimeEvent, SessionSummary, Source, StopReason, Subscription,
+  RuntimeConfig, RuntimeEvent, RunTranscript, SessionSummary, Source, StopReason, Subscription, ToolCallView,
 } from "../pkg/agent_host_browser.js";
 
 /** Fails to compile when a switch misses a case. */
@@ -169,6 +169,16 @@ async function showRun(runtime: AgentRuntime, id: string): Promise<void> {
   for (const failure of view.failures ?? []) console.log(`${failure.call_id} failed: ${failure.reason}`);
   console.log(`prompt: ${view.prompt}`);
   if (view.output !== undefined) console.log(`answer: ${view.output}`);
+  // What each round said and what each call was given and returned.
+  const transcript: RunTranscript = await runtime.readTranscript(id);
+  for (const round of transcript.rounds) console.log(`round ${round.round}: ${round.text ?? ""}`);
+  for (const record of view.journal) {
+    const call: ToolCallView = await runtime.readToolCall(id, record.call_id);
+    const result = call.result;
+    const outcome = result === undefined ? "no result yet"
+      : result.outcome === "success" ? JSON.stringify(result.content) : `${result.code}: ${result.message}`;
+    console.log(`${call.call.tool}(${JSON.stringify(call.input)}) → ${outcome}`);
+  }
 }
 
 function describeGap(gap: ResearchGap): string {

@@ -297,8 +297,9 @@ const GENERATED_TYPES: &str = "host-browser/src/api/generated.d.ts";
 /// includes them; the e2e suite's own build after it is then a no-op), the
 /// values generated from real runs on the Rust side, `tsc --strict
 /// --noEmit` over the `.d.ts`, the values and the typed example embedder,
-/// then proof that the check fails when a value loses a field or gains one
-/// the types do not have.
+/// the AI SDK transport's types against the `ai` package's, then proof
+/// that the check fails when a value loses a field or gains one the types
+/// do not have.
 fn typecheck_steps() -> Vec<Step> {
     let tsc = "node_modules/typescript/bin/tsc";
     vec![
@@ -336,6 +337,14 @@ fn typecheck_steps() -> Vec<Step> {
             &[tsc, "--strict", "--noEmit", "-p", "."],
         )
         .in_dir(TYPECHECK_DIR),
+        // The AI SDK transport against the `ai` package's own types (its
+        // library files unchecked: they assume Node's types).
+        Step::new(
+            "types: the AI SDK transport under tsc --strict",
+            "node",
+            &[tsc, "--strict", "--noEmit", "-p", "tsconfig.ai.json"],
+        )
+        .in_dir(TYPECHECK_DIR),
         Step::new(
             "types: a changed value fails tsc",
             "node",
@@ -363,6 +372,7 @@ mod typecheck_tests {
                 ("node", "build.mjs"),
                 ("cargo", "run"),
                 ("node", "node_modules/typescript/bin/tsc"),
+                ("node", "node_modules/typescript/bin/tsc"),
                 ("node", "must_fail.mjs")
             ]
         );
@@ -377,5 +387,9 @@ mod typecheck_tests {
         );
         assert!(steps[3].args.iter().any(|a| a == "--strict"));
         assert!(steps[3].args.iter().any(|a| a == "--noEmit"));
+        assert_eq!(
+            steps[4].args.last().map(String::as_str),
+            Some("tsconfig.ai.json")
+        );
     }
 }

@@ -14,6 +14,7 @@
 //! thread).
 //!
 //! Parts: [`errors`] (stable codes), `config` (the embedder's configuration),
+//! `calls` (one tool call with its arguments and result, for chat UIs),
 //! `hold` (session holding), `views` (file and Artifact views); this module
 //! is the wasm-bindgen surface. Loading never resumes a run or starts network
 //! work: it only recovers runs left `running` into `interrupted`, and so
@@ -52,6 +53,7 @@ use config::{
 use errors::{assembly_error, from_js, run_error, run_id, session_id, to_js};
 use hold::Hold;
 
+mod calls;
 mod config;
 mod errors;
 mod hold;

@@ -172,6 +172,17 @@ export interface FileContent { entry: FileEntry; text?: string; bytes: Uint8Arra
 /** An Artifact's content: `text` when the bytes are UTF-8. */
 export interface ArtifactContent { entry: Artifact; text?: string; bytes: Uint8Array; }
 
+/** A tool call's result envelope as stored (S5.4): success with its content, or a typed error. */
+export type ToolResultEnvelope =
+  | { outcome: "success"; content: JsonValue; trust: Trust; provenance: Provenance; references: Reference[]; receipts: EffectReceipt[] }
+  | { outcome: "error"; code: string; message: string; retryable: boolean; trust: Trust; provenance: Provenance; effect_may_have_happened: boolean };
+
+/** One tool call (`readToolCall`): its journal record, the arguments it was prepared with and, once it has one, its result. */
+export interface ToolCallView { call: JournalRecord; input: JsonValue; result?: ToolResultEnvelope; }
+
+/** What a run said and did (`readTranscript`): each model round's text and reasoning (apart, S13.4), and every call. */
+export interface RunTranscript { rounds: Array<{ round: number; text?: string; reasoning?: string }>; calls: ToolCallView[]; }
+
 // ---------------------------------------------------------------- events
 
 export type MemoryScope = "global" | "workspace" | "profile" | "session";
