@@ -656,6 +656,63 @@ mod tests {
     }
 
     #[test]
+    fn unsupported_findings_are_set_aside_with_their_gap_within_the_bound() {
+        let snapshot = task().snapshot.unwrap();
+        // Every finding backed: nothing moves, no gap.
+        let (same, gap) = draft(vec![ev(1)]).set_aside_unsupported(&snapshot);
+        assert_eq!(same, draft(vec![ev(1)]));
+        assert_eq!(gap, None);
+        // One backed, one citing ev-9, one citing nothing.
+        let mut d = draft(vec![ev(1)]);
+        d.findings.push(Finding {
+            claim: "Unbacked.".into(),
+            evidence: vec![ev(1), ev(9)],
+        });
+        d.findings.push(Finding {
+            claim: "Uncited.".into(),
+            evidence: vec![],
+        });
+        let (d, gap) = d.set_aside_unsupported(&snapshot);
+        assert_eq!(d.findings.len(), 1);
+        assert_eq!(d.unverified.len(), 3);
+        assert!(
+            d.unverified[1]
+                .text
+                .starts_with("Unbacked. (cited ev-1, ev-9")
+        );
+        assert_eq!(d.unverified[2].text, "Uncited. (cited no source)");
+        match gap {
+            Some(Gap::UnsupportedClaims { count: 2, reason }) => {
+                assert!(reason.contains("ev-9"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Report::build(&task(), d).is_ok());
+        // Unverified material keeps its bound: at MAX_ITEMS - 1 one more
+        // fits, at MAX_ITEMS none does and the gap counts it.
+        for (already, kept, dropped) in [
+            (MAX_ITEMS - 1, MAX_ITEMS, false),
+            (MAX_ITEMS, MAX_ITEMS, true),
+        ] {
+            let mut d = draft(vec![ev(9)]);
+            d.unverified = vec![Statement { text: "x".into() }; already];
+            let (d, gap) = d.set_aside_unsupported(&snapshot);
+            assert_eq!(d.unverified.len(), kept);
+            let Some(Gap::UnsupportedClaims { count: 1, reason }) = gap else {
+                panic!("{gap:?}")
+            };
+            assert_eq!(reason.contains("left out"), dropped, "{reason}");
+            assert!(Report::build(&task(), d).is_ok());
+        }
+        // A claim at the longest length still fits once annotated.
+        let mut d = draft(vec![ev(9)]);
+        d.findings[0].claim = "c".repeat(MAX_STATEMENT_CHARS);
+        let (d, _) = d.set_aside_unsupported(&snapshot);
+        assert_eq!(d.unverified[1].text.chars().count(), MAX_STATEMENT_CHARS);
+        assert!(Report::build(&task(), d).is_ok());
+    }
+
+    #[test]
     fn a_stored_report_whose_claim_cites_unknown_evidence_is_refused() {
         let mut report = Report::build(&task(), draft(vec![ev(1)])).unwrap();
         report.findings[0].evidence.push(ev(2));
