@@ -437,3 +437,25 @@ fn a_foreground_command_ends_when_its_parent_goes_away() {
     }
     assert_stopped(data.path(), &task);
 }
+
+#[test]
+fn s9_6_stop_of_a_research_run_stops_its_task_while_another_process_executes_it() {
+    let (addr, seen) = serve_model(true);
+    let data = tempfile::tempdir().unwrap();
+    let task = planned_task(data.path(), &format!("http://{addr}/v1"));
+    let child = approving(data.path(), &task);
+    until_synthesis(&seen);
+    let synthesis = format!("{task}-synthesis-1");
+    let stop = agentrt(data.path(), &["--json", "stop", &synthesis]);
+    assert_eq!(
+        stop.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert_eq!(json_line(&stop)["phase"], "partial");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(syntheses(&seen), 1);
+    assert_stopped(data.path(), &task);
+}

@@ -249,8 +249,44 @@ pub(crate) fn session_busy(e: AppError) -> anyhow::Error {
     }
 }
 
+/// The research task a `research` run belongs to (its start turn, or one
+/// of its phase runs `<task>-<phase>-<attempt>`), if `run` is one.
+async fn research_task_of(
+    cli: &Cli,
+    run: &RunId,
+) -> anyhow::Result<Option<agent_research::TaskId>> {
+    let viewer = super::open::open_viewer(cli).await?;
+    let record = load_run(viewer.native().host().storage.as_ref(), run).await?;
+    if record.mode != agent_kernel::run::RunMode::Research {
+        return Ok(None);
+    }
+    let tasks = viewer
+        .assembly()
+        .research_store()
+        .list(&record.session)
+        .await?;
+    Ok(tasks
+        .into_iter()
+        .find(|t| {
+            t.message.as_str() == run.as_str()
+                || run
+                    .as_str()
+                    .strip_prefix(t.id.as_str())
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
+        .map(|t| t.id))
+}
+
 pub(crate) async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<u8> {
     let config = load_config(cli)?;
+    if let Action::Stop = action
+        && let Some(task) = research_task_of(cli, run).await?
+    {
+        // A research run is stopped as its task is (S9.6), also while
+        // another process executes the session.
+        return super::research::research_action(cli, &task, super::research::ResearchAction::Stop)
+            .await;
+    }
     let launch = {
         let host = open_host(cli).await?;
         let storage = host.host().storage.clone();
