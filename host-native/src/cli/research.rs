@@ -1,6 +1,9 @@
 //! Deep Research on the command line (S9): `agentrt research "topic"`,
-//! `agentrt research --resume TASK`, `agentrt plan show|approve|edit|reject
-//! TASK` and `agentrt report TASK`. Every rule (the start turn, the phases,
+//! `agentrt research --resume TASK`, `agentrt research --stop TASK`,
+//! `agentrt plan show|approve|edit|reject TASK` and `agentrt report TASK`.
+//! It also owns how a command that advances a task is stopped: SIGTERM or
+//! SIGINT, or a stop requested by another process through storage, stops
+//! the task (S9.6) instead of interrupting it. Every rule (the start turn, the phases,
 //! the plan's narrowing-only edit, the frozen snapshot, the report's
 //! evidence) is the assembly's and the research crate's; this module finds
 //! the task, opens its session with the model its start turn used, calls
@@ -183,8 +186,8 @@ pub(crate) enum ResearchAction {
 /// another `agentrt` (`research --stop`).
 const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// The first SIGTERM or SIGINT, or a stop of `task` requested by another
-/// process; `Err` when no signal handler could be installed.
+/// Completes at the first SIGTERM or SIGINT, or when a stop of `task` was
+/// requested by another process (looked for every [`STOP_POLL`]).
 async fn stop_wanted(
     app: &App,
     session: &SessionId,
