@@ -187,6 +187,7 @@ function describeGap(gap: ResearchGap): string {
     case "budget_exhausted": return `out of ${gap.dimension}`;
     case "stopped": return "stopped by you";
     case "unanswered": return `not answered: ${gap.question}`;
+    case "unsupported_claims": return `${gap.count} claim(s) moved to unverified: ${gap.reason}`;
     default: return unreachable(gap);
   }
 }

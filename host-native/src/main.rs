@@ -43,6 +43,7 @@ mod cli {
     pub(crate) mod memory;
     pub(crate) mod model;
     pub(crate) mod open;
+    pub(crate) mod parent;
     pub(crate) mod profiles;
     pub(crate) mod render;
     pub(crate) mod research;
@@ -109,6 +110,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code::USAGE);
         }
     };
+    // A foreground command ends when its parent goes away (issue 38).
+    let daemon = match &cli.command {
+        Command::Serve { .. } | Command::Worker { .. } => true,
+        Command::Run { detach, .. } | Command::Resume { detach, .. } => *detach,
+        _ => false,
+    };
+    if !daemon {
+        cli::parent::exit_with_parent(code::INTERRUPTED);
+    }
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -292,6 +302,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                         ),
                         None => None,
                     },
+                    flags: cli::runs::TurnFlags {
+                        budget: Some(budget),
+                        approval: approval.map(|a| match a {
+                            cli::args::ApprovalArg::Permissive => {
+                                agent_capabilities::ApprovalMode::Permissive
+                            }
+                            cli::args::ApprovalArg::Strict => {
+                                agent_capabilities::ApprovalMode::Strict
+                            }
+                        }),
+                    },
                 },
                 false,
             )
@@ -300,6 +321,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Research {
             topic,
             resume,
+            stop,
             scenario,
             provider,
             base_url,
@@ -309,6 +331,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             approval,
             session,
         } => {
+            if let Some(task) = stop {
+                let task = cli::research::parse_task(task)?;
+                return research_action(&cli, &task, ResearchAction::Stop).await;
+            }
             if let Some(task) = resume {
                 let task = cli::research::parse_task(task)?;
                 return research_action(&cli, &task, ResearchAction::Resume).await;
@@ -346,7 +372,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             if let Some(a) = config.approval {
                 defaults.approval = a;
             }
-            let ceiling = agent_assembly::profiles::global_layer(&defaults);
+            let mut ceiling = agent_assembly::profiles::global_layer(&defaults);
+            // The configuration's `[ceiling]` lowers it further.
+            if let Some(c) = &config.ceiling {
+                ceiling.tools = match (ceiling.tools.take(), c.tools.clone()) {
+                    (Some(host), Some(set)) => Some(host.intersection(&set).cloned().collect()),
+                    (host, set) => set.or(host),
+                };
+                if c.memory.is_some() {
+                    ceiling.memory = c.memory.clone();
+                }
+            }
             let app = open_viewer(&cli).await?;
             cli::profiles::profile(cli.json, &app, action, &ceiling).await
         }

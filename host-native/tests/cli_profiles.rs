@@ -175,3 +175,171 @@ fn profiles_on_the_command_line_and_a_run_under_one() {
     );
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+/// A profile allowing JavaScript, workspace writes and global Memory.
+fn wide_profile() -> Value {
+    json!({
+        "id": "wide",
+        "name": "Wide",
+        "mode": "agent",
+        "model": {"model": "default"},
+        "reasoning": {},
+        "search": {"web_search": false},
+        "approval": "permissive",
+        "budget": {"max_tool_rounds": 5, "max_tool_calls": 4},
+        "tools": ["run_javascript", "workspace_write", "workspace_read"],
+        "memory": {"read": ["global", "session"], "write": ["global"]},
+    })
+}
+
+#[test]
+fn the_configurations_ceiling_narrows_imports_and_profile_runs() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path();
+    let config = dir.join("agentrt.toml");
+    std::fs::write(
+        &config,
+        "[ceiling]\ntools = [\"workspace_read\", \"workspace_list\"]\nmemory = { read = [\"session\"], write = [\"session\"] }\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let file = dir.join("wide.json");
+    std::fs::write(&file, wide_profile().to_string()).unwrap();
+    // Saved without the ceiling, then exported.
+    ok_json(&agentrt(
+        dir,
+        &["--json", "profile", "save", file.to_str().unwrap()],
+    ));
+    let export = agentrt(dir, &["profile", "export", "wide"]);
+    assert_eq!(export.status.code(), Some(0));
+    let exported = dir.join("wide.export.json");
+    std::fs::write(&exported, &export.stdout).unwrap();
+    // S10.3: an import keeps at most the host's ceiling.
+    let imported = ok_json(&agentrt(
+        dir,
+        &[
+            "--json",
+            "--config",
+            config,
+            "profile",
+            "import",
+            exported.to_str().unwrap(),
+            "--as",
+            "imported",
+        ],
+    ));
+    assert_eq!(imported["profile"], "imported");
+    let shown = ok_json(&agentrt(dir, &["--json", "profile", "show", "imported"]));
+    assert_eq!(shown["profile"]["tools"], json!(["workspace_read"]));
+    assert_eq!(shown["profile"]["memory"]["read"], json!(["session"]));
+    assert_eq!(shown["profile"]["memory"]["write"], json!([]));
+
+    // S10.2: the profile saved without the ceiling still runs under it.
+    let scenario = dir.join("write.json");
+    std::fs::write(
+        &scenario,
+        json!({"turns": [
+            {"tool_calls": [{"name": "workspace_write", "arguments": {"path": "x.txt", "content": "no"}}]},
+            {"text": "done"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let run = agentrt(
+        dir,
+        &[
+            "--config",
+            config,
+            "run",
+            "Write x.",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--profile",
+            "wide",
+            "--session",
+            "s1",
+        ],
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // The narrowing is said, not silent.
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(said.contains("tools was narrowed"), "{said}");
+    let files = agentrt(dir, &["--json", "session", "files", "s1"]);
+    assert!(
+        !String::from_utf8_lossy(&files.stdout).contains("x.txt"),
+        "the write was refused: {}",
+        String::from_utf8_lossy(&files.stdout)
+    );
+}
+
+/// The stored budget of the run of `session` (the only one there).
+fn budget_of_run(dir: &Path, session: &str) -> Value {
+    let runs = agentrt(dir, &["--json", "runs"]);
+    let stdout = String::from_utf8_lossy(&runs.stdout);
+    let run = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["session"] == session)
+        .unwrap_or_else(|| panic!("no run in {session}: {stdout}"));
+    let shown = agentrt(dir, &["--json", "show", run["run"].as_str().unwrap()]);
+    let card: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    card["budget"].clone()
+}
+
+#[test]
+fn s10_2_run_flags_under_a_profile_narrow_or_are_refused_with_a_line() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path();
+    let file = dir.join("reader.json");
+    // The profile allows 4 tool calls and strict approval.
+    std::fs::write(&file, profile(4).to_string()).unwrap();
+    ok_json(&agentrt(
+        dir,
+        &["--json", "profile", "save", file.to_str().unwrap()],
+    ));
+    let scenario = dir.join("hello.json");
+    std::fs::write(&scenario, json!({"turns": [{"text": "hello"}]}).to_string()).unwrap();
+    let run = |session: &str, flags: &[&str]| {
+        let mut args = vec![
+            "run",
+            "Hi.",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--profile",
+            "reader",
+            "--session",
+            session,
+        ];
+        args.extend_from_slice(flags);
+        let out = agentrt(dir, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Narrower: applied, and stored with the run.
+    let said = run("narrow", &["--max-tool-calls", "2"]);
+    assert!(!said.contains("refused"), "{said}");
+    assert_eq!(budget_of_run(dir, "narrow")["max_tool_calls"], 2);
+    // Wider: refused with a line; the profile's value stays.
+    let said = run(
+        "wide",
+        &["--max-tool-calls", "40", "--approval", "permissive"],
+    );
+    assert!(
+        said.contains("budget.max_tool_calls asked 40") && said.contains("refused, kept 4"),
+        "{said}"
+    );
+    assert!(said.contains("the flag for approval"), "{said}");
+    assert_eq!(budget_of_run(dir, "wide")["max_tool_calls"], 4);
+    // No flag: the profile's budget.
+    run("plain", &[]);
+    assert_eq!(budget_of_run(dir, "plain")["max_tool_calls"], 4);
+}

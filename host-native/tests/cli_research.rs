@@ -78,7 +78,26 @@ async fn completions(State(seen): State<Seen>, body: String) -> Response {
     .to_string())
 }
 
+/// The model of `completions`, whose synthesis never answers (a synthesis
+/// the person stops).
+async fn hanging_synthesis(State(seen): State<Seen>, body: String) -> Response {
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    if request["messages"]
+        .to_string()
+        .contains("You write the report")
+    {
+        seen.lock().unwrap().push(request);
+        tokio::time::sleep(std::time::Duration::from_secs(300)).await;
+        return sse("{}");
+    }
+    completions(State(seen), body).await
+}
+
 fn model_server() -> (SocketAddr, Seen) {
+    serve_model(false)
+}
+
+fn serve_model(hang_synthesis: bool) -> (SocketAddr, Seen) {
     let seen: Seen = Arc::default();
     let state = seen.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -88,9 +107,12 @@ fn model_server() -> (SocketAddr, Seen) {
             .build()
             .unwrap();
         rt.block_on(async move {
-            let app = Router::new()
-                .route("/v1/chat/completions", post(completions))
-                .with_state(state);
+            let app = if hang_synthesis {
+                Router::new().route("/v1/chat/completions", post(hanging_synthesis))
+            } else {
+                Router::new().route("/v1/chat/completions", post(completions))
+            }
+            .with_state(state);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
             axum::serve(listener, app).await.unwrap();
@@ -225,4 +247,215 @@ fn research_plan_and_report_on_the_command_line() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+}
+
+fn syntheses(seen: &Seen) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r["messages"].to_string().contains("You write the report"))
+        .count()
+}
+
+/// Wait (bounded) for the synthesis request to reach the model.
+fn until_synthesis(seen: &Seen) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while syntheses(seen) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "synthesis never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A research task of its own data directory, planned and waiting for
+/// approval, against a model whose synthesis never answers.
+fn planned_task(data: &Path, base: &str) -> String {
+    let start = agentrt(
+        data,
+        &[
+            "--json",
+            "research",
+            "How dense can solid-state cells get?",
+            "--provider",
+            "openai-compatible",
+            "--base-url",
+            base,
+            "--model",
+            "m",
+        ],
+    );
+    assert_eq!(
+        start.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&start.stderr)
+    );
+    json_line(&start)["task"].as_str().unwrap().to_owned()
+}
+
+fn approving(data: &Path, task: &str) -> std::process::Child {
+    Command::new(BIN)
+        .args(["--json", "plan", "approve", task])
+        .env("AGENTRT_DATA_DIR", data)
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn agentrt")
+}
+
+/// The task's stopped report: `partial`, the gap `stopped`, readable.
+fn assert_stopped(data: &Path, task: &str) {
+    let show = agentrt(data, &["--json", "plan", "show", task]);
+    let view = json_line(&show);
+    assert_eq!(view["phase"], "partial", "{view}");
+    assert!(
+        view["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["kind"] == "stopped"),
+        "{view}"
+    );
+    let report = agentrt(data, &["--json", "report", task]);
+    assert_eq!(report.status.code(), Some(0));
+    let parsed = json_line(&report);
+    assert!(
+        parsed["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["kind"] == "stopped")
+    );
+    // A stopped task never resumes by itself, nor on --resume.
+    let resume = agentrt(data, &["--json", "research", "--resume", task]);
+    assert_eq!(json_line(&resume)["phase"], "partial");
+}
+
+#[test]
+fn s9_6_sigterm_during_synthesis_stops_the_task_and_leaves_its_report() {
+    let (addr, seen) = serve_model(true);
+    let data = tempfile::tempdir().unwrap();
+    let task = planned_task(data.path(), &format!("http://{addr}/v1"));
+    let child = approving(data.path(), &task);
+    until_synthesis(&seen);
+    let requests = seen.lock().unwrap().len();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_line(&out)["phase"], "partial");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopping research task"));
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        requests,
+        "no model call after it"
+    );
+    assert_stopped(data.path(), &task);
+    assert_eq!(seen.lock().unwrap().len(), requests);
+}
+
+#[test]
+fn s9_6_research_stop_from_another_process_stops_the_task_there() {
+    let (addr, seen) = serve_model(true);
+    let data = tempfile::tempdir().unwrap();
+    let task = planned_task(data.path(), &format!("http://{addr}/v1"));
+    let child = approving(data.path(), &task);
+    until_synthesis(&seen);
+    let stop = agentrt(data.path(), &["--json", "research", "--stop", &task]);
+    assert_eq!(
+        stop.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert_eq!(json_line(&stop)["phase"], "partial");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json_line(&out)["phase"], "partial");
+    assert_eq!(syntheses(&seen), 1);
+    assert_stopped(data.path(), &task);
+}
+
+#[test]
+fn a_foreground_command_ends_when_its_parent_goes_away() {
+    let (addr, seen) = serve_model(true);
+    let data = tempfile::tempdir().unwrap();
+    let task = planned_task(data.path(), &format!("http://{addr}/v1"));
+    let pid_file = data.path().join("agentrt.pid");
+    // A parent (sh) that starts agentrt and is then killed, as a timeout
+    // wrapper is.
+    std::fs::set_permissions(
+        data.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut parent = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "\"$0\" --json plan approve {task} >/dev/null 2>&1 & echo $! > {}; wait",
+            pid_file.display()
+        ))
+        .arg(BIN)
+        .env("AGENTRT_DATA_DIR", data.path())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    until_synthesis(&seen);
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "agentrt outlived its parent"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_stopped(data.path(), &task);
+}
+
+#[test]
+fn s9_6_stop_of_a_research_run_stops_its_task_while_another_process_executes_it() {
+    let (addr, seen) = serve_model(true);
+    let data = tempfile::tempdir().unwrap();
+    let task = planned_task(data.path(), &format!("http://{addr}/v1"));
+    let child = approving(data.path(), &task);
+    until_synthesis(&seen);
+    let synthesis = format!("{task}-synthesis-1");
+    let stop = agentrt(data.path(), &["--json", "stop", &synthesis]);
+    assert_eq!(
+        stop.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert_eq!(json_line(&stop)["phase"], "partial");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(syntheses(&seen), 1);
+    assert_stopped(data.path(), &task);
 }

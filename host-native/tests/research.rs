@@ -84,6 +84,20 @@ struct Model {
     slow_source: bool,
     /// The first plan of a topic containing `malformed-first` is no JSON.
     topic_marks_bad_plan: bool,
+    /// What synthesis answers.
+    synthesis: Synthesis,
+}
+
+/// How the model answers synthesis.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Synthesis {
+    /// A draft citing the first source read.
+    Cites,
+    /// No JSON at first; then a draft whose finding cites `ev-9`, which
+    /// was never read.
+    MalformedThenUnknownEvidence,
+    /// Never answers (a synthesis the person stops).
+    Hangs,
 }
 
 fn tool_names(body: &Value) -> Vec<String> {
@@ -167,6 +181,34 @@ async fn completions(State(model): State<Arc<Model>>, body: String) -> Response 
             plan(model.port, model.slow_source)
         ));
     }
+    let syntheses = model
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r["messages"].to_string().contains("You write the report"))
+        .count();
+    match model.synthesis {
+        Synthesis::Cites => {}
+        Synthesis::Hangs => {
+            tokio::time::sleep(std::time::Duration::from_secs(120)).await;
+        }
+        Synthesis::MalformedThenUnknownEvidence if syntheses == 1 => {
+            return text("Here is my report: batteries are good.");
+        }
+        Synthesis::MalformedThenUnknownEvidence => {
+            return text(
+                &json!({
+                    "title": "Solid-state batteries",
+                    "findings": [
+                        {"claim": "Lab cells reached 500 Wh/kg.", "evidence": ["ev-1"]},
+                        {"claim": "Prices halve by 2030.", "evidence": ["ev-9"]},
+                    ],
+                })
+                .to_string(),
+            );
+        }
+    }
     // Synthesis: cite the first source read.
     text(
         &json!({
@@ -200,6 +242,10 @@ async fn servers(calls_start: bool) -> Servers {
 }
 
 async fn servers_with(calls_start: bool, slow_source: bool) -> Servers {
+    servers_answering(calls_start, slow_source, Synthesis::Cites).await
+}
+
+async fn servers_answering(calls_start: bool, slow_source: bool, synthesis: Synthesis) -> Servers {
     // The pages first: the model's plan names their port.
     let pages_seen: Seen = Arc::default();
     let seen = pages_seen.clone();
@@ -251,6 +297,7 @@ async fn servers_with(calls_start: bool, slow_source: bool) -> Servers {
         port: pages.port(),
         slow_source,
         topic_marks_bad_plan: true,
+        synthesis,
     });
     let model = serve(
         Router::new()
@@ -676,10 +723,185 @@ async fn s9_4_a_malformed_plan_interrupts_the_task_and_resume_asks_again() {
         view.phase, "interrupted",
         "an unusable plan is no plan: {view:?}"
     );
+    // The person sees why (issue 38).
+    assert!(view.interrupted_because.is_some(), "{view:?}");
     // Resume does not take the refused answer again: a second attempt.
     let view = a.resume_research(&session, &started.task).await.unwrap();
     assert_eq!(view.phase, "awaiting_plan_approval", "{view:?}");
     let second = RunId::new(format!("{}-plan-2", started.task)).unwrap();
     let run = app.runtime().run(&second).await.unwrap();
     assert_eq!(run.parent.as_ref(), Some(&started.run));
+}
+
+/// Start a task, plan it and return it with its plan request, in an open
+/// session of `app`.
+async fn planned(
+    app: &App,
+    session: &SessionId,
+) -> (agent_research::TaskId, agent_kernel::RequestId) {
+    let a = app.assembly();
+    let started = a
+        .start_research(session, "Batteries", config())
+        .await
+        .unwrap();
+    let view = a.advance_research(session, &started.task).await.unwrap();
+    (started.task, view.plan_request.unwrap().id)
+}
+
+/// The report Artifact of a view, read back and validated.
+async fn report_of(app: &App, view: &agent_research::view::ResearchView) -> Report {
+    let reference = view.report.as_ref().expect("a report");
+    let bytes = app
+        .native()
+        .host()
+        .storage
+        .get_blob(&reference.artifact)
+        .await
+        .unwrap()
+        .expect("the report Artifact is stored");
+    Report::from_bytes(&bytes).unwrap()
+}
+
+/// Wait (bounded) until `seen` holds an entry `matches` accepts.
+async fn until_seen(seen: &Seen, what: &str, matches: impl Fn(&Value) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !seen.lock().unwrap().iter().any(&matches) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_6_a_draft_citing_unknown_evidence_ends_in_a_partial_report_with_the_reason() {
+    let s = servers_answering(false, false, Synthesis::MalformedThenUnknownEvidence).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, false).await;
+    let session = SessionId::new("chat-8").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let (task, request) = planned(&app, &session).await;
+    let a = app.assembly();
+    // The first draft is no JSON: the task waits for Resume and says why.
+    let parked = a
+        .decide_plan(&session, &task, &request, PlanDecision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(parked.phase, "interrupted", "{parked:?}");
+    let why = parked.interrupted_because.clone().unwrap_or_default();
+    assert!(!why.is_empty(), "the reason is shown: {parked:?}");
+    // Resume asks the model again (a bounded new attempt), and the draft
+    // citing ev-9, never read, ends in a partial report: the claim moved
+    // to unverified material, the reason in the gaps.
+    let done = a.resume_research(&session, &task).await.unwrap();
+    assert_eq!(done.phase, "partial", "{done:?}");
+    assert!(done.interrupted_because.is_none());
+    let report = report_of(&app, &done).await;
+    assert_eq!(report.findings.len(), 1);
+    assert_eq!(report.findings[0].claim, "Lab cells reached 500 Wh/kg.");
+    assert!(
+        report.unverified[0]
+            .text
+            .starts_with("Prices halve by 2030."),
+        "{:?}",
+        report.unverified
+    );
+    let gap = report
+        .gaps
+        .iter()
+        .find_map(|g| match g {
+            Gap::UnsupportedClaims { count, reason } => Some((*count, reason.clone())),
+            _ => None,
+        })
+        .expect("the unsupported claim is a gap");
+    assert_eq!(gap.0, 1);
+    assert!(gap.1.contains("ev-9"), "{}", gap.1);
+    assert!(
+        report
+            .to_markdown()
+            .contains("moved to unverified material")
+    );
+    // Two synthesis runs, no more: the task is final.
+    let second = RunId::new(format!("{task}-synthesis-2")).unwrap();
+    assert_eq!(
+        app.runtime().run(&second).await.unwrap().status,
+        RunStatus::Completed
+    );
+    let third = RunId::new(format!("{task}-synthesis-3")).unwrap();
+    assert!(app.runtime().run(&third).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_6_a_stop_during_execution_lets_the_read_go_and_leaves_a_stopped_report() {
+    let s = servers_with(false, true).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, false).await;
+    let session = SessionId::new("chat-9").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let (task, request) = planned(&app, &session).await;
+    let a = app.assembly();
+    let model_before = s.model_seen.lock().unwrap().len();
+    let approve = a.decide_plan(&session, &task, &request, PlanDecision::Approve);
+    let stop = async {
+        // The second source's read hangs: stop then.
+        until_seen(&s.pages_seen, "the slow read", |p| p["path"] == "/plant").await;
+        let reads = s.pages_seen.lock().unwrap().len();
+        a.stop_research(&session, &task).await.unwrap();
+        reads
+    };
+    let (done, reads_at_stop) = tokio::join!(approve, stop);
+    let done = done.unwrap();
+    assert_eq!(done.phase, "partial", "{done:?}");
+    assert!(done.gaps.contains(&Gap::Stopped), "{done:?}");
+    // No read after the stop, and no synthesis by the model.
+    assert_eq!(s.pages_seen.lock().unwrap().len(), reads_at_stop);
+    assert_eq!(s.model_seen.lock().unwrap().len(), model_before);
+    let report = report_of(&app, &done).await;
+    assert!(report.gaps.contains(&Gap::Stopped));
+    assert!(report.findings.is_empty());
+    assert!(
+        report.unverified[0].text.contains("/cells"),
+        "the source read before the stop is listed: {:?}",
+        report.unverified
+    );
+    // A stopped task never resumes.
+    assert!(a.resume_research(&session, &task).await.unwrap().phase == "partial");
+    assert_eq!(s.pages_seen.lock().unwrap().len(), reads_at_stop);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_6_a_stop_during_synthesis_stops_its_run_and_leaves_a_stopped_report() {
+    let s = servers_answering(false, false, Synthesis::Hangs).await;
+    let data = tempfile::tempdir().unwrap();
+    let app = app(data.path(), &s, false).await;
+    let session = SessionId::new("chat-10").unwrap();
+    let _opened = app.open_session(&session).await.unwrap();
+    let (task, request) = planned(&app, &session).await;
+    let a = app.assembly();
+    let approve = a.decide_plan(&session, &task, &request, PlanDecision::Approve);
+    let stop = async {
+        until_seen(&s.model_seen, "the synthesis request", |r| {
+            r["messages"].to_string().contains("You write the report")
+        })
+        .await;
+        a.stop_research(&session, &task).await.unwrap();
+        (
+            s.model_seen.lock().unwrap().len(),
+            s.pages_seen.lock().unwrap().len(),
+        )
+    };
+    let (done, (model_at_stop, pages_at_stop)) = tokio::join!(approve, stop);
+    let done = done.unwrap();
+    assert_eq!(done.phase, "partial", "{done:?}");
+    assert!(done.gaps.contains(&Gap::Stopped));
+    let synthesis = RunId::new(format!("{task}-synthesis-1")).unwrap();
+    assert_eq!(
+        app.runtime().run(&synthesis).await.unwrap().status,
+        RunStatus::Cancelled
+    );
+    let report = report_of(&app, &done).await;
+    assert!(report.gaps.contains(&Gap::Stopped));
+    assert_eq!(s.model_seen.lock().unwrap().len(), model_at_stop);
+    assert_eq!(s.pages_seen.lock().unwrap().len(), pages_at_stop);
 }

@@ -232,7 +232,8 @@ impl Assembly {
         task: &TaskId,
     ) -> Result<ResearchView, ResearchDeskError> {
         let fence = self.fence_of(session)?;
-        self.research.stop(&fence, task).await
+        let sink = self.report_sink(fence.clone());
+        self.research.stop(&fence, task, &sink).await
     }
 
     /// After a reload or a take-over: every task of the session mid-phase

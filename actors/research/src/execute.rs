@@ -145,7 +145,17 @@ impl Execution<'_> {
             if i >= self.max_reads {
                 return Ok(Outcome::BudgetSpent { remaining });
             }
-            let result = self.read_one(url, &fingerprint).await?;
+            // A stop does not wait for a read in flight: the read is let go
+            // and its source stays pending (no evidence is recorded).
+            let read = self.read_one(url, &fingerprint);
+            let cancelled = self.cancel.cancelled();
+            futures::pin_mut!(read, cancelled);
+            let result = match futures::future::select(read, cancelled).await {
+                futures::future::Either::Left((result, _)) => result?,
+                futures::future::Either::Right(((), _)) => {
+                    return Ok(Outcome::Cancelled { remaining });
+                }
+            };
             let result = self.check_final_url(url, result);
             self.store
                 .record_fetch_result(self.fence, self.task, url, &result, None)

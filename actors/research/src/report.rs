@@ -68,6 +68,72 @@ pub struct ReportDraft {
     pub unanswered: Vec<String>,
 }
 
+impl ReportDraft {
+    /// The draft with every finding whose citations do not all resolve to
+    /// a source read in `snapshot` (or that cites none) moved to unverified
+    /// material, and the gap that says how many and why; `None` when every
+    /// finding is backed. A bad citation so ends in a readable partial
+    /// report instead of a draft that can never be published (S9.6).
+    /// Unverified material keeps its bound: what does not fit is counted
+    /// in the gap, not kept.
+    pub fn set_aside_unsupported(
+        mut self,
+        snapshot: &SourceSnapshot,
+    ) -> (ReportDraft, Option<Gap>) {
+        let mut kept = Vec::with_capacity(self.findings.len());
+        let mut moved = 0u32;
+        let mut dropped = 0u32;
+        let mut first_reason: Option<String> = None;
+        for (index, finding) in std::mem::take(&mut self.findings).into_iter().enumerate() {
+            let refusal = if finding.evidence.is_empty() {
+                Some(ReportError::Uncited { index })
+            } else {
+                finding
+                    .evidence
+                    .iter()
+                    .find(|id| snapshot.evidence(id).is_none())
+                    .map(|id| ReportError::UnknownEvidence {
+                        index,
+                        id: id.to_string(),
+                    })
+            };
+            let Some(refusal) = refusal else {
+                kept.push(finding);
+                continue;
+            };
+            moved += 1;
+            first_reason.get_or_insert_with(|| refusal.to_string());
+            let cited: Vec<&str> = finding.evidence.iter().map(|e| e.as_str()).collect();
+            let note = if cited.is_empty() {
+                " (cited no source)".to_owned()
+            } else {
+                format!(" (cited {}, not all read for this task)", cited.join(", "))
+            };
+            let room = MAX_STATEMENT_CHARS.saturating_sub(note.chars().count());
+            let text: String = finding.claim.chars().take(room).collect::<String>() + &note;
+            if self.unverified.len() < MAX_ITEMS {
+                self.unverified.push(Statement { text });
+            } else {
+                dropped += 1;
+            }
+        }
+        self.findings = kept;
+        let gap = first_reason.map(|first| {
+            let mut reason = first;
+            if dropped > 0 {
+                reason.push_str(&format!(
+                    "; {dropped} of them did not fit in the unverified material and were left out"
+                ));
+            }
+            Gap::UnsupportedClaims {
+                count: moved,
+                reason,
+            }
+        });
+        (self, gap)
+    }
+}
+
 /// One piece of evidence as the report carries it: the source read and
 /// the hash of its stored text (a blob).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,9 +224,20 @@ impl Report {
     /// evidence id resolved in the task's snapshot, the cited evidence
     /// copied in, the task's gaps plus the unanswered questions as gaps.
     pub fn build(task: &ResearchTask, draft: ReportDraft) -> Result<Report, ReportError> {
+        Report::build_with_gaps(task, draft, Vec::new())
+    }
+
+    /// [`Report::build`] with `extra` gaps of synthesis's own (after the
+    /// task's) that the task does not hold yet.
+    pub fn build_with_gaps(
+        task: &ResearchTask,
+        draft: ReportDraft,
+        extra: Vec<Gap>,
+    ) -> Result<Report, ReportError> {
         let snapshot = task.snapshot.as_ref().ok_or(ReportError::NoSnapshot)?;
         check_text("title", &draft.title, MAX_TITLE_CHARS)?;
         let mut gaps = task.gaps.clone();
+        gaps.extend(extra);
         for question in &draft.unanswered {
             check_text("unanswered question", question, MAX_STATEMENT_CHARS)?;
             gaps.push(Gap::Unanswered {
@@ -325,6 +402,10 @@ impl Report {
                     }
                     Gap::Stopped => "research was stopped".to_owned(),
                     Gap::Unanswered { question } => format!("unanswered: {}", inline(question)),
+                    Gap::UnsupportedClaims { count, reason } => format!(
+                        "{count} claim(s) cited no source read for this task and were moved to unverified material: {}",
+                        inline(reason)
+                    ),
                 };
                 out.push_str(&format!("- {text}\n"));
             }
@@ -391,6 +472,35 @@ pub async fn publish_report(
     id: &TaskId,
     draft: ReportDraft,
 ) -> Result<(ResearchTask, Report), PublishError> {
+    publish_with_gaps(store, sink, fence, id, draft, Vec::new()).await
+}
+
+/// Synthesis's way to publish: the draft's unsupported findings set aside
+/// as unverified material with their gap
+/// ([`ReportDraft::set_aside_unsupported`]), then [`publish_report`]. A
+/// draft that cites evidence never read so ends in a partial report with
+/// the reason in its gaps, never in a task that cannot finish (S9.6).
+pub async fn publish_draft(
+    store: &ResearchStore,
+    sink: &dyn ArtifactSink,
+    fence: &Fence,
+    id: &TaskId,
+    draft: ReportDraft,
+) -> Result<(ResearchTask, Report), PublishError> {
+    let task = store.load(&fence.session, id).await?;
+    let snapshot = task.snapshot.as_ref().ok_or(ReportError::NoSnapshot)?;
+    let (draft, gap) = draft.set_aside_unsupported(snapshot);
+    publish_with_gaps(store, sink, fence, id, draft, gap.into_iter().collect()).await
+}
+
+async fn publish_with_gaps(
+    store: &ResearchStore,
+    sink: &dyn ArtifactSink,
+    fence: &Fence,
+    id: &TaskId,
+    draft: ReportDraft,
+    extra: Vec<Gap>,
+) -> Result<(ResearchTask, Report), PublishError> {
     let task = store.load(&fence.session, id).await?;
     if task.phase != Phase::Synthesizing {
         return Err(
@@ -401,7 +511,7 @@ pub async fn publish_report(
             .into(),
         );
     }
-    let report = Report::build(&task, draft)?;
+    let report = Report::build_with_gaps(&task, draft, extra)?;
     for evidence in &report.evidence {
         if store.blob("evidence", &evidence.content).await.is_err() {
             return Err(ReportError::EvidenceMissing {
@@ -543,6 +653,63 @@ mod tests {
             Report::build(&no_snapshot, draft(vec![ev(1)])),
             Err(ReportError::NoSnapshot)
         );
+    }
+
+    #[test]
+    fn unsupported_findings_are_set_aside_with_their_gap_within_the_bound() {
+        let snapshot = task().snapshot.unwrap();
+        // Every finding backed: nothing moves, no gap.
+        let (same, gap) = draft(vec![ev(1)]).set_aside_unsupported(&snapshot);
+        assert_eq!(same, draft(vec![ev(1)]));
+        assert_eq!(gap, None);
+        // One backed, one citing ev-9, one citing nothing.
+        let mut d = draft(vec![ev(1)]);
+        d.findings.push(Finding {
+            claim: "Unbacked.".into(),
+            evidence: vec![ev(1), ev(9)],
+        });
+        d.findings.push(Finding {
+            claim: "Uncited.".into(),
+            evidence: vec![],
+        });
+        let (d, gap) = d.set_aside_unsupported(&snapshot);
+        assert_eq!(d.findings.len(), 1);
+        assert_eq!(d.unverified.len(), 3);
+        assert!(
+            d.unverified[1]
+                .text
+                .starts_with("Unbacked. (cited ev-1, ev-9")
+        );
+        assert_eq!(d.unverified[2].text, "Uncited. (cited no source)");
+        match gap {
+            Some(Gap::UnsupportedClaims { count: 2, reason }) => {
+                assert!(reason.contains("ev-9"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Report::build(&task(), d).is_ok());
+        // Unverified material keeps its bound: at MAX_ITEMS - 1 one more
+        // fits, at MAX_ITEMS none does and the gap counts it.
+        for (already, kept, dropped) in [
+            (MAX_ITEMS - 1, MAX_ITEMS, false),
+            (MAX_ITEMS, MAX_ITEMS, true),
+        ] {
+            let mut d = draft(vec![ev(9)]);
+            d.unverified = vec![Statement { text: "x".into() }; already];
+            let (d, gap) = d.set_aside_unsupported(&snapshot);
+            assert_eq!(d.unverified.len(), kept);
+            let Some(Gap::UnsupportedClaims { count: 1, reason }) = gap else {
+                panic!("{gap:?}")
+            };
+            assert_eq!(reason.contains("left out"), dropped, "{reason}");
+            assert!(Report::build(&task(), d).is_ok());
+        }
+        // A claim at the longest length still fits once annotated.
+        let mut d = draft(vec![ev(9)]);
+        d.findings[0].claim = "c".repeat(MAX_STATEMENT_CHARS);
+        let (d, _) = d.set_aside_unsupported(&snapshot);
+        assert_eq!(d.unverified[1].text.chars().count(), MAX_STATEMENT_CHARS);
+        assert!(Report::build(&task(), d).is_ok());
     }
 
     #[test]

@@ -118,6 +118,10 @@ pub enum PlanDecision {
     Reject,
 }
 
+/// The prefix of a stop request in [`Table::Meta`]:
+/// `research-stop/<session>/<task>` (outside [`KEY_PREFIX`]'s scans).
+pub const STOP_PREFIX: &str = "research-stop/";
+
 /// Research tasks of every session, over the host's storage.
 #[derive(Clone)]
 pub struct ResearchStore {
@@ -280,6 +284,34 @@ impl ResearchStore {
             }
         }
         Ok(None)
+    }
+
+    /// Ask whichever process advances `id` to stop it (S9.6): a request
+    /// written without the session's lease, which the holder may not be
+    /// (another `agentrt` executes the session). The process that advances
+    /// the task reads it ([`ResearchStore::stop_requested`]) and stops the
+    /// task as its own Stop would.
+    pub async fn request_stop(
+        &self,
+        session: &SessionId,
+        id: &TaskId,
+    ) -> Result<(), ResearchError> {
+        let key = format!("{STOP_PREFIX}{session}/{id}");
+        let at = self.now_ms().to_string().into_bytes();
+        self.storage
+            .commit(Batch::new().put(Table::Meta, key, at))
+            .await?;
+        Ok(())
+    }
+
+    /// Whether a stop of `id` was requested ([`ResearchStore::request_stop`]).
+    pub async fn stop_requested(
+        &self,
+        session: &SessionId,
+        id: &TaskId,
+    ) -> Result<bool, ResearchError> {
+        let key = format!("{STOP_PREFIX}{session}/{id}");
+        Ok(self.storage.get(Table::Meta, &key).await?.is_some())
     }
 
     /// The sessions with a task left in Planning, Executing or

@@ -46,6 +46,9 @@ pub struct ResearchView {
     /// For an interrupted task: the phase Resume continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_to: Option<ActivePhase>,
+    /// For an interrupted task whose phase could not go on: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_because: Option<String>,
     pub topic: String,
     pub urls: Vec<String>,
     /// The approved plan, else the proposed one, if any.
@@ -98,6 +101,7 @@ pub async fn read_research(
             Phase::Interrupted { resume_to } => Some(resume_to),
             _ => None,
         },
+        interrupted_because: task.interrupted_because.clone(),
         phase: task.phase.name(),
         topic: store.topic(&task).await?,
         urls: store.seed_urls(&task).await?,

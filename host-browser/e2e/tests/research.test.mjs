@@ -139,3 +139,60 @@ test('S9.6: a reload during planning or synthesis interrupts the task; nothing s
   assert.deepEqual(page.errors, []);
   await context.close();
 });
+
+// Issue 38: a draft citing evidence that was never read ends in a readable
+// partial report (the claim moved to unverified, the reason a gap), never
+// in a task that cannot finish (S9.6).
+test('S9.6: a draft citing unknown evidence ends in a partial report with the reason shown', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('research-unknown-evidence');
+  const bad = { ...DRAFT, findings: [{ claim: 'Cells reach 900 Wh/kg.', evidence: ['ev-9'] }] };
+  const cfg = config({
+    turns: [{ text: 'They are promising.' }],
+    prompts: [
+      { starts_with: 'You plan a Deep Research task.', turns: [{ text: JSON.stringify(PLAN) }] },
+      { starts_with: 'You write the report of a Deep Research task.', turns: [{ text: JSON.stringify(bad) }] },
+    ],
+  });
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  await start(page, 'Dense cells');
+  await waitPhase(page, 'awaiting_plan_approval');
+  await page.click('#plan-approve');
+  await waitPhase(page, 'partial');
+  assert.equal(await page.locator('#report-findings li').count(), 0);
+  const unverified = await page.locator('#report-unverified li').allTextContents();
+  assert.ok(unverified.some((u) => u.startsWith('Cells reach 900 Wh/kg.')), unverified.join('\n'));
+  const gaps = await page.locator('#research-gaps li').allTextContents();
+  assert.ok(gaps.some((g) => g.includes('moved to unverified') && g.includes('ev-9')), gaps.join('\n'));
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});
+
+// Issue 38: stopResearch during synthesis stops its run at once and leaves
+// the report of what was read with the gap `stopped`; nothing resumes.
+test('S9.6: stopResearch during synthesis leaves a stopped partial report', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('research-stop');
+  const cfg = config(researchScenario({ synthesisDelay: 120_000 }));
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  await start(page, 'Stopped cells');
+  await waitPhase(page, 'awaiting_plan_approval');
+  const task = await page.locator('#research-task').textContent();
+  await page.click('#plan-approve');
+  await waitPhase(page, 'synthesizing');
+  await page.evaluate(([s, t]) => window.agentrtDemo.runtime.stopResearch(s, t), [session, task]);
+  await waitPhase(page, 'partial');
+  const view = await page.evaluate(([s, t]) => window.agentrtDemo.runtime.readResearch(s, t), [session, task]);
+  assert.ok(view.gaps.some((g) => g.kind === 'stopped'), JSON.stringify(view.gaps));
+  const report = await page.evaluate(async ([s, t]) => {
+    const rt = window.agentrtDemo.runtime;
+    const v = await rt.readResearch(s, t);
+    return JSON.parse((await rt.readArtifact(s, v.report.artifact)).text);
+  }, [session, task]);
+  assert.ok(report.gaps.some((g) => g.kind === 'stopped'));
+  assert.equal(report.findings.length, 0);
+  await sleep(2_000);
+  assert.equal(await phase(page), 'partial', 'nothing resumed by itself');
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});

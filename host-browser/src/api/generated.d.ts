@@ -516,7 +516,7 @@ export type ResearchActivePhase = "planning" | "executing" | "synthesizing";
 /**
  * Something a partial report could not cover (S9.6).
  */
-export type ResearchGap = { "kind": "source_failed", url: string, reason: string, } | { "kind": "budget_exhausted", dimension: string, } | { "kind": "stopped" } | { "kind": "unanswered", question: string, };
+export type ResearchGap = { "kind": "source_failed", url: string, reason: string, } | { "kind": "budget_exhausted", dimension: string, } | { "kind": "stopped" } | { "kind": "unanswered", question: string, } | { "kind": "unsupported_claims", count: number, reason: string, };
 
 /**
  * A plan as the planning run proposes it and the person approves it.
@@ -578,7 +578,11 @@ phase: ResearchPhase,
 /**
  * For an interrupted task: the phase Resume continues.
  */
-resume_to?: ResearchActivePhase, topic: string, urls: Array<string>,
+resume_to?: ResearchActivePhase,
+/**
+ * For an interrupted task whose phase could not go on: why.
+ */
+interrupted_because?: string, topic: string, urls: Array<string>,
 /**
  * The approved plan, else the proposed one, if any.
  */

@@ -218,8 +218,10 @@ impl AgentRuntime {
         })
     }
 
-    /// Stop a task: before its sources are frozen it is cancelled; during
-    /// execution, what was read is synthesised into a partial report.
+    /// Stop a task (S9.6): before its sources are frozen it is cancelled;
+    /// after, reads in flight are let go, a synthesis run is stopped, and
+    /// the report is what was read, with the gap `stopped` (no synthesis by
+    /// the model). A stopped task never resumes.
     #[wasm_bindgen(js_name = stopResearch, unchecked_return_type = "Promise<ResearchView>")]
     pub fn stop_research(&self, session: String, task: String) -> js_sys::Promise {
         let inner = self.inner.clone();

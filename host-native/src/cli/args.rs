@@ -181,11 +181,17 @@ pub(crate) enum Command {
     Research {
         /// The topic, in your words (URLs in it are only text; give sources
         /// to read in the plan).
-        #[arg(required_unless_present = "resume")]
+        #[arg(required_unless_present_any = ["resume", "stop"])]
         topic: Option<String>,
         /// Continue this interrupted task (the only way one continues).
         #[arg(long, value_name = "TASK", conflicts_with = "topic")]
         resume: Option<String>,
+        /// Stop this task (S9.6): reads and synthesis stop, the report is
+        /// what was read with the gap `stopped`, and it never resumes. Works
+        /// also while another agentrt executes it. SIGTERM or Ctrl-C of the
+        /// command that advances a task stops it the same way.
+        #[arg(long, value_name = "TASK", conflicts_with_all = ["topic", "resume"])]
+        stop: Option<String>,
         /// A scripted scenario (JSON) instead of a model.
         #[arg(long, value_name = "FILE", conflicts_with = "provider")]
         scenario: Option<PathBuf>,

@@ -106,6 +106,24 @@ pub(crate) async fn open_app(
     config: Config,
     spec: &ProviderSpec,
 ) -> anyhow::Result<App> {
+    open_app_with(cli, config, spec, OnSignal::InterruptRuns).await
+}
+
+/// What a signal (SIGTERM, SIGINT) does to the command that opened the app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnSignal {
+    /// The runs in progress are interrupted and continue on resume (S2.5).
+    InterruptRuns,
+    /// The command handles it itself (Deep Research stops its task, S9.6).
+    Command,
+}
+
+pub(crate) async fn open_app_with(
+    cli: &Cli,
+    config: Config,
+    spec: &ProviderSpec,
+    on_signal: OnSignal,
+) -> anyhow::Result<App> {
     let mut host_options = agent_host_native::host::NativeHostOptions::default();
     if let Some(ttl) = config.lease_ttl {
         host_options.lease_ttl = ttl;
@@ -113,7 +131,9 @@ pub(crate) async fn open_app(
     host_options.store = store_url(cli, &config);
     let native = NativeHost::open_with(data_dir(cli)?, host_options).await?;
     // Stopped by a signal, the run in progress is interrupted, not lost (S2.5).
-    native.shut_down_on_signal();
+    if on_signal == OnSignal::InterruptRuns {
+        native.shut_down_on_signal();
+    }
     #[cfg(feature = "test-hooks")]
     if let Some(sqlite) = native.storage() {
         pause::install_from_env(sqlite);

@@ -1,6 +1,9 @@
 //! Deep Research on the command line (S9): `agentrt research "topic"`,
-//! `agentrt research --resume TASK`, `agentrt plan show|approve|edit|reject
-//! TASK` and `agentrt report TASK`. Every rule (the start turn, the phases,
+//! `agentrt research --resume TASK`, `agentrt research --stop TASK`,
+//! `agentrt plan show|approve|edit|reject TASK` and `agentrt report TASK`.
+//! It also owns how a command that advances a task is stopped: SIGTERM or
+//! SIGINT, or a stop requested by another process through storage, stops
+//! the task (S9.6) instead of interrupting it. Every rule (the start turn, the phases,
 //! the plan's narrowing-only edit, the frozen snapshot, the report's
 //! evidence) is the assembly's and the research crate's; this module finds
 //! the task, opens its session with the model its start turn used, calls
@@ -23,7 +26,7 @@ use agent_supervisor::RunConfig;
 
 use super::args::{Cli, Source};
 use super::exit::{code, usage};
-use super::open::{launch_spec, load_config, open_app, open_viewer};
+use super::open::{OnSignal, launch_spec, load_config, open_app_with, open_viewer};
 use super::runs::session_busy;
 
 /// Parse a task id given on the command line.
@@ -107,11 +110,16 @@ pub(crate) fn print_view(json: bool, view: &ResearchView) -> anyhow::Result<()> 
             "  waiting for your decision: agentrt plan approve|edit FILE|reject {}",
             view.task
         )?,
-        "interrupted" => writeln!(
-            out,
-            "  interrupted: agentrt research --resume {}",
-            view.task
-        )?,
+        "interrupted" => {
+            if let Some(why) = &view.interrupted_because {
+                writeln!(out, "  interrupted because: {why}")?;
+            }
+            writeln!(
+                out,
+                "  interrupted: agentrt research --resume {}",
+                view.task
+            )?
+        }
         _ => {}
     }
     Ok(())
@@ -171,6 +179,97 @@ pub(crate) enum ResearchAction {
     Show,
     Decide(agent_research::PlanDecision),
     Resume,
+    Stop,
+}
+
+/// How often a process that advances a task looks for a stop requested by
+/// another `agentrt` (`research --stop`).
+const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Completes at the first SIGTERM or SIGINT, or when a stop of `task` was
+/// requested by another process (looked for every [`STOP_POLL`]).
+async fn stop_wanted(
+    app: &App,
+    session: &SessionId,
+    task: &TaskId,
+    term: &mut tokio::signal::unix::Signal,
+) {
+    let store = app.assembly().research_store().clone();
+    let requested = async {
+        loop {
+            if store.stop_requested(session, task).await.unwrap_or(false) {
+                return;
+            }
+            tokio::time::sleep(STOP_POLL).await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        () = requested => {}
+    }
+}
+
+/// Advance `task` with `work`, stopping it on the first SIGTERM or SIGINT
+/// or on a stop requested by another process (S9.6): reads and synthesis
+/// stop, the report is made of what was read with the gap `stopped`, and
+/// the task never resumes by itself. A second signal exits at once (130).
+async fn advance_stoppable(
+    app: &App,
+    session: &SessionId,
+    task: &TaskId,
+    work: impl std::future::Future<Output = Result<ResearchView, agent_assembly::ResearchDeskError>>,
+) -> anyhow::Result<ResearchView> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::pin!(work);
+    tokio::select! {
+        done = &mut work => return Ok(done?),
+        () = stop_wanted(app, session, task, &mut term) => {}
+    }
+    eprintln!(
+        "stopping research task {task}: no more reads or synthesis; the report is what was read (signal again to exit at once)"
+    );
+    let a = app.assembly();
+    let stopped = async {
+        a.stop_research(session, task).await?;
+        let _ = work.await;
+        a.research_view(session, task).await
+    };
+    tokio::select! {
+        view = stopped => Ok(view?),
+        _ = tokio::signal::ctrl_c() => std::process::exit(130),
+        _ = term.recv() => std::process::exit(130),
+    }
+}
+
+/// `agentrt research --stop TASK` while another process executes the
+/// task's session: the stop is requested there, and this waits (bounded)
+/// until the task is final.
+async fn stop_elsewhere(cli: &Cli, stored: &ResearchTask) -> anyhow::Result<u8> {
+    let viewer = open_viewer(cli).await?;
+    let a = viewer.assembly();
+    a.research_store()
+        .request_stop(&stored.session, &stored.id)
+        .await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let view = a.research_view(&stored.session, &stored.id).await?;
+        if matches!(
+            view.phase,
+            "reported" | "partial" | "rejected" | "cancelled"
+        ) || std::time::Instant::now() >= deadline
+        {
+            if !cli.json && std::time::Instant::now() >= deadline {
+                eprintln!(
+                    "agentrt: the stop of {} was requested; the process executing it has not ended it yet",
+                    stored.id
+                );
+            }
+            print_view(cli.json, &view)?;
+            return Ok(exit_code(&view));
+        }
+        tokio::time::sleep(STOP_POLL).await;
+    }
 }
 
 /// `agentrt research "topic"`: the start turn, then planning up to the
@@ -185,7 +284,7 @@ pub(crate) async fn start_research(
     session: Option<SessionId>,
 ) -> anyhow::Result<u8> {
     let spec = launch_spec(cli, source).await?;
-    let app = open_app(cli, config, &spec).await?;
+    let app = open_app_with(cli, config, &spec, OnSignal::Command).await?;
     let session = match session {
         Some(s) => s,
         None => SessionId::new(agent_kernel::host::random_id(
@@ -208,7 +307,13 @@ pub(crate) async fn start_research(
             started.task, started.run
         );
     }
-    let view = a.advance_research(&session, &started.task).await?;
+    let view = advance_stoppable(
+        &app,
+        &session,
+        &started.task,
+        a.advance_research(&session, &started.task),
+    )
+    .await?;
     // Shown here: the plan request is presented once (S6.4).
     let _ = a.present_plan(&session, &started.task).await?;
     print_view(cli.json, &view)?;
@@ -241,13 +346,25 @@ pub(crate) async fn research_action(
             .ok_or_else(|| anyhow::Error::new(AppError::NoLaunch(start.clone())))?;
         (stored, launch)
     };
-    let app = open_app(cli, config, &launch.provider).await?;
+    let app = open_app_with(cli, config, &launch.provider, OnSignal::Command).await?;
     let session = session_of(&stored);
-    let _opened = app.open_session(&session).await.map_err(session_busy)?;
+    let _opened = match app.open_session(&session).await {
+        Ok(opened) => opened,
+        Err(AppError::Run(agent_supervisor::RunError::Lease(
+            agent_kernel::host::LeaseError::Held { .. },
+        ))) if matches!(action, ResearchAction::Stop) => {
+            drop(app);
+            return stop_elsewhere(cli, &stored).await;
+        }
+        Err(e) => return Err(session_busy(e)),
+    };
     let a = app.assembly();
     let view = match action {
         ResearchAction::Show => a.research_view(&session, task).await?,
-        ResearchAction::Resume => a.resume_research(&session, task).await?,
+        ResearchAction::Stop => a.stop_research(&session, task).await?,
+        ResearchAction::Resume => {
+            advance_stoppable(&app, &session, task, a.resume_research(&session, task)).await?
+        }
         ResearchAction::Decide(decision) => {
             let current = a.research_view(&session, task).await?;
             let request = current.plan_request.map(|r| r.id).ok_or_else(|| {
@@ -256,14 +373,24 @@ pub(crate) async fn research_action(
                     current.phase
                 ))
             })?;
-            a.decide_plan(&session, task, &request, decision)
-                .await
-                .map_err(|e| match e {
-                    agent_assembly::ResearchDeskError::Research(
-                        agent_research::ResearchError::Plan(p),
-                    ) => usage(format!("the edited plan is refused: {p}")),
-                    other => anyhow::Error::new(other),
-                })?
+            advance_stoppable(
+                &app,
+                &session,
+                task,
+                a.decide_plan(&session, task, &request, decision),
+            )
+            .await
+            .map_err(
+                |e| match e.downcast::<agent_assembly::ResearchDeskError>() {
+                    Ok(e) => match e {
+                        agent_assembly::ResearchDeskError::Research(
+                            agent_research::ResearchError::Plan(p),
+                        ) => usage(format!("the edited plan is refused: {p}")),
+                        other => anyhow::Error::new(other),
+                    },
+                    Err(e) => e,
+                },
+            )?
         }
     };
     print_view(cli.json, &view)?;

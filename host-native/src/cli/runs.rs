@@ -76,6 +76,7 @@ pub(crate) async fn start_demo(cli: &Cli) -> anyhow::Result<u8> {
             attachments: &[],
             detach: false,
             profile: None,
+            flags: TurnFlags::default(),
         },
         true,
     )
@@ -91,6 +92,58 @@ pub(crate) struct RunPlace<'a> {
     pub(crate) detach: bool,
     /// Run under this Agent Profile (S10.2).
     pub(crate) profile: Option<agent_profiles::ProfileId>,
+    /// The run flags the person gave, which under a profile are the turn's
+    /// layer: they only narrow, and a wider one is refused with a line.
+    pub(crate) flags: TurnFlags<'a>,
+}
+
+/// The run flags that, under a profile, narrow it (S10.2).
+#[derive(Default)]
+pub(crate) struct TurnFlags<'a> {
+    pub(crate) budget: Option<&'a super::args::BudgetArgs>,
+    pub(crate) approval: Option<agent_capabilities::ApprovalMode>,
+}
+
+/// The turn layer of `flags` over `effective` (the profile's resolution
+/// without them): each budget flag replaces its one dimension of the
+/// effective budget (a `--budget` preset replaces it whole), the approval
+/// flag asks for its mode; resolving then keeps the narrower and lists
+/// the wider as refused.
+fn turn_layer(
+    flags: &TurnFlags<'_>,
+    effective: &agent_profiles::Effective,
+) -> anyhow::Result<agent_profiles::Layer> {
+    let mut layer = agent_profiles::Layer {
+        approval: flags.approval,
+        ..Default::default()
+    };
+    if let Some(args) = flags.budget {
+        let base = serde_json::to_value(effective.budget)?;
+        if let Some(spec) = args.spec(Some(&base)) {
+            // Checked as a whole (the bounds are the budget's), kept only
+            // in the dimensions the flags name.
+            let asked = agent_kernel::budget::Budget::from_spec(&spec)
+                .map_err(|e| usage(format!("the budget flags are refused: {e}")))?;
+            let mut budget = effective.budget;
+            if args.budget.is_some() {
+                budget = asked;
+            }
+            if args.max_tool_rounds.is_some() {
+                budget.max_tool_rounds = asked.max_tool_rounds;
+            }
+            if args.max_tool_calls.is_some() {
+                budget.max_tool_calls = asked.max_tool_calls;
+            }
+            if args.max_tokens.is_some() {
+                budget.max_tokens = asked.max_tokens;
+            }
+            if args.max_duration_ms.is_some() {
+                budget.max_duration_ms = asked.max_duration_ms;
+            }
+            layer.budget = Some(budget);
+        }
+    }
+    Ok(layer)
 }
 
 pub(crate) async fn start_run(
@@ -107,11 +160,14 @@ pub(crate) async fn start_run(
         attachments,
         detach,
         profile,
+        flags,
     } = place;
     let spec = launch_spec(cli, source).await?;
     if detach {
         return enqueue_run(cli, spec, prompt, run_config, session, is_demo).await;
     }
+    // The configuration's `[ceiling]` narrows every run under a profile.
+    let ceiling = config.ceiling.as_ref().map(|c| c.layer());
     let app = open_app(cli, config, &spec).await?;
     let session = match session {
         Some(s) => s,
@@ -130,10 +186,18 @@ pub(crate) async fn start_run(
     let run = match profile {
         None => app.runtime().start(&session, prompt, run_config).await?,
         Some(profile) => {
-            let choice = agent_assembly::ProfileChoice {
+            let mut choice = agent_assembly::ProfileChoice {
                 profile: Some(profile),
+                workspace: ceiling,
                 ..Default::default()
             };
+            let to_usage = |e: agent_profiles::ProfileError| usage(e.to_string());
+            let (_, without_flags) = app
+                .assembly()
+                .profile_config(run_config.clone(), &choice)
+                .await
+                .map_err(to_usage)?;
+            choice.turn = Some(turn_layer(&flags, &without_flags)?);
             let (run, effective) = app
                 .assembly()
                 .start_with_profile(&session, prompt, run_config, &choice)
@@ -143,13 +207,18 @@ pub(crate) async fn start_run(
                     other => anyhow::Error::new(other),
                 })?;
             for r in &effective.refused {
-                hint(
-                    cli,
-                    &format!(
+                let line = if r.layer == agent_profiles::LayerName::Turn {
+                    format!(
+                        "the flag for {} asked {}, wider than the profile allows; refused, kept {}",
+                        r.field, r.asked, r.kept
+                    )
+                } else {
+                    format!(
                         "the {} layer's {} was narrowed to {}",
                         r.layer, r.field, r.kept
-                    ),
-                );
+                    )
+                };
+                hint(cli, &line);
             }
             run
         }
@@ -180,8 +249,44 @@ pub(crate) fn session_busy(e: AppError) -> anyhow::Error {
     }
 }
 
+/// The research task a `research` run belongs to (its start turn, or one
+/// of its phase runs `<task>-<phase>-<attempt>`), if `run` is one.
+async fn research_task_of(
+    cli: &Cli,
+    run: &RunId,
+) -> anyhow::Result<Option<agent_research::TaskId>> {
+    let viewer = super::open::open_viewer(cli).await?;
+    let record = load_run(viewer.native().host().storage.as_ref(), run).await?;
+    if record.mode != agent_kernel::run::RunMode::Research {
+        return Ok(None);
+    }
+    let tasks = viewer
+        .assembly()
+        .research_store()
+        .list(&record.session)
+        .await?;
+    Ok(tasks
+        .into_iter()
+        .find(|t| {
+            t.message.as_str() == run.as_str()
+                || run
+                    .as_str()
+                    .strip_prefix(t.id.as_str())
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
+        .map(|t| t.id))
+}
+
 pub(crate) async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<u8> {
     let config = load_config(cli)?;
+    if let Action::Stop = action
+        && let Some(task) = research_task_of(cli, run).await?
+    {
+        // A research run is stopped as its task is (S9.6), also while
+        // another process executes the session.
+        return super::research::research_action(cli, &task, super::research::ResearchAction::Stop)
+            .await;
+    }
     let launch = {
         let host = open_host(cli).await?;
         let storage = host.host().storage.clone();

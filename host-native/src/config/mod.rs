@@ -168,6 +168,40 @@ struct RawConfig {
     always_on_plugins: Vec<String>,
     #[serde(default)]
     mcp: Vec<McpServerConfig>,
+    #[serde(default)]
+    ceiling: Option<Ceiling>,
+}
+
+/// `[ceiling]`: the most this host allows any profile (S10.2: the global
+/// layer is the host's ceiling), applied to a profile's import (what it
+/// may keep) and to every run under a profile (what it gets). A field left
+/// out does not narrow.
+///
+/// ```toml
+/// [ceiling]
+/// tools = ["fetch_url", "workspace_read"]
+/// memory = { read = ["session", "workspace"], write = ["session"] }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ceiling {
+    /// The native tools a profile may allow at most.
+    #[serde(default)]
+    pub tools: Option<std::collections::BTreeSet<String>>,
+    /// The Memory scopes a profile may read and write at most.
+    #[serde(default)]
+    pub memory: Option<agent_profiles::MemoryScopes>,
+}
+
+impl Ceiling {
+    /// The ceiling as a layer that only narrows: its tools and Memory scopes.
+    pub fn layer(&self) -> agent_profiles::Layer {
+        agent_profiles::Layer {
+            tools: self.tools.clone(),
+            memory: self.memory.clone(),
+            ..agent_profiles::Layer::default()
+        }
+    }
 }
 
 /// A checked configuration.
@@ -205,6 +239,8 @@ pub struct Config {
     /// policy), set by the host once it knows its data directory
     /// ([`crate::mcp_auth::auth_env`]); None: such a server is not connected.
     pub mcp_auth: Option<agent_mcp::auth::AuthEnv>,
+    /// `[ceiling]`: the tools and Memory scopes a profile gets at most.
+    pub ceiling: Option<Ceiling>,
 }
 
 /// Parse a budget preset name (`light`, `standard`, `extended`); the
@@ -373,6 +409,7 @@ impl Config {
             plugins: raw.plugins,
             mcp: raw.mcp,
             mcp_auth: None,
+            ceiling: raw.ceiling,
         })
     }
 

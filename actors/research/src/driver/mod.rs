@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use agent_kernel::child_runs::{ChildRuns, TurnEnding};
 use agent_kernel::host::{Entropy, Fence};
 use agent_kernel::run::RunStatus;
-use agent_kernel::tool::CancelHandle;
+use agent_kernel::tool::{CancelHandle, CancelToken};
 use agent_kernel::{RequestId, RunId, SessionId};
 use serde_json::Value;
 
@@ -124,8 +124,11 @@ pub struct DriverParts {
 pub struct ResearchDriver<R> {
     runs: R,
     parts: DriverParts,
-    /// The cancellation of each execution in flight here, by task.
-    executing: Arc<Mutex<HashMap<TaskId, CancelHandle>>>,
+    /// The stop signal of each task being advanced here, by task: a Stop
+    /// fires it and the advance turns it into the `stopped` gap wherever
+    /// the task is (a planning run stopped, reads let go, synthesis run
+    /// stopped).
+    active: Arc<Mutex<HashMap<TaskId, CancelHandle>>>,
 }
 
 impl<R> std::fmt::Debug for ResearchDriver<R> {
@@ -134,6 +137,40 @@ impl<R> std::fmt::Debug for ResearchDriver<R> {
             .field("search_configured", &self.parts.search_configured)
             .field("reader", &self.parts.reader.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// A task being advanced here: its stop signal, registered for the
+/// advance and removed when it ends.
+struct Active<'a> {
+    tasks: &'a Mutex<HashMap<TaskId, CancelHandle>>,
+    task: TaskId,
+    signal: CancelHandle,
+}
+
+impl<'a> Active<'a> {
+    fn register(tasks: &'a Mutex<HashMap<TaskId, CancelHandle>>, task: &TaskId) -> Active<'a> {
+        let signal = CancelHandle::new();
+        if let Ok(mut tasks) = tasks.lock() {
+            tasks.insert(task.clone(), signal.clone());
+        }
+        Active {
+            tasks,
+            task: task.clone(),
+            signal,
+        }
+    }
+
+    fn token(&self) -> CancelToken {
+        self.signal.token()
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.remove(&self.task);
+        }
     }
 }
 
@@ -163,7 +200,7 @@ impl<R: ChildRuns> ResearchDriver<R> {
         ResearchDriver {
             runs,
             parts,
-            executing: Arc::default(),
+            active: Arc::default(),
         }
     }
 
@@ -172,7 +209,7 @@ impl<R: ChildRuns> ResearchDriver<R> {
         ResearchDriver {
             runs,
             parts: self.parts,
-            executing: self.executing,
+            active: self.active,
         }
     }
 
@@ -241,13 +278,15 @@ impl<R: ChildRuns> ResearchDriver<R> {
         sink: &dyn ArtifactSink,
     ) -> DriverResult<ResearchView, R> {
         let store = &self.parts.store;
+        let active = Active::register(&self.active, task);
+        let stop = active.token();
         loop {
             let current = store.load(&fence.session, task).await?;
             self.announce(&current);
             let step = match current.phase {
-                Phase::Planning => self.plan_phase(fence, task).await?,
-                Phase::Executing => self.execute_phase(fence, task).await?,
-                Phase::Synthesizing => self.synthesis_phase(fence, task, sink).await?,
+                Phase::Planning => self.plan_phase(fence, task, &stop).await?,
+                Phase::Executing => self.execute_phase(fence, task, &stop).await?,
+                Phase::Synthesizing => self.synthesis_phase(fence, task, sink, &stop).await?,
                 _ => false,
             };
             if !step {
@@ -331,22 +370,30 @@ impl<R: ChildRuns> ResearchDriver<R> {
         self.advance(fence, task, sink).await
     }
 
-    /// The person stops the task: before a snapshot it is cancelled (its
-    /// phase runs stopped); during execution the reads stop between two
-    /// sources and what was read is synthesised with the gap `stopped`.
-    pub async fn stop(&self, fence: &Fence, task: &TaskId) -> DriverResult<ResearchView, R> {
+    /// The person stops the task (S9.6): no read, planning or synthesis
+    /// goes on after it. A task being advanced here is signalled and its
+    /// advance ends it: a planning run is stopped (the task `cancelled`),
+    /// reads in flight are let go, a synthesis run is stopped, and the
+    /// report is made of what was read, without the model, with the gap
+    /// `stopped`. A task not advanced here is ended at once the same way:
+    /// its phase runs stopped, then `cancelled` before a snapshot, else its
+    /// stopped report published to `sink`. A stopped task never resumes.
+    pub async fn stop(
+        &self,
+        fence: &Fence,
+        task: &TaskId,
+        sink: &dyn ArtifactSink,
+    ) -> DriverResult<ResearchView, R> {
         let session = &fence.session;
-        let executing = self
-            .executing
-            .lock()
-            .ok()
-            .and_then(|e| e.get(task).cloned());
-        if let Some(execution) = executing {
-            // Execution stops between reads and records the gap itself.
-            execution.cancel();
+        let here = self.active.lock().ok().and_then(|a| a.get(task).cloned());
+        if let Some(signal) = here {
+            signal.cancel();
             return Ok(read_research(&self.parts.store, session, task).await?);
         }
         let stored = self.parts.store.load(session, task).await?;
+        if stored.phase.is_final() {
+            return Ok(read_research(&self.parts.store, session, task).await?);
+        }
         for phase in ["plan", "synthesis"] {
             for attempt in 1..=MAX_ATTEMPTS {
                 let id = phases::phase_run::<R>(task, phase, attempt)?;
@@ -359,11 +406,13 @@ impl<R: ChildRuns> ResearchDriver<R> {
                 }
             }
         }
-        if !stored.phase.is_final() && stored.phase != Phase::Synthesizing {
-            self.parts
-                .store
-                .apply(fence, task, Event::Stop { gap: Gap::Stopped })
-                .await?;
+        let stopped = self
+            .parts
+            .store
+            .apply(fence, task, Event::Stop { gap: Gap::Stopped })
+            .await?;
+        if stopped.phase == Phase::Synthesizing {
+            self.publish_stopped(fence, task, sink).await?;
         }
         Ok(read_research(&self.parts.store, session, task).await?)
     }

@@ -10,7 +10,7 @@ use agent_kernel::RequestId;
 use agent_kernel::child_runs::{ChildRunSpec, ChildRuns};
 use agent_kernel::host::{Fence, random_key};
 use agent_kernel::run::RunStatus;
-use agent_kernel::tool::CancelHandle;
+use agent_kernel::tool::CancelToken;
 use agent_kernel::{RunId, SessionId};
 
 use super::{
@@ -23,7 +23,9 @@ use crate::answers::{
     synthesis_sources,
 };
 use crate::execute::{Execution, ExecutionError, Outcome};
-use crate::report::{ArtifactSink, PublishError, publish_report};
+use crate::report::{
+    ArtifactSink, PublishError, ReportDraft, Statement, publish_draft, publish_report,
+};
 use crate::scope::{ExecutionScope, ReadTool};
 use crate::search::WEB_SEARCH;
 use crate::store::ResearchError;
@@ -31,6 +33,9 @@ use crate::task::{Event, Gap, MAX_PLANNING_READS, MAX_PLANNING_SEARCHES, TaskId,
 
 /// Why a phase did not finish: its run waits for the person.
 const WAITS_FOR_PERSON: &str = "the phase run waits for the person";
+
+/// Why a phase did not finish: the person stopped the task.
+const STOPPED: &str = "the task was stopped";
 
 /// The phase runs of a task, named after it: `<task>-<phase>-<attempt>`.
 pub(super) fn phase_run<R: ChildRuns>(
@@ -70,6 +75,7 @@ impl<R: ChildRuns> ResearchDriver<R> {
         session: &SessionId,
         task: &TaskId,
         run: PhaseRun<'_>,
+        stop: &CancelToken,
         accept: impl Fn(&str) -> Result<T, String>,
     ) -> DriverResult<Result<T, String>, R> {
         let PhaseRun {
@@ -125,7 +131,23 @@ impl<R: ChildRuns> ResearchDriver<R> {
                 }
             }
         };
-        let settled = runs.wait_settled(&run).await.map_err(DriverError::Run)?;
+        // A stop ends the phase run at once (S9.6): the run is stopped and
+        // its answer, if one comes, is not used.
+        let settled = {
+            let waiting = runs.wait_settled(&run);
+            let stopped = stop.cancelled();
+            futures::pin_mut!(waiting, stopped);
+            match futures::future::select(waiting, stopped).await {
+                futures::future::Either::Left((settled, _)) => settled.map_err(DriverError::Run)?,
+                futures::future::Either::Right(((), _)) => {
+                    let _ = runs.stop(&run).await;
+                    return Ok(Err(STOPPED.to_owned()));
+                }
+            }
+        };
+        if stop.is_cancelled() {
+            return Ok(Err(STOPPED.to_owned()));
+        }
         match settled {
             RunStatus::Completed => Ok(accept(
                 &runs
@@ -150,7 +172,12 @@ impl<R: ChildRuns> ResearchDriver<R> {
 
     /// Planning: the planning run's answer becomes the plan request.
     /// Returns true when the task moved on.
-    pub(super) async fn plan_phase(&self, fence: &Fence, task: &TaskId) -> DriverResult<bool, R> {
+    pub(super) async fn plan_phase(
+        &self,
+        fence: &Fence,
+        task: &TaskId,
+        stop: &CancelToken,
+    ) -> DriverResult<bool, R> {
         let store = &self.parts.store;
         let stored = store.load(&fence.session, task).await?;
         let topic = store.topic(&stored).await?;
@@ -173,6 +200,7 @@ impl<R: ChildRuns> ResearchDriver<R> {
                     tools,
                     max_tool_calls: max,
                 },
+                stop,
                 |text| parse_plan_answer(text, search).map_err(|e| e.to_string()),
             )
             .await?;
@@ -184,6 +212,12 @@ impl<R: ChildRuns> ResearchDriver<R> {
                 store.propose_plan(fence, task, &plan, request).await?;
                 Ok(true)
             }
+            Err(why) if why == STOPPED => {
+                store
+                    .apply(fence, task, Event::Stop { gap: Gap::Stopped })
+                    .await?;
+                Ok(false)
+            }
             Err(why) => {
                 self.park(fence, task, &why).await?;
                 Ok(false)
@@ -192,20 +226,74 @@ impl<R: ChildRuns> ResearchDriver<R> {
     }
 
     /// A phase that cannot go on now (its run interrupted or failed): the
-    /// task is interrupted and waits for Resume. A phase run waiting for
-    /// the person leaves the task in its phase.
+    /// task is interrupted and waits for Resume, with `why` kept on it for
+    /// the person to see (an empty `why`, an interrupted run, keeps none).
+    /// A phase run waiting for the person leaves the task in its phase.
     async fn park(&self, fence: &Fence, task: &TaskId, why: &str) -> DriverResult<(), R> {
         if why == WAITS_FOR_PERSON {
             return Ok(());
         }
-        if !why.is_empty() {
+        let event = if why.is_empty() {
+            Event::Interrupt
+        } else {
             tracing::warn!(%task, why, "research phase did not finish");
-        }
-        self.parts
-            .store
-            .apply(fence, task, Event::Interrupt)
-            .await?;
+            Event::Park {
+                reason: why.to_owned(),
+            }
+        };
+        self.parts.store.apply(fence, task, event).await?;
         Ok(())
+    }
+
+    /// The report of a stopped task, made without the model (S9.6): the
+    /// sources read before the stop listed as unverified material (nothing
+    /// was synthesised from them), the task's gaps with `stopped`.
+    pub(super) async fn publish_stopped(
+        &self,
+        fence: &Fence,
+        task: &TaskId,
+        sink: &dyn ArtifactSink,
+    ) -> DriverResult<(), R> {
+        let store = &self.parts.store;
+        let stored = store.load(&fence.session, task).await?;
+        let topic = store.topic(&stored).await?;
+        let title: String = format!(
+            "Stopped: {}",
+            topic.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+        .chars()
+        .take(crate::report::MAX_TITLE_CHARS)
+        .collect();
+        let unverified = stored
+            .snapshot
+            .iter()
+            .flat_map(|s| &s.sources)
+            .filter_map(|s| {
+                let read = s.read.as_ref()?;
+                Some(Statement {
+                    text: format!(
+                        "read before the stop, not synthesised: {} ({}, sha256 {})",
+                        s.url.chars().take(2_000).collect::<String>(),
+                        read.evidence,
+                        read.content.hash
+                    ),
+                })
+            })
+            .take(crate::report::MAX_ITEMS)
+            .collect();
+        let draft = ReportDraft {
+            title,
+            unverified,
+            ..ReportDraft::default()
+        };
+        match publish_report(store, sink, fence, task, draft).await {
+            Ok(_) => Ok(()),
+            Err(PublishError::Research(e)) => Err(e.into()),
+            Err(PublishError::Report(e)) => {
+                self.park(fence, task, &e.to_string()).await?;
+                Ok(())
+            }
+        }
     }
 
     /// Execution: read the frozen snapshot through the read tool with the
@@ -214,6 +302,7 @@ impl<R: ChildRuns> ResearchDriver<R> {
         &self,
         fence: &Fence,
         task: &TaskId,
+        stop: &CancelToken,
     ) -> DriverResult<bool, R> {
         let store = &self.parts.store;
         let stored = store.load(&fence.session, task).await?;
@@ -259,10 +348,6 @@ impl<R: ChildRuns> ResearchDriver<R> {
         };
         let expires = store.now_ms().saturating_add(24 * 3600 * 1000);
         let scope = ExecutionScope::mint(&authority, &plan, &tool, expires);
-        let cancel = CancelHandle::new();
-        if let Ok(mut executing) = self.executing.lock() {
-            executing.insert(task.clone(), cancel.clone());
-        }
         let outcome = Execution {
             store,
             fence,
@@ -273,14 +358,10 @@ impl<R: ChildRuns> ResearchDriver<R> {
             read: &reader,
             mode,
             max_reads: MAX_EXECUTION_READS,
-            cancel: cancel.token(),
+            cancel: stop.clone(),
         }
         .run()
-        .await;
-        if let Ok(mut executing) = self.executing.lock() {
-            executing.remove(task);
-        }
-        let outcome = outcome?;
+        .await?;
         match outcome {
             Outcome::Finished => {}
             Outcome::BudgetSpent { .. } => {
@@ -305,6 +386,22 @@ impl<R: ChildRuns> ResearchDriver<R> {
         Ok(true)
     }
 
+    /// Synthesis after a stop: the `stopped` gap recorded (once) and the
+    /// stopped report published. Returns true: the task moved on.
+    async fn stop_synthesis(
+        &self,
+        fence: &Fence,
+        task: &TaskId,
+        sink: &dyn ArtifactSink,
+    ) -> DriverResult<bool, R> {
+        self.parts
+            .store
+            .apply(fence, task, Event::Stop { gap: Gap::Stopped })
+            .await?;
+        self.publish_stopped(fence, task, sink).await?;
+        Ok(true)
+    }
+
     /// Synthesis: a run without tools over the read sources; its draft
     /// becomes the report Artifact (S9.6), published to `sink`.
     pub(super) async fn synthesis_phase(
@@ -312,9 +409,14 @@ impl<R: ChildRuns> ResearchDriver<R> {
         fence: &Fence,
         task: &TaskId,
         sink: &dyn ArtifactSink,
+        stop: &CancelToken,
     ) -> DriverResult<bool, R> {
         let store = &self.parts.store;
         let stored = store.load(&fence.session, task).await?;
+        // A stopped task is not synthesised: its report is what was read.
+        if stop.is_cancelled() || stored.gaps.contains(&Gap::Stopped) {
+            return self.stop_synthesis(fence, task, sink).await;
+        }
         let Some(plan) = store.approved_plan(&stored).await? else {
             self.park(fence, task, "no approved plan is stored").await?;
             return Ok(false);
@@ -331,17 +433,19 @@ impl<R: ChildRuns> ResearchDriver<R> {
                     tools: Vec::new(),
                     max_tool_calls: 0,
                 },
+                stop,
                 |text| parse_draft_answer(text).map_err(|e: AnswerError| e.to_string()),
             )
             .await?;
         let draft = match draft {
             Ok(draft) => draft,
+            Err(why) if why == STOPPED => return self.stop_synthesis(fence, task, sink).await,
             Err(why) => {
                 self.park(fence, task, &why).await?;
                 return Ok(false);
             }
         };
-        match publish_report(store, sink, fence, task, draft).await {
+        match publish_draft(store, sink, fence, task, draft).await {
             Ok(_) => Ok(true),
             Err(PublishError::Report(e)) => {
                 self.park(fence, task, &e.to_string()).await?;

@@ -182,6 +182,10 @@ pub enum Gap {
     Stopped,
     /// A question the report could not answer from its sources.
     Unanswered { question: String },
+    /// Synthesis's draft had findings whose citations do not resolve to a
+    /// source read for the task (or that cite none): `count` of them were
+    /// moved to unverified material; `reason` is the first refusal.
+    UnsupportedClaims { count: u32, reason: String },
 }
 
 /// The report Artifact a task produced.
@@ -230,6 +234,11 @@ pub struct ResearchTask {
     pub report: Option<ReportRef>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<Gap>,
+    /// Why the task is `Interrupted`, when a phase could not go on (its run
+    /// failed, or its answer could not be used): shown with the task, and
+    /// cleared by Resume. `None` after a reload or a lost executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_because: Option<String>,
 }
 
 impl ResearchTask {
@@ -263,6 +272,7 @@ impl ResearchTask {
             snapshot: None,
             report: None,
             gaps: Vec::new(),
+            interrupted_because: None,
         }
     }
 }

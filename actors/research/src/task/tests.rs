@@ -125,6 +125,9 @@ fn events() -> Vec<Event> {
         Event::Stop { gap: Gap::Stopped },
         report(),
         Event::Interrupt,
+        Event::Park {
+            reason: "the synthesis run failed".into(),
+        },
         Event::Resume,
     ]
 }
@@ -142,6 +145,8 @@ fn expected(phase: Phase, event: &Event) -> Option<Phase> {
             Phase::Executing
         }
         (Phase::Executing, Event::FinishExecution | Event::Stop { .. }) => Phase::Synthesizing,
+        // A stop during synthesis records its gap; the report follows.
+        (Phase::Synthesizing, Event::Stop { .. }) => Phase::Synthesizing,
         (Phase::Planning | Phase::AwaitingPlanApproval, Event::Stop { .. }) => Phase::Cancelled,
         (
             Phase::Interrupted {
@@ -151,13 +156,13 @@ fn expected(phase: Phase, event: &Event) -> Option<Phase> {
         ) => Phase::Cancelled,
         (Phase::Interrupted { .. }, Event::Stop { .. }) => Phase::Synthesizing,
         (Phase::Synthesizing, Event::Report { .. }) => Phase::Reported,
-        (Phase::Planning, Event::Interrupt) => Phase::Interrupted {
+        (Phase::Planning, Event::Interrupt | Event::Park { .. }) => Phase::Interrupted {
             resume_to: A::Planning,
         },
-        (Phase::Executing, Event::Interrupt) => Phase::Interrupted {
+        (Phase::Executing, Event::Interrupt | Event::Park { .. }) => Phase::Interrupted {
             resume_to: A::Executing,
         },
-        (Phase::Synthesizing, Event::Interrupt) => Phase::Interrupted {
+        (Phase::Synthesizing, Event::Interrupt | Event::Park { .. }) => Phase::Interrupted {
             resume_to: A::Synthesizing,
         },
         (
@@ -206,8 +211,41 @@ fn every_phase_and_event_follows_the_table() {
             }
         }
     }
-    // The table is not vacuous: 21 legal moves out of 132.
-    assert_eq!(legal, 21);
+    // The table is not vacuous: 25 legal moves out of 143.
+    assert_eq!(legal, 25);
+}
+
+#[test]
+fn a_parked_task_says_why_until_resume() {
+    let t = at(Phase::Synthesizing)
+        .apply(
+            Event::Park {
+                reason: "the synthesis run failed".into(),
+            },
+            3_000,
+        )
+        .unwrap();
+    assert_eq!(
+        t.interrupted_because.as_deref(),
+        Some("the synthesis run failed")
+    );
+    let resumed = t.apply(Event::Resume, 3_100).unwrap();
+    assert_eq!(resumed.phase, Phase::Synthesizing);
+    assert_eq!(resumed.interrupted_because, None);
+    // A reload's interruption names no reason of its own.
+    let reloaded = resumed.apply(Event::Interrupt, 3_200).unwrap();
+    assert_eq!(reloaded.interrupted_because, None);
+}
+
+#[test]
+fn a_stop_during_synthesis_records_its_gap_once() {
+    let t = at(Phase::Synthesizing);
+    let once = t.apply(Event::Stop { gap: Gap::Stopped }, 3_000).unwrap();
+    let twice = once
+        .apply(Event::Stop { gap: Gap::Stopped }, 3_100)
+        .unwrap();
+    assert_eq!(twice.phase, Phase::Synthesizing);
+    assert_eq!(twice.gaps.iter().filter(|g| **g == Gap::Stopped).count(), 1);
 }
 
 #[test]

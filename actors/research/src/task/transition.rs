@@ -48,6 +48,10 @@ pub enum Event {
     Report { report: ReportRef, gaps: Vec<Gap> },
     /// Reload, offline, executor lost (S2.5).
     Interrupt,
+    /// A phase could not go on (its run failed or its answer was unusable):
+    /// interrupted like [`Event::Interrupt`], with the reason kept on the
+    /// task so that the person sees why.
+    Park { reason: String },
     /// The person chose Resume.
     Resume,
 }
@@ -67,6 +71,7 @@ impl Event {
             Event::Stop { .. } => "stop",
             Event::Report { .. } => "report",
             Event::Interrupt => "interrupt",
+            Event::Park { .. } => "park",
             Event::Resume => "resume",
         }
     }
@@ -206,8 +211,12 @@ impl ResearchTask {
                 });
             }
             (Phase::Executing, Event::FinishExecution) => next.phase = Phase::Synthesizing,
-            (Phase::Executing, Event::Stop { gap }) => {
-                next.gaps.push(gap.clone());
+            (Phase::Executing | Phase::Synthesizing, Event::Stop { gap }) => {
+                // Stopping during synthesis records the gap once; the
+                // report is then made from what was read, without the model.
+                if !next.gaps.contains(gap) {
+                    next.gaps.push(gap.clone());
+                }
                 next.phase = Phase::Synthesizing;
             }
             (Phase::Planning | Phase::AwaitingPlanApproval, Event::Stop { gap }) => {
@@ -217,8 +226,12 @@ impl ResearchTask {
             }
             (Phase::Interrupted { .. }, Event::Stop { gap }) => {
                 // Stopping an interrupted task keeps what exists: before a
-                // snapshot it is cancelled, after it synthesis may still run.
-                next.gaps.push(gap.clone());
+                // snapshot it is cancelled, after it the report is made of
+                // what was read.
+                next.interrupted_because = None;
+                if !next.gaps.contains(gap) {
+                    next.gaps.push(gap.clone());
+                }
                 next.phase = if self.snapshot.is_some() {
                     Phase::Synthesizing
                 } else {
@@ -238,22 +251,24 @@ impl ResearchTask {
                     Phase::Partial
                 };
             }
-            (Phase::Planning, Event::Interrupt) => {
+            (
+                Phase::Planning | Phase::Executing | Phase::Synthesizing,
+                Event::Interrupt | Event::Park { .. },
+            ) => {
+                next.interrupted_because = match &event {
+                    Event::Park { reason } => Some(reason.chars().take(1_000).collect()),
+                    _ => None,
+                };
                 next.phase = Phase::Interrupted {
-                    resume_to: ActivePhase::Planning,
-                }
-            }
-            (Phase::Executing, Event::Interrupt) => {
-                next.phase = Phase::Interrupted {
-                    resume_to: ActivePhase::Executing,
-                }
-            }
-            (Phase::Synthesizing, Event::Interrupt) => {
-                next.phase = Phase::Interrupted {
-                    resume_to: ActivePhase::Synthesizing,
-                }
+                    resume_to: match self.phase {
+                        Phase::Planning => ActivePhase::Planning,
+                        Phase::Executing => ActivePhase::Executing,
+                        _ => ActivePhase::Synthesizing,
+                    },
+                };
             }
             (Phase::Interrupted { resume_to }, Event::Resume) => {
+                next.interrupted_because = None;
                 next.phase = match resume_to {
                     ActivePhase::Planning => Phase::Planning,
                     ActivePhase::Executing => Phase::Executing,
