@@ -15,7 +15,7 @@
 //! A call ends at the tool's deadline whatever its promise does later: the
 //! signal aborts and the call fails; a tool that is not read-only then ends
 //! `effect_unknown` (its effect may have happened). A stopped run or a
-//! dropped call aborts the signal too.
+//! dropped call or `pagehide` aborts the signal too.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_capabilities::{EffectClass, EffectSet, Idempotency, Origin, Sensitivity, Trust};
-use agent_kernel::host::{Clock, Executor, timeout};
+use agent_kernel::host::{Clock, Executor, Lifecycle, LifecycleEvent, timeout};
 use agent_kernel::protocol::{TargetRule, ToolDefinition, ToolFailure, ToolProgress, ToolSuccess};
 use agent_kernel::run::RunMode;
 use agent_kernel::tool::{Tool, ToolContext, ToolOptions, spawn_tool_with};
@@ -49,7 +49,8 @@ pub mod codes {
     pub const PAGE_TOOL_BAD_RESULT: &str = "page_tool_bad_result";
     /// The deadline passed before `execute` settled; its signal aborted.
     pub const PAGE_TOOL_TIMEOUT: &str = "page_tool_timeout";
-    /// The run was stopped while `execute` ran; its signal aborted.
+    /// The run was stopped, or the page hidden, while `execute` ran; its
+    /// signal aborted.
     pub const PAGE_TOOL_STOPPED: &str = "page_tool_stopped";
 }
 
@@ -168,6 +169,8 @@ struct PageTool {
     timeout: Duration,
     trust: PageTrust,
     read_only: bool,
+    /// The page's lifecycle: `pagehide` aborts a call's signal.
+    lifecycle: Lifecycle,
 }
 
 /// Aborts the call's signal when the call ends without an answer (a
@@ -276,6 +279,7 @@ impl Tool for PageTool {
                 }
             }
         };
+        let page_events = self.lifecycle.subscribe();
         let watched = async {
             let settle = settle.fuse();
             futures::pin_mut!(settle);
@@ -283,6 +287,14 @@ impl Tool for PageTool {
             loop {
                 futures::select! {
                     settled = settle => return Some(settled),
+                    // The page is going away: its function's work is
+                    // interrupted with the run's (S2.5).
+                    event = page_events.recv().fuse() => if matches!(
+                        event,
+                        Ok(LifecycleEvent::PageHidden | LifecycleEvent::ExecutorLost)
+                    ) {
+                        return None;
+                    },
                     text = progress_rx.recv().fuse() => if let Ok(text) = text {
                         reports += 1.0;
                         ctx.report_progress(ToolProgress { progress: reports, total: None, message: Some(text) });
@@ -318,7 +330,7 @@ impl Tool for PageTool {
                     ctx,
                     codes::PAGE_TOOL_STOPPED,
                     format!(
-                        "{} was stopped with its run; its signal was aborted. {}",
+                        "{} was stopped with its run or its page; its signal was aborted. {}",
                         self.def.name,
                         if effect {
                             "Its effect may or may not have happened"
@@ -367,14 +379,20 @@ pub struct Registered {
 pub struct PageTools {
     executor: Arc<dyn Executor>,
     clock: Arc<dyn Clock>,
+    lifecycle: Lifecycle,
     registered: futures::lock::Mutex<BTreeMap<String, ToolRegistration>>,
 }
 
 impl PageTools {
-    pub fn new(executor: Arc<dyn Executor>, clock: Arc<dyn Clock>) -> PageTools {
+    pub fn new(
+        executor: Arc<dyn Executor>,
+        clock: Arc<dyn Clock>,
+        lifecycle: Lifecycle,
+    ) -> PageTools {
         PageTools {
             executor,
             clock,
+            lifecycle,
             registered: futures::lock::Mutex::new(BTreeMap::new()),
         }
     }
@@ -394,6 +412,7 @@ impl PageTools {
             read_only: agent_capabilities::is_read_only(&def.effects),
             timeout: spec.timeout()?,
             trust: spec.trust.unwrap_or_default(),
+            lifecycle: self.lifecycle.clone(),
             def,
             execute,
         };

@@ -9,7 +9,8 @@
 // `effect_unknown` with Resume refused until the tool is back (S2.5, S5.9).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setup, uniqueSession } from './helpers.mjs';
+import { readFileSync } from 'node:fs';
+import { config, openPage, send, setup, uniqueSession, waitStatus } from './helpers.mjs';
 
 let env;
 let page;
@@ -227,6 +228,31 @@ test('S5.9: a hanging tool is aborted at its deadline: failed when read-only, ef
   assert.equal(calls.length, 1);
 });
 
+test('S2.5: pagehide aborts a page tool\'s signal; a write in flight ends effect_unknown, never replayed', async () => {
+  const context = await env.browser.newContext();
+  const p = await context.newPage();
+  await p.goto(`${env.pageUrl}/e2e-blank`);
+  await prepare(p);
+  const outcome = await p.evaluate(async () => {
+    const rt = await window.runtime({ turns: [{ tool_calls: [{ name: 'set_banner', arguments: { text: 'x' } }] }, { text: 'Done.' }] });
+    let signal = null;
+    await rt.registerTool(window.bannerTool({
+      timeout_ms: 300000,
+      execute: (args, ctx) => { signal = ctx.signal; return new Promise(() => {}); },
+    }));
+    const runId = await rt.startRun('pagehide-session', 'Go.');
+    for (let i = 0; i < 400 && !signal; i += 1) await new Promise((r) => setTimeout(r, 25));
+    const abortedBefore = signal.aborted;
+    window.dispatchEvent(new PageTransitionEvent('pagehide', { persisted: false }));
+    const view = await window.until(rt, runId, (v) => v.journal.some((r) => r.state !== 'prepared' && r.state !== 'running'));
+    return { abortedBefore, abortedAfter: signal.aborted, state: view.journal[0].state, status: view.run.status };
+  });
+  assert.equal(outcome.abortedBefore, false);
+  assert.equal(outcome.abortedAfter, true);
+  assert.equal(outcome.state, 'effect_unknown');
+  await context.close();
+});
+
 test('S5.8: a result over the result limit is spilled to the workspace; only a summary enters the context', async () => {
   const { view } = await runWith(
     { turns: [call('big_report', {}), { text: 'Read it.' }] },
@@ -345,6 +371,27 @@ test('S2.5, S5.9: a reload during a write leaves it effect_unknown; Resume witho
   assert.equal(result.after.run.status, 'interrupted');
   assert.deepEqual(result.after.journal, result.before.journal);
   assert.equal(result.after.run.updated_at_ms, result.before.run.updated_at_ms);
+  await context.close();
+});
+
+test('issue 36 part 7: the demo page registers its two tools; the lookup reads the page, the banner write asks first', async () => {
+  const scenario = JSON.parse(readFileSync(new URL('../../www/scenarios/page-tools.json', import.meta.url), 'utf8'));
+  const context = await env.browser.newContext();
+  const demo = await openPage(context, env.pageUrl, config(scenario), uniqueSession('demo-page-tools'));
+  assert.match(await demo.locator('#page-banner').textContent(), /No banner yet/);
+  await send(demo, 'Is the teapot in stock?');
+  await demo.waitForSelector('#approval[open]', { timeout: 20_000 });
+  assert.match(await demo.locator('#page-banner').textContent(), /No banner yet/, 'nothing changed before the approval');
+  await demo.click('#approve');
+  await waitStatus(demo, 'completed', 30_000);
+  assert.equal(await demo.locator('#page-banner').textContent(), 'Teapots are back next week.');
+  const view = await demo.evaluate(async () => {
+    const s = window.agentrtDemo;
+    return s.runtime.readRun(s.runId);
+  });
+  assert.deepEqual(view.journal.map((r) => [r.tool, r.state]), [['lookup_product', 'committed'], ['set_page_banner', 'committed']]);
+  assert.equal(view.evidence[0].trust, 'user', 'the lookup declares trust "user"');
+  assert.deepEqual(demo.errors, []);
   await context.close();
 });
 

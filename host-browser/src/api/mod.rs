@@ -231,7 +231,11 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
     let owner = OwnerId::new(random_id(&*entropy, "tab-"))
         .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
     let ttl = Duration::from_millis(config.lease_ttl_ms.unwrap_or(30_000).clamp(3_000, 600_000));
-    let (executor_for_tools, clock_for_tools) = (host.executor.clone(), host.clock.clone());
+    let page_tools = PageTools::new(
+        host.executor.clone(),
+        host.clock.clone(),
+        host.lifecycle.clone(),
+    );
     let assembly = assemble(&config, host, owner.clone(), provider, ttl)?;
     let leases = SessionLeases::new(
         storage,
@@ -253,7 +257,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         _page: page,
         closed: Cell::new(false),
         subscriptions: SubscriptionRegistry::new(),
-        page_tools: PageTools::new(executor_for_tools, clock_for_tools),
+        page_tools,
     });
     recover(&inner).await?;
     interrupt_research(&inner).await;
