@@ -103,7 +103,8 @@ pub enum Sensitivity {
     Secret,
 }
 
-/// Where a tool comes from. Serialised as `builtin`, `user`, `plugin:<id>`, `mcp:<server>`.
+/// Where a tool comes from. Serialised as `builtin`, `user`, `page`,
+/// `plugin:<id>`, `mcp:<server>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Origin {
     /// Shipped with the runtime.
@@ -114,6 +115,8 @@ pub enum Origin {
     Plugin(String),
     /// A function of an MCP server, by server id.
     Mcp(String),
+    /// A JavaScript function the embedding page registered (S5.9).
+    Page,
 }
 
 impl fmt::Display for Origin {
@@ -123,13 +126,14 @@ impl fmt::Display for Origin {
             Origin::User => f.write_str("user"),
             Origin::Plugin(id) => write!(f, "plugin:{id}"),
             Origin::Mcp(server) => write!(f, "mcp:{server}"),
+            Origin::Page => f.write_str("page"),
         }
     }
 }
 
-/// The string was not one of the four origin forms.
+/// The string was not one of the five origin forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid origin {0:?}: expected builtin, user, plugin:<id> or mcp:<server>")]
+#[error("invalid origin {0:?}: expected builtin, user, page, plugin:<id> or mcp:<server>")]
 pub struct OriginParseError(pub String);
 
 impl FromStr for Origin {
@@ -145,6 +149,7 @@ impl FromStr for Origin {
         match s {
             "builtin" => Ok(Origin::Builtin),
             "user" => Ok(Origin::User),
+            "page" => Ok(Origin::Page),
             _ => match s.split_once(':') {
                 Some(("plugin", id)) if valid_id(id) => Ok(Origin::Plugin(id.to_owned())),
                 Some(("mcp", id)) if valid_id(id) => Ok(Origin::Mcp(id.to_owned())),
@@ -161,7 +166,7 @@ impl Serialize for Origin {
 }
 
 /// The TypeScript of the serialized form above (`ToolOrigin` in the
-/// browser API's generated `.d.ts`): the four forms `Display` writes.
+/// browser API's generated `.d.ts`): the five forms `Display` writes.
 #[cfg(feature = "ts")]
 impl ts_rs::TS for Origin {
     type WithoutGenerics = Origin;
@@ -174,7 +179,7 @@ impl ts_rs::TS for Origin {
         "ToolOrigin".to_owned()
     }
     fn inline(_: &ts_rs::Config) -> String {
-        r#""builtin" | "user" | `plugin:${string}` | `mcp:${string}`"#.to_owned()
+        r#""builtin" | "user" | "page" | `plugin:${string}` | `mcp:${string}`"#.to_owned()
     }
     fn decl(cfg: &ts_rs::Config) -> String {
         format!("type ToolOrigin = {};", Self::inline(cfg))

@@ -7,6 +7,8 @@
 //! - `locks`: session leases across tabs (Web Locks or a localStorage
 //!   heartbeat, reentrancy in Rust, the fenced stored epoch, BroadcastChannel);
 //! - `page`: `pagehide`/`offline`/`online` as lifecycle events (S2.5);
+//! - `page_tool` (feature `runtime`): tools the page defines in JavaScript
+//!   (`rt.registerTool`, S5.9), each a tool actor of the one shell;
 //! - `worker`: the dedicated Workers that run `run_javascript` and read
 //!   PDFs in the Worker module (`agent-worker-module`), loaded on first use (S5.7);
 //! - `pdf_reader` (feature `runtime`): `extract_document`'s PDF reader on such a Worker;
@@ -80,6 +82,8 @@ pub mod js_tool;
 pub mod locks;
 #[cfg(target_arch = "wasm32")]
 pub mod page;
+#[cfg(all(target_arch = "wasm32", feature = "runtime"))]
+pub mod page_tool;
 #[cfg(all(target_arch = "wasm32", feature = "runtime"))]
 pub mod pdf_reader;
 #[cfg(target_arch = "wasm32")]

@@ -10,8 +10,9 @@ import type {
   Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
   CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
   AgentProfileV2, FieldChange, KnowledgePassage, MemoryChange, MemoryRecord, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
-  ProfileRunUse, ResearchGap, ResearchPlan, ResearchStart, ResearchView, RevisionCause, RunOptions, RunView,
-  RuntimeConfig, RuntimeEvent, RunTranscript, SessionSummary, Source, StopReason, Subscription, ToolCallView,
+  PageToolContext, PageToolDefinition, ProfileRunUse, ResearchGap, ResearchPlan, ResearchStart, ResearchView,
+  RevisionCause, RunOptions, RunView, RuntimeConfig, RuntimeEvent, RunTranscript, SessionSummary, Source,
+  StopReason, Subscription, ToolCallView,
 } from "../pkg/agent_host_browser.js";
 
 /** Fails to compile when a switch misses a case. */
@@ -333,6 +334,23 @@ export async function main(file: Blob): Promise<void> {
 
   const runtime: AgentRuntime = await AgentRuntime.create(config);
   console.log(`durable ${runtime.durable}, owner ${runtime.owner}, locks ${runtime.lockBackend}, recovered ${runtime.recoveredRuns().join(", ")}`);
+  // A page tool (S5.9): a read-only lookup over this page's own state.
+  const orders = new Map<string, { status: string }>([["A-1", { status: "shipped" }]]);
+  const lookup: PageToolDefinition = {
+    name: "lookup_order", description: "Look an order up by its id.",
+    parameters: { type: "object", properties: { id: { type: "string" } }, required: ["id"], additionalProperties: false },
+    effects: ["read_local"], idempotency: "idempotent", sensitivity: "private", target: { arg: "id" },
+    trust: "user", timeout_ms: 5_000, offer: "always",
+    async execute(args: { id: string }, ctx: PageToolContext): Promise<unknown> {
+      ctx.progress(`looking up ${args.id} for ${ctx.run_id}/${ctx.call_id} (${ctx.idempotency_key})`);
+      if (ctx.signal.aborted) throw new Error("stopped");
+      return orders.get(args.id) ?? { error: "no such order" };
+    },
+  };
+  const registered: { name: string; fingerprint: string } = await runtime.registerTool(lookup);
+  console.log(`page tool ${registered.name} ${registered.fingerprint.slice(0, 8)}`);
+  const removed: boolean = await runtime.unregisterTool("no_such_tool");
+  console.log(`removed ${removed}`);
   const describeMcp = (s: McpServerStatus): string =>
     s.connected ? `${s.id}: ${s.tools.length} tools, ${s.refused.map((r) => `${r.name} (${r.why})`).join("; ")}` : `${s.id}: ${s.error ?? "?"}`;
   runtime.mcpServers().forEach((s) => console.log(describeMcp(s)));

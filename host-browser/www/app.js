@@ -10,6 +10,7 @@
 // (IndexedDB is the source of truth, a prompt's text included: `readRun`
 // returns it); events only say when to read again.
 import init, { AgentRuntime } from './pkg/agent_host_browser.js';
+import { registerDemoTools } from './page_tools.js';
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -685,6 +686,7 @@ async function startRuntime(config) {
   state.subscription = null;
   state.runtime?.close();
   state.runtime = created;
+  await registerDemoTools(created);
   state.finalViews.clear();
   state.streams.clear();
   state.runId = null;

@@ -580,6 +580,54 @@ impl Assembly {
         self.runtime.stop(run).await
     }
 
+    /// The tools `run` waits on that this runtime does not offer as they
+    /// were (S5.9): a call journaled `prepared`, `running` or
+    /// `effect_unknown`, or a pending approval, whose tool is not
+    /// registered with the fingerprint it was journaled under. A page tool
+    /// lives only while its page has it registered, so after a reload
+    /// Resume must name what is missing and change nothing; the runtime's
+    /// own tools (reserved names) are always there.
+    pub async fn missing_tools(&self, run: &RunId) -> Result<Vec<String>, RunError> {
+        use agent_kernel::journal::CallState;
+        use agent_kernel::run::PendingKind;
+        let record = self.runtime.journal(run).await?;
+        let pending = self.runtime.pending(run).await?;
+        let registered = self
+            .tools
+            .snapshot()
+            .await
+            .map_err(|e| RunError::Inconsistent {
+                run: run.clone(),
+                detail: format!("the tools actor did not answer: {e}"),
+            })?;
+        let waiting = record
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.state,
+                    CallState::Prepared | CallState::Running | CallState::EffectUnknown
+                )
+            })
+            .map(|r| (r.tool.clone(), r.fingerprint.clone()))
+            .chain(pending.iter().filter_map(|p| match &p.kind {
+                PendingKind::Approval { tool, identity, .. } => {
+                    Some((tool.clone(), identity.fingerprint.clone()))
+                }
+                _ => None,
+            }));
+        let mut missing: Vec<String> = Vec::new();
+        for (tool, fingerprint) in waiting {
+            let reserved = agent_kernel::tool::names::RESERVED_TOOL_NAMES.contains(&tool.as_str());
+            let present = registered
+                .get(&tool)
+                .is_some_and(|(_, registered)| *registered == fingerprint);
+            if !reserved && !present && !missing.contains(&tool) {
+                missing.push(tool);
+            }
+        }
+        Ok(missing)
+    }
+
     /// The run as every host shows it (`agentrt show`, `readRun`).
     pub async fn run_view(&self, run: &RunId) -> Result<RunView, RunError> {
         RunView::read(&self.runtime, run).await

@@ -560,7 +560,7 @@ impl Effective {
             && match origin {
                 Origin::Plugin(id) => listed(&self.plugins, id),
                 Origin::Mcp(server) => listed(&self.mcp_servers, server),
-                Origin::Builtin | Origin::User => true,
+                Origin::Builtin | Origin::User | Origin::Page => true,
             }
     }
 

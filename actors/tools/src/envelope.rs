@@ -36,10 +36,15 @@ pub struct CallSite {
 }
 
 /// The lowest trust a result from `origin` may carry: plugin and MCP content
-/// is always `external_untrusted`, whatever the tool says (S5.4).
+/// is always `external_untrusted`, whatever the tool says (S5.4); a page
+/// tool's result is `external_untrusted` unless its definition declares
+/// `user` trust (the page tool's actor claims what its fingerprinted
+/// definition declares, S5.9), and never more than `user`.
 pub fn trust_floor(origin: &Origin, claimed: Trust) -> Trust {
     match origin {
         Origin::Plugin(_) | Origin::Mcp(_) => Trust::ExternalUntrusted,
+        Origin::Page if claimed == Trust::User => Trust::User,
+        Origin::Page => Trust::ExternalUntrusted,
         Origin::Builtin | Origin::User => claimed,
     }
 }

@@ -160,7 +160,7 @@ pub struct Registry {
 fn provider_id(origin: &Origin) -> Option<&str> {
     match origin {
         Origin::Plugin(id) | Origin::Mcp(id) => Some(id),
-        Origin::Builtin | Origin::User => None,
+        Origin::Builtin | Origin::User | Origin::Page => None,
     }
 }
 
@@ -273,6 +273,16 @@ fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
             if is_reserved_provider_id(id) {
                 return Err(RegistryError::ReservedProvider { id: id.to_owned() });
             }
+            if RESERVED_TOOL_NAMES.contains(&name.as_str()) {
+                return Err(RegistryError::ReservedName {
+                    name,
+                    claimed_by: def.origin.to_string(),
+                });
+            }
+        }
+        // A page tool has no provider id, and the built-ins' names are
+        // reserved for it as for a plugin (S5.5, S5.9).
+        (Origin::Page, None, None) => {
             if RESERVED_TOOL_NAMES.contains(&name.as_str()) {
                 return Err(RegistryError::ReservedName {
                     name,

@@ -1396,3 +1396,89 @@ fn every_builtin_exports_a_fingerprinted_builtin_definition_with_a_valid_schema(
     let first: Vec<_> = defs.iter().map(|d| d.fingerprint().expect("fp")).collect();
     assert_eq!(first, again);
 }
+
+/// A page tool's definition (S5.9): origin `page`, no provider.
+fn page_def(name: &str) -> ToolDefinition {
+    ToolDefinition {
+        origin: Origin::Page,
+        description: format!("page tool {name}"),
+        ..builtin_def(name)
+    }
+}
+
+fn page_reg(name: &str) -> ToolRegistration {
+    ToolRegistration {
+        definition: page_def(name),
+        modes: vec![agent_kernel::run::RunMode::Agent],
+        exposure: Exposure::AlwaysOn,
+        trusted_external: true,
+        unknown_function: false,
+        addr: idle_addr(),
+    }
+}
+
+#[test]
+fn page_tools_follow_the_plugins_name_rules() {
+    // S5.5, S5.9: a page tool cannot take a built-in's reserved name, a
+    // discovery tool's name, or another provider's; a provider id on a
+    // page tool is refused; its own set is replaced as a whole.
+    let mut registry = Registry::new();
+    for reserved in ["fetch_url", "ask_user", "search_tools"] {
+        let err = registry.register(page_reg(reserved)).unwrap_err();
+        assert!(
+            matches!(&err, RegistryError::ReservedName { claimed_by, .. } if claimed_by == "page"),
+            "{reserved}: {err}"
+        );
+    }
+    registry
+        .register(ToolRegistration::builtin(
+            builtin_def("workspace_write"),
+            idle_addr(),
+        ))
+        .unwrap();
+    let err = registry.register(page_reg("workspace_write")).unwrap_err();
+    assert_eq!(
+        err,
+        RegistryError::Collision {
+            name: "workspace_write".into(),
+            existing: "builtin".into(),
+            incoming: "page".into(),
+        }
+    );
+    let mut with_provider = page_reg("lookup_order");
+    with_provider.definition.provider = Some("page".into());
+    assert!(matches!(
+        registry.register(with_provider).unwrap_err(),
+        RegistryError::ProviderMismatch { .. }
+    ));
+    registry
+        .replace_provider(
+            &Origin::Page,
+            vec![page_reg("lookup_order"), page_reg("set_banner")],
+        )
+        .unwrap();
+    registry
+        .replace_provider(&Origin::Page, vec![page_reg("set_banner")])
+        .unwrap();
+    let names: Vec<String> = registry.snapshot().into_keys().collect();
+    assert_eq!(names, ["set_banner", "workspace_write"]);
+}
+
+#[test]
+fn a_page_tools_results_are_untrusted_unless_it_declares_user() {
+    // S5.4, S5.9: the floor of a page tool is external_untrusted; `user` is
+    // the most it may declare (never `internal`).
+    use agent_capabilities::Trust;
+    use agent_tools::envelope::trust_floor;
+    assert_eq!(
+        trust_floor(&Origin::Page, Trust::ExternalUntrusted),
+        Trust::ExternalUntrusted
+    );
+    assert_eq!(trust_floor(&Origin::Page, Trust::User), Trust::User);
+    assert_eq!(
+        trust_floor(&Origin::Page, Trust::Internal),
+        Trust::ExternalUntrusted
+    );
+    assert_eq!("page".parse::<Origin>().unwrap(), Origin::Page);
+    assert_eq!(Origin::Page.to_string(), "page");
+}

@@ -40,6 +40,7 @@ try {
     workerGlueUrl: new URL(workerGlueUrl, location.href).href,
     workerWasmUrl: new URL(workerWasmUrl, location.href).href,
   });
+  await (await import('./tools.js')).registerExampleTools(runtime);
   const session = 'example';
   let runId = null;
   runtime.subscribe(session, (event) => {

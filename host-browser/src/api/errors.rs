@@ -32,6 +32,7 @@ pub enum ErrorCode {
     AlreadyExists,
     QuotaExceeded,
     TargetNotEmpty,
+    ToolUnavailable,
 }
 
 impl ErrorCode {
@@ -57,6 +58,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists => "already_exists",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::TargetNotEmpty => "target_not_empty",
+            ErrorCode::ToolUnavailable => "tool_unavailable",
         }
     }
 }

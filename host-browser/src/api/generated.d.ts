@@ -706,7 +706,7 @@ export type TaskId = string;
 /**
  * Where a tool comes from.
  */
-export type ToolOrigin = "builtin" | "user" | `plugin:${string}` | `mcp:${string}`;
+export type ToolOrigin = "builtin" | "user" | "page" | `plugin:${string}` | `mcp:${string}`;
 
 /**
  * How far a long call has come, as the tool reports it (an MCP server's

@@ -42,6 +42,7 @@ use crate::html_extractor::WorkerHtmlExtractor;
 use crate::js_tool::spawn_js_tool;
 use crate::locks::{LockBackend, Notice, SessionLease, SessionLeases};
 use crate::page::PageEvents;
+use crate::page_tool::{PageToolSpec, PageTools};
 use crate::pdf_reader::WorkerPdfReader;
 use crate::platform::{self, BrowserClock, BrowserEntropy, BrowserExecutor};
 use crate::subscriptions::{SubscriptionId, SubscriptionRegistry};
@@ -93,6 +94,8 @@ struct Inner {
     closed: Cell<bool>,
     /// The live subscriptions: the runtime owns them, not their JS handles.
     subscriptions: SubscriptionRegistry,
+    /// The tools this page registered (`registerTool`, S5.9).
+    page_tools: PageTools,
 }
 
 /// The agent runtime of one page (tab).
@@ -230,6 +233,11 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
     let owner = OwnerId::new(random_id(&*entropy, "tab-"))
         .map_err(|e| js_error(ErrorCode::RuntimeError, e))?;
     let ttl = Duration::from_millis(config.lease_ttl_ms.unwrap_or(30_000).clamp(3_000, 600_000));
+    let page_tools = PageTools::new(
+        host.executor.clone(),
+        host.clock.clone(),
+        host.lifecycle.clone(),
+    );
     let assembly = assemble(&config, host, owner.clone(), provider, ttl)?;
     let leases = SessionLeases::new(
         storage,
@@ -251,6 +259,7 @@ async fn build(config: RuntimeConfig) -> Result<AgentRuntime, JsValue> {
         _page: page,
         closed: Cell::new(false),
         subscriptions: SubscriptionRegistry::new(),
+        page_tools,
     });
     recover(&inner).await?;
     interrupt_research(&inner).await;
@@ -389,6 +398,55 @@ impl AgentRuntime {
     pub fn connect_mcp(&self) -> js_sys::Promise {
         let inner = self.inner.clone();
         promise(async move { to_js(&inner.assembly.connect_mcp().await) })
+    }
+
+    /// Register a tool defined by this page (S5.9): `definition` names it,
+    /// describes it, gives its JSON Schema, declared effects, idempotency
+    /// and the rest, and `execute(args, ctx)` does the work. The same name
+    /// again replaces the tool (a changed definition has a new fingerprint
+    /// and is asked about again). Refused with `invalid_config` when the
+    /// definition is malformed, its name is reserved or taken (S5.5), or
+    /// its schema does not compile. Resolves with its name and fingerprint.
+    #[wasm_bindgen(js_name = registerTool, unchecked_return_type = "Promise<{ name: string; fingerprint: string }>")]
+    pub fn register_tool(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "PageToolDefinition")] definition: JsValue,
+    ) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        promise(async move {
+            let execute = js_sys::Reflect::get(&definition, &JsValue::from_str("execute"))
+                .ok()
+                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+                .ok_or_else(|| {
+                    js_error(
+                        ErrorCode::InvalidConfig,
+                        "page tool: execute must be a function (args, ctx) => Promise<result>",
+                    )
+                })?;
+            let fields = js_sys::Object::assign(&js_sys::Object::new(), definition.unchecked_ref());
+            let _ = js_sys::Reflect::delete_property(&fields, &JsValue::from_str("execute"));
+            let spec: PageToolSpec = from_js(fields.into(), "page tool")?;
+            let registered = inner
+                .page_tools
+                .register(inner.assembly.tools(), spec, execute)
+                .await
+                .map_err(|e| js_error(ErrorCode::InvalidConfig, format!("page tool: {e}")))?;
+            to_js(&registered)
+        })
+    }
+
+    /// Forget the page tool `name`; resolves false when there is none.
+    #[wasm_bindgen(js_name = unregisterTool, unchecked_return_type = "Promise<boolean>")]
+    pub fn unregister_tool(&self, name: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        promise(async move {
+            let removed = inner
+                .page_tools
+                .unregister(inner.assembly.tools(), &name)
+                .await
+                .map_err(|e| js_error(ErrorCode::RuntimeError, format!("page tool: {e}")))?;
+            Ok(JsValue::from_bool(removed))
+        })
     }
 
     /// Start a run in `session`; resolves with its id once it is stored.
@@ -572,10 +630,29 @@ impl AgentRuntime {
     }
 
     /// Continue an interrupted run: the only way one continues (S2.5).
+    /// Refused with `tool_unavailable`, naming the tools, while the run
+    /// waits on a tool this page has not registered (again) with the same
+    /// fingerprint (S5.9); nothing changes then.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn resume(&self, run: String) -> js_sys::Promise {
-        self.answer(run, |a, run| {
-            Box::pin(async move { a.runtime().resume(&run).await })
+        let inner = self.inner.clone();
+        promise(async move {
+            let id = run_id(&run)?;
+            let missing = inner.assembly.missing_tools(&id).await.map_err(run_error)?;
+            if !missing.is_empty() {
+                return Err(js_error(
+                    ErrorCode::ToolUnavailable,
+                    format!(
+                        "the run waits on {}, which this page has not registered (or registered with another definition); register it, then resume",
+                        missing.join(", ")
+                    ),
+                ));
+            }
+            let resumed = id.clone();
+            inner
+                .command(&id, async move |a| a.runtime().resume(&resumed).await)
+                .await
+                .map(|()| JsValue::UNDEFINED)
         })
     }
 

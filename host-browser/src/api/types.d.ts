@@ -14,7 +14,7 @@ export type AgentErrorCode =
   | "not_found" | "wrong_status" | "no_such_request" | "wrong_request_kind" | "invalid_answer"
   | "no_such_decision" | "decision_pending" | "run_busy" | "invalid_transition"
   | "storage_error" | "inconsistent_state" | "runtime_error"
-  | "already_exists" | "quota_exceeded" | "target_not_empty";
+  | "already_exists" | "quota_exceeded" | "target_not_empty" | "tool_unavailable";
 
 export interface AgentError extends Error { code: AgentErrorCode; }
 
@@ -32,6 +32,41 @@ export interface PluginFunction {
   parameters: Record<string, unknown>;
   effects: EffectClass[]; idempotency: Idempotency; sensitivity?: Sensitivity;
   annotations?: Record<string, unknown>;
+}
+
+/** What a page tool's `execute` is given besides its arguments (S5.9). */
+export interface PageToolContext {
+  /** Aborted at the call's deadline, when its run is stopped, or when the call is dropped. */
+  signal: AbortSignal;
+  run_id: string;
+  call_id: string;
+  /** The same on every retry of this call: pass it to writes that deduplicate. */
+  idempotency_key: string;
+  /** Report how far the call has come (a live activity, never journaled). */
+  progress(text: string): void;
+}
+
+/** A tool the page defines in JavaScript (`registerTool`, S5.9): under the same fingerprint, policy, journal and bounds as every tool. */
+export interface PageToolDefinition {
+  /** Model-facing: lowercase letters, digits and single underscores; not a built-in's name, not another provider's (S5.5). */
+  name: string;
+  description: string;
+  /** The JSON Schema of the arguments: checked before `execute` runs. */
+  parameters: Record<string, unknown>;
+  /** What a call may do; the policy decides from these (S6.1). */
+  effects: EffectClass[];
+  idempotency: Idempotency;
+  sensitivity?: Sensitivity;
+  /** The argument that names what a call touches (must be one of `parameters`' properties). */
+  target?: { arg: string };
+  /** `external_untrusted` (default): results are fenced as data. `user`: data the embedder vouches for. */
+  trust?: "external_untrusted" | "user";
+  /** Each call's deadline, 1 to 300000 ms (default 30000); the signal aborts at it. */
+  timeout_ms?: number;
+  /** `always` (default): in every agent request; `search`: found with search_tools / load_tools. */
+  offer?: "always" | "search";
+  /** Do the work; resolve with a JSON value (reject or throw to fail). */
+  execute(args: any, ctx: PageToolContext): Promise<unknown>;
 }
 
 /** An MCP server (issue 16), as in agentrt's `[[mcp]]` (snake_case). A page reaches servers over Streamable HTTP only. */
