@@ -12,7 +12,7 @@ use agent_kernel::run::{ActivityKind, RunStatus};
 use agent_supervisor::config::ModelSettings;
 use agent_supervisor::conversation::{
     HistoryMessage, HistoryRole, MIN_CONTEXT_WINDOW_TOKENS, SessionConversation,
-    TOOL_RESULT_IN_HISTORY_BYTES, history_budget_bytes,
+    TOOL_RESULT_IN_HISTORY_BYTES,
 };
 use agent_supervisor::sim::tools::SimToolsConfig;
 use agent_supervisor::transcript::Message;
@@ -226,10 +226,15 @@ fn s12_a_history_out_of_bounds_is_refused_and_starts_nothing() {
     assert!(env.block(env.runtime.runs()).unwrap().is_empty());
 }
 
-/// The context rule over a real session: each turn is ~1,500 bytes and the
-/// smallest window allows 2,048 bytes of earlier turns, so one turn fits.
+/// The context rule over a real session (S12.2, S12.4): each turn is
+/// ~1,500 bytes (383 tokens estimated) and the smallest window gives
+/// earlier turns 512 tokens. The second run would pass the share: it
+/// first summarises the first turn (a tool-less request with the
+/// summarisation prompt) and sends the summary in its place. The third
+/// fits (the provider's count of the second run's conversation, summary
+/// included): it sends the summary, the second turn and its prompt.
 #[test]
-fn s12_the_context_rule_drops_the_oldest_turns_and_says_so() {
+fn s12_4_the_context_rule_summarises_the_oldest_turns_and_says_so() {
     let env = env(r#"{"turns": [{"text": "A"}]}"#);
     let small = RunConfig {
         model: ModelSettings {
@@ -238,29 +243,70 @@ fn s12_the_context_rule_drops_the_oldest_turns_and_says_so() {
         },
         ..RunConfig::default()
     };
-    assert_eq!(history_budget_bytes(MIN_CONTEXT_WINDOW_TOKENS), 2_048);
     let q1 = format!("Q1 {}", "a".repeat(1_500));
     let q2 = format!("Q2 {}", "b".repeat(1_500));
+    let mut runs = Vec::new();
     for q in [&q1, &q2] {
         let run = env.start(q, small.clone());
         env.settle(&run);
+        runs.push(run);
     }
     let third = env.start("Q3", small);
     assert_eq!(env.settle(&third).status, RunStatus::Completed);
-    let messages = last_request_messages(&env);
-    assert_eq!(messages, [user(&q2), assistant("A"), user("Q3")]);
-    let trimmed: Vec<_> = env
-        .activities(&third)
+    let requests = env.requests.lock().unwrap().clone();
+    // Q1's round, the summary, Q2's round, Q3's round.
+    assert_eq!(requests.len(), 4);
+    let summarising = &requests[1];
+    assert!(summarising.tools.is_empty());
+    assert_eq!(
+        summarising.system.as_deref(),
+        Some(agent_supervisor::compaction::SUMMARY_PROMPT)
+    );
+    assert!(format!("{:?}", summarising.messages).contains(&q1));
+    for later in &requests[2..] {
+        let system = later.system.as_deref().unwrap_or_default();
+        assert!(
+            system.contains("Summary of the earlier conversation (1 turn(s)"),
+            "{system}"
+        );
+        assert!(!format!("{:?}", later.messages).contains(&q1));
+    }
+    assert_eq!(requests[2].messages.to_vec(), [user(&q2)]);
+    assert_eq!(
+        requests[3].messages.to_vec(),
+        [user(&q2), assistant("A"), user("Q3")]
+    );
+    let compacted: Vec<_> = env
+        .activities(&runs[1])
         .into_iter()
         .filter_map(|a| match a.kind {
-            ActivityKind::ConversationTrimmed {
-                dropped_turns,
-                kept_turns,
-            } => Some((dropped_turns, kept_turns)),
+            ActivityKind::ConversationCompacted {
+                turns_covered,
+                tokens_before,
+                tokens_after,
+                ..
+            } => Some((turns_covered, tokens_before > tokens_after)),
             _ => None,
         })
         .collect();
-    assert_eq!(trimmed, [(1, 1)]);
+    assert_eq!(compacted, [(1, true)]);
+    assert!(
+        env.activities(&third)
+            .iter()
+            .all(|a| !matches!(a.kind, ActivityKind::ConversationCompacted { .. }))
+    );
+    // The raw turns stay stored and readable.
+    let conversation = env
+        .block(SessionConversation::load(
+            &*env.mem.host().storage,
+            &env.session,
+        ))
+        .unwrap();
+    let raw = env
+        .block(conversation.messages(&*env.mem.host().storage))
+        .unwrap();
+    assert_eq!(raw[0], user(&q1));
+    assert_eq!(raw.len(), 4);
 }
 
 #[test]
