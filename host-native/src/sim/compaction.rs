@@ -11,8 +11,7 @@
 //! - the run completes;
 //! - exactly one summary is stored for the session, and the run records
 //!   exactly one `conversation_compacted` (a crash during compaction
-//!   resumes without a second summary);
-//! - the round after it sent the summary in place of the first turn.
+//!   resumes without a second summary).
 
 use std::ops::Range;
 use std::path::Path;
