@@ -369,3 +369,49 @@ pub(crate) fn print_json_or_text(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use agent_kernel::host::BlobRef;
+
+    use super::*;
+
+    /// Issue 37 part 6 and S12.4: the run card says when an answer was cut
+    /// off by a Stop, and what a compaction did.
+    #[test]
+    fn the_card_marks_an_incomplete_answer_and_a_compaction() {
+        let text = Some(BlobRef::of(b"The first half"));
+        let stopped = ActivityKind::ModelResponse {
+            round: 1,
+            text: text.clone(),
+            tool_calls: 0,
+            reasoning: None,
+            incomplete: true,
+        };
+        assert_eq!(
+            activity_text(&stopped),
+            "model response, round 1, incomplete: stopped mid-answer"
+        );
+        let whole = ActivityKind::ModelResponse {
+            round: 2,
+            text,
+            tool_calls: 1,
+            reasoning: None,
+            incomplete: false,
+        };
+        assert_eq!(
+            activity_text(&whole),
+            "model response, round 2, 1 tool call(s)"
+        );
+        let compacted = ActivityKind::ConversationCompacted {
+            turns_covered: 12,
+            tokens_before: 900,
+            tokens_after: 300,
+            summary: BlobRef::of(b"s"),
+        };
+        assert_eq!(
+            activity_text(&compacted),
+            "conversation compacted: the first 12 turn(s) summarised, 900 -> 300 tokens"
+        );
+    }
+}
