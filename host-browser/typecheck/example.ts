@@ -54,6 +54,8 @@ function describeActivity(kind: ActivityKind): string {
     case "child_started": return `child run ${kind.child}`;
     case "conversation_trimmed":
       return `${kind.dropped_turns} earlier turns left out, ${kind.kept_turns} kept`;
+    case "conversation_compacted":
+      return `first ${kind.turns_covered} turns summarised: ${kind.tokens_before} -> ${kind.tokens_after} tokens (${kind.summary.hash.slice(0, 8)})`;
     case "executor_lost": return `interrupted: ${kind.executor} lost`;
     default: return unreachable(kind);
   }

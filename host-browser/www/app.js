@@ -113,7 +113,9 @@ function activityText(a) {
   switch (k.kind) {
     case 'status_changed': return `status ${k.from} → ${k.to}${k.reason ? ` (${fmtStop(k.reason)})` : ''}`;
     case 'model_request': return `model round ${k.round} requested`;
-    case 'model_response': return `model round ${k.round} answered (${k.tool_calls} tool calls)`;
+    case 'model_response': return k.incomplete
+      ? `model round ${k.round} stopped mid-answer (the text so far is kept, incomplete)`
+      : `model round ${k.round} answered (${k.tool_calls} tool calls)`;
     case 'tool_call': return `${k.tool} ${k.call_id}: ${k.state}`;
     case 'approval_requested': return `approval requested for ${k.call_id}`;
     case 'approval_answered': return `approval ${k.approved ? 'granted' : 'denied'}`;
@@ -123,6 +125,7 @@ function activityText(a) {
     case 'decision_taken': return `decision: ${k.choice}`;
     case 'plan_updated': return 'plan updated';
     case 'child_started': return `child run ${k.child} started`;
+    case 'conversation_compacted': return `conversation compacted: the first ${k.turns_covered} turn(s) summarised (${k.tokens_before} → ${k.tokens_after} tokens)`;
     case 'conversation_trimmed': return `conversation: ${k.dropped_turns} oldest turn(s) left out to fit the context, ${k.kept_turns} kept`;
     case 'executor_lost': return `interrupted: the ${k.executor} was lost (Resume continues)`;
     default: return k.kind;
@@ -204,7 +207,9 @@ function agentMessage(view) {
   li.dataset.status = run.status;
   const text = answerOf(view);
   if (li.dataset.text !== text) { li.dataset.text = text; renderText(li.querySelector('.msg-text'), text); }
-  const note = endNote(run);
+  // An answer a Stop cut off is kept, marked incomplete (issue 37 part 6).
+  li.dataset.incomplete = view.output_incomplete ? 'true' : 'false';
+  const note = (view.output_incomplete ? 'Incomplete answer (stopped before it was finished). ' : '') + endNote(run);
   li.querySelector('.msg-status').textContent = note;
   li.querySelector('.msg-status').hidden = !note;
   const details = li.querySelector('details');
@@ -309,6 +314,8 @@ async function renderRun() {
   }) : [el('li', { className: 'empty', textContent: 'Nothing.' })]));
   const output = view.output ?? (run.status === 'running' ? state.streams.get(run.id) ?? '' : '');
   renderText($('run-output'), output);
+  $('run-output').dataset.incomplete = view.output_incomplete ? 'true' : 'false';
+  $('run-output-note').hidden = !view.output_incomplete;
   // The model's reasoning, apart from the answer (S13.4).
   const reasoning = (view.reasoning ?? []).map((r) => r.text).join('\n\n')
     || (run.status === 'running' ? state.thoughts.get(run.id) ?? '' : '');

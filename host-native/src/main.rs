@@ -318,6 +318,33 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             )
             .await
         }
+        Command::Compact {
+            session,
+            scenario,
+            provider,
+            base_url,
+            model,
+            context_window,
+        } => {
+            let session = parse_session(session)?;
+            let config = load_config(&cli)?;
+            let (source, mut run_config) = model_setup(
+                &config,
+                ModelFlags {
+                    scenario,
+                    provider,
+                    provider_name: None,
+                    queued: false,
+                    base_url,
+                    model,
+                    temperature: None,
+                    budget: &Default::default(),
+                    approval: None,
+                },
+            )?;
+            run_config.model.context_window_tokens = *context_window;
+            cli::runs::compact(&cli, config, source, &session, run_config).await
+        }
         Command::Research {
             topic,
             resume,

@@ -278,3 +278,86 @@ fn chat_mode_sends_no_tools_and_no_default_system_prompt() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(bodies.len(), 3);
 }
+
+/// `agentrt [--json] compact SESSION` with the loopback model.
+fn compact(data: &Path, base: &str, session: &str) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args([
+            "--json",
+            "compact",
+            session,
+            "--provider",
+            "openai-compatible",
+            "--base-url",
+            base,
+            "--model",
+            "tiny",
+        ])
+        .env("AGENTRT_DATA_DIR", data)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("agentrt");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+/// S12.4 (issue 37 part 1): `agentrt compact SESSION` has the model
+/// summarise every turn but the newest (a tool-less request under the
+/// summarisation prompt, as the server receives it); the next run sends
+/// the summary after the system prompt and only the newest turn; the next
+/// compaction folds what followed; with nothing to fold, it says so.
+#[test]
+fn compact_summarises_all_but_the_newest_turn_and_the_next_run_sends_the_summary() {
+    let dir = private_dir();
+    let (base, bodies) = start_model();
+    for prompt in ["first", "second", "third"] {
+        let out = run(dir.path(), &base, false, prompt, &["--session", "chat-c"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let made = compact(dir.path(), &base, "chat-c");
+    assert_eq!(made["event"], "conversation_compacted", "{made}");
+    assert_eq!(made["turns_covered"], 2, "{made}");
+    {
+        let bodies = bodies.lock().expect("bodies");
+        assert_eq!(bodies.len(), 4);
+        let asked = &bodies[3];
+        assert_eq!(
+            asked["messages"][0]["content"].as_str(),
+            Some(agent_supervisor::compaction::SUMMARY_PROMPT)
+        );
+        assert!(asked.get("tools").is_none(), "{asked}");
+        let text = asked["messages"][1]["content"].as_str().unwrap_or_default();
+        assert!(text.contains("Person: first") && text.contains("Person: second"));
+        assert!(!text.contains("Person: third"), "{text}");
+    }
+    let out = run(dir.path(), &base, false, "fourth", &["--session", "chat-c"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    {
+        let bodies = bodies.lock().expect("bodies");
+        let sent = messages(&bodies[4]);
+        assert_eq!(sent.len(), 4, "{sent:?}");
+        assert_eq!(sent[0].0, "system");
+        assert!(sent[0].1.starts_with(AGENT_SYSTEM_PROMPT.trim_end()));
+        assert!(
+            sent[0]
+                .1
+                .contains("Summary of the earlier conversation (2 turn(s)"),
+            "{}",
+            sent[0].1
+        );
+        assert_eq!(
+            sent[1..],
+            pairs(&[
+                ("user", "third"),
+                ("assistant", "You said: third"),
+                ("user", "fourth"),
+            ])[..]
+        );
+    }
+    let again = compact(dir.path(), &base, "chat-c");
+    assert_eq!(again["turns_covered"], 3, "{again}");
+    let nothing = compact(dir.path(), &base, "chat-c");
+    assert_eq!(nothing["event"], "nothing_to_compact", "{nothing}");
+}

@@ -895,6 +895,7 @@ fn activity_kind_name(kind: &ActivityKind) -> &'static str {
         ActivityKind::PlanUpdated { .. } => "plan_updated",
         ActivityKind::ChildStarted { .. } => "child_started",
         ActivityKind::ConversationTrimmed { .. } => "conversation_trimmed",
+        ActivityKind::ConversationCompacted { .. } => "conversation_compacted",
         ActivityKind::ExecutorLost { .. } => "executor_lost",
     }
 }
@@ -919,6 +920,7 @@ fn every_activity_kind(runs: &[RunView]) -> Result<Vec<ActivityKind>> {
             text: None,
             tool_calls: 0,
             reasoning: None,
+            incomplete: true,
         },
         ActivityKind::ToolCall {
             call_id: call.clone(),
@@ -956,6 +958,12 @@ fn every_activity_kind(runs: &[RunView]) -> Result<Vec<ActivityKind>> {
         ActivityKind::ConversationTrimmed {
             dropped_turns: 2,
             kept_turns: 3,
+        },
+        ActivityKind::ConversationCompacted {
+            turns_covered: 12,
+            tokens_before: 900,
+            tokens_after: 300,
+            summary: blob("The person asked about solid-state cells."),
         },
         ActivityKind::ExecutorLost {
             executor: "tool:read_file".into(),

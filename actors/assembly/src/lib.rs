@@ -437,26 +437,39 @@ impl Assembly {
             )),
             workspaces.clone(),
         ));
-        tools.extend(registrations(
-            "memory",
-            agent_memory::builtin_tools(
-                &host,
-                agent_memory::ToolDeps {
-                    store: agent_memory::MemoryStore::new(host.storage.clone(), host.clock.clone()),
-                    access: grants.clone(),
-                },
-            ),
-        )?);
-        tools.extend(registrations(
-            "knowledge_search",
-            agent_knowledge::builtin_tools(
-                &host,
-                agent_knowledge::ToolDeps {
-                    bases: grants.bases_handle(),
-                    access: grants.clone(),
-                },
-            ),
-        )?);
+        // Offered only to runs granted a Memory scope or a knowledge base:
+        // a tool that could only refuse wastes the model's rounds.
+        tools.extend(
+            registrations(
+                "memory",
+                agent_memory::builtin_tools(
+                    &host,
+                    agent_memory::ToolDeps {
+                        store: agent_memory::MemoryStore::new(
+                            host.storage.clone(),
+                            host.clock.clone(),
+                        ),
+                        access: grants.clone(),
+                    },
+                ),
+            )?
+            .into_iter()
+            .map(|t| t.only_with_grant(memory::MEMORY_GRANT)),
+        );
+        tools.extend(
+            registrations(
+                "knowledge_search",
+                agent_knowledge::builtin_tools(
+                    &host,
+                    agent_knowledge::ToolDeps {
+                        bases: grants.bases_handle(),
+                        access: grants.clone(),
+                    },
+                ),
+            )?
+            .into_iter()
+            .map(|t| t.only_with_grant(memory::KNOWLEDGE_GRANT)),
+        );
         tools.extend(own_tools);
         let mut registry = Registry::new();
         registry.register_all(tools)?;

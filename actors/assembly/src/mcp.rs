@@ -166,6 +166,7 @@ pub fn registration(r: McpFunctionRegistration) -> ToolRegistration {
         exposure: Exposure::Discoverable,
         trusted_external: r.trusted_external,
         unknown_function: r.unknown_function,
+        needs_grant: None,
         addr: r.addr,
     }
 }

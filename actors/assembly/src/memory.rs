@@ -9,7 +9,10 @@
 //!   a restart keeps them, read back from there when this process has not
 //!   seen the run;
 //! - a run without a profile gets no Memory and no knowledge base: only a
-//!   profile grants them.
+//!   profile grants them; a grant with no scope or no base is no grant;
+//! - the tools are offered only to runs holding their grant (`needs_grant`
+//!   on the registration): a run without one is never shown a tool that
+//!   could only refuse.
 //! - the person's side: [`Assembly::memories`] and [`Assembly::knowledge`].
 
 use std::sync::{Arc, OnceLock};
@@ -155,15 +158,20 @@ pub(crate) fn grant_into(
     if effective.profile.is_none() || config.mode != RunMode::Agent {
         return;
     }
-    if let Ok(scopes) = serde_json::to_value(memory_scopes(effective, session)) {
-        config.grants.insert(MEMORY_GRANT.to_owned(), scopes);
+    let scopes = memory_scopes(effective, session);
+    if (!scopes.read.is_empty() || !scopes.write.is_empty())
+        && let Ok(value) = serde_json::to_value(scopes)
+    {
+        config.grants.insert(MEMORY_GRANT.to_owned(), value);
     }
     let allowed: Vec<String> = match &effective.knowledge {
         Some(list) => list.iter().cloned().collect(),
         None => bases.names(),
     };
     let allowlist = KnowledgeAllowlist::of(allowed.iter().map(String::as_str));
-    if let Ok(value) = serde_json::to_value(allowlist) {
+    if !allowlist.bases.is_empty()
+        && let Ok(value) = serde_json::to_value(allowlist)
+    {
         config.grants.insert(KNOWLEDGE_GRANT.to_owned(), value);
     }
 }

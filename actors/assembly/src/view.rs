@@ -30,6 +30,9 @@ pub struct RunView {
     /// The final answer, once the run has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// True when `output` is an answer a Stop cut off mid-stream: what had
+    /// streamed before it, kept and shown marked incomplete.
+    pub output_incomplete: bool,
     /// The latest `update_plan`: steps with their statuses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Plan>,
@@ -118,7 +121,17 @@ impl RunView {
                 });
             }
         }
+        let output_incomplete = activities.iter().any(|a| {
+            matches!(
+                a.kind,
+                ActivityKind::ModelResponse {
+                    incomplete: true,
+                    ..
+                }
+            )
+        });
         Ok(RunView {
+            output_incomplete,
             prompt,
             activities,
             reasoning,

@@ -5,10 +5,12 @@
 //! without a profile gets no Memory; a Deep Research run is offered no
 //! memory tool (S9.1); `knowledge_search` reaches only the bases the
 //! profile allows, and its passages come back as untrusted data. The grants
-//! are kept with the run's configuration.
+//! are kept with the run's configuration. The memory tools and
+//! `knowledge_search` are offered only to runs granted a Memory scope or a
+//! knowledge base (issue 37 part 3): the schemas the model receives say so.
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_assembly::{Assembly, Parts, ProfileChoice};
@@ -16,7 +18,10 @@ use agent_kernel::memory::MemoryHost;
 use agent_kernel::{OwnerId, RunId, SessionId};
 use agent_knowledge::{NewDocument, SourceRef};
 use agent_profiles::{AgentProfileV2, MemoryScope, MemoryScopes, ProfileId};
-use agent_supervisor::{RunConfig, RuntimeOptions, Scenario, ScriptedProvider};
+use agent_supervisor::provider::{ModelRequest, ModelStream};
+use agent_supervisor::{
+    ModelProvider, ProviderError, RunConfig, RuntimeOptions, Scenario, ScriptedProvider,
+};
 use agent_tools::plugin::{SecretError, SecretHandle, SecretResolver, SecretValue};
 use serde_json::Value;
 
@@ -32,8 +37,37 @@ impl SecretResolver for NoSecrets {
     }
 }
 
+/// The tool names of every request a provider received, in order.
+type Offered = Arc<Mutex<Vec<Vec<String>>>>;
+
+/// A provider that records the tool schemas of each request it is sent,
+/// then answers as the scripted model it wraps.
+struct Recording {
+    inner: ScriptedProvider,
+    offered: Offered,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        self.offered
+            .lock()
+            .unwrap()
+            .push(request.tools.iter().map(|t| t.name.clone()).collect());
+        self.inner.stream(request).await
+    }
+}
+
 /// A model that plays `prompt → turns` by the run's prompt.
 fn assembly(mem: &MemoryHost, by_prompt: &[(&str, &str)]) -> Assembly {
+    assembly_recording(mem, by_prompt, Offered::default())
+}
+
+/// [`assembly`], recording the tools offered in each request in `offered`.
+fn assembly_recording(mem: &MemoryHost, by_prompt: &[(&str, &str)], offered: Offered) -> Assembly {
     let prompts: Vec<Value> = by_prompt
         .iter()
         .map(|(p, turns)| {
@@ -47,7 +81,10 @@ fn assembly(mem: &MemoryHost, by_prompt: &[(&str, &str)]) -> Assembly {
     Assembly::build(Parts {
         host: mem.host(),
         owner: OwnerId::new("tab-1").expect("owner"),
-        provider: Arc::new(ScriptedProvider::new(scenario, mem.host().clock)),
+        provider: Arc::new(Recording {
+            inner: ScriptedProvider::new(scenario, mem.host().clock),
+            offered,
+        }),
         javascript: None,
         pdf_reader: None,
         html_extractor: None,
@@ -192,9 +229,10 @@ fn s10_1_memory_follows_the_profile_s_scopes_and_knowledge_its_allowlist() {
     );
     assert_eq!(read_only[0]["outcome"], "error", "{read_only:?}");
     assert!(read_only[0].to_string().contains("scope"), "{read_only:?}");
+    // Not offered, so not callable either: nothing ran.
     assert_eq!(unprofiled[0]["outcome"], "error", "{unprofiled:?}");
     assert!(
-        unprofiled[0].to_string().contains("memory_not_granted"),
+        unprofiled[0].to_string().contains("tool_not_allowed"),
         "{unprofiled:?}"
     );
     assert_eq!(looked[0]["outcome"], "success", "{looked:?}");
@@ -239,4 +277,72 @@ fn s9_1_a_deep_research_start_turn_is_offered_no_memory_tool() {
             .any(|n| n.starts_with("memory_") || *n == "knowledge_search"),
         "{names:?}"
     );
+}
+
+fn is_memory_or_knowledge(name: &str) -> bool {
+    name.starts_with("memory_") || name == "knowledge_search"
+}
+
+#[test]
+fn issue_37_3_memory_and_knowledge_tools_are_offered_only_with_a_grant() {
+    let mem = MemoryHost::fifo(7);
+    let offered = Offered::default();
+    let a = assembly_recording(&mem, &[], offered.clone());
+    let session = SessionId::new("offered").unwrap();
+    mem.block_on_advancing(async {
+        let _opened = a.open_session(&session).await.unwrap();
+        let profiles = a.profiles();
+        // Memory only; knowledge only; a profile granting neither (no
+        // scope, an empty knowledge allowlist).
+        let mut memory_only = profile("memory-only", &[MemoryScope::Session], &[]);
+        memory_only.knowledge = Some(Default::default());
+        let knowledge_only = profile("knowledge-only", &[], &[]);
+        let mut nothing = profile("nothing", &[], &[]);
+        nothing.knowledge = Some(Default::default());
+        for p in [&memory_only, &knowledge_only, &nothing] {
+            profiles.create(p).await.unwrap();
+        }
+        let unprofiled = a
+            .runtime()
+            .start(&session, "Hello", RunConfig::default())
+            .await
+            .unwrap();
+        a.runtime().wait_settled(&unprofiled).await.unwrap();
+        for id in ["memory-only", "knowledge-only", "nothing"] {
+            let choice = ProfileChoice {
+                profile: Some(ProfileId::new(id).unwrap()),
+                ..ProfileChoice::default()
+            };
+            let (run, _) = a
+                .start_with_profile(&session, "Hello", RunConfig::default(), &choice)
+                .await
+                .unwrap();
+            a.runtime().wait_settled(&run).await.unwrap();
+        }
+    })
+    .expect("settles");
+    let offered = offered.lock().unwrap().clone();
+    assert_eq!(offered.len(), 4, "{offered:?}");
+    let granted = |i: usize| -> Vec<&str> {
+        offered[i]
+            .iter()
+            .map(String::as_str)
+            .filter(|n| is_memory_or_knowledge(n))
+            .collect()
+    };
+    // Without a grant: none of them, while the other built-ins are there.
+    assert!(granted(0).is_empty(), "{:?}", offered[0]);
+    assert!(
+        offered[0].iter().any(|n| n == "update_plan"),
+        "{:?}",
+        offered[0]
+    );
+    assert_eq!(
+        granted(1),
+        ["memory_forget", "memory_save", "memory_search"],
+        "{:?}",
+        offered[1]
+    );
+    assert_eq!(granted(2), ["knowledge_search"], "{:?}", offered[2]);
+    assert!(granted(3).is_empty(), "{:?}", offered[3]);
 }

@@ -26,6 +26,12 @@ pub struct Usage {
     /// Of the output, tokens the model spent reasoning (S13.4).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// The size of the conversation at the run's latest model request, as
+    /// the provider counted it: that request's input plus its output. Not
+    /// accumulated (each round replaces it); the context rule reads it
+    /// (S12.4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

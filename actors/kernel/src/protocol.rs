@@ -380,6 +380,10 @@ pub struct RunToolConfig {
     /// Tool names the run may use; None means every registered tool of the mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowlist: Option<std::collections::BTreeSet<String>>,
+    /// The grants the run holds (Memory scopes, a knowledge allowlist, by
+    /// name): a tool that needs a grant the run lacks is not offered.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub grants: std::collections::BTreeSet<String>,
 }
 
 /// What the tools actor answers to `Prepare`: the resolved call and the

@@ -237,6 +237,12 @@ pub enum ActivityKind {
         /// stored as its own blob: never the answer, never the history.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<BlobRef>,
+        /// True when the answer was cut off by a Stop mid-stream: `text`
+        /// is what had streamed before it, kept as the run's output and
+        /// shown marked incomplete (issue 37 part 6).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        #[cfg_attr(feature = "ts", ts(as = "Option<bool>", optional))]
+        incomplete: bool,
     },
     ToolCall {
         call_id: CallId,
@@ -278,6 +284,17 @@ pub enum ActivityKind {
     ConversationTrimmed {
         dropped_turns: u64,
         kept_turns: u64,
+    },
+    /// The session's oldest turns were summarised by the model into a
+    /// stored summary (`summary`) that this run and later ones send in
+    /// their place (S12.4): it covers the conversation's first
+    /// `turns_covered` turns; its size before and after, in tokens (the
+    /// provider's counts where it reported them).
+    ConversationCompacted {
+        turns_covered: u64,
+        tokens_before: u64,
+        tokens_after: u64,
+        summary: BlobRef,
     },
     /// The executor running the run's work was lost (S2.5): `executor` names
     /// it (`tool:<name>`, `supervisor`, `host`, `javascript worker`, ...);

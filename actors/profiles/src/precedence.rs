@@ -660,6 +660,8 @@ impl RunSettings {
             mode: self.mode_for(requested),
             approval: self.approval,
             allowlist: self.allowlist.clone(),
+            // The run's grants are the assembly's (`RunConfig::grants`).
+            ..RunToolConfig::default()
         }
     }
 }

@@ -303,6 +303,7 @@ impl RunConfig {
             mode: self.mode,
             approval: self.approval,
             allowlist: self.allowed_tools(),
+            grants: self.grants.keys().cloned().collect(),
         }
     }
 }

@@ -71,6 +71,13 @@ pub enum RunError {
     /// A start under a chosen id found a run of that id stored already.
     #[error("run {0} exists already; a run is started once (look at it with show)")]
     AlreadyExists(RunId),
+    /// A compaction the embedder asked for did not complete (S12.4):
+    /// nothing was stored; it may be asked for again.
+    #[error("the conversation of session {session} was not compacted: {detail}")]
+    Compaction {
+        session: agent_kernel::ids::SessionId,
+        detail: String,
+    },
 }
 
 impl RunError {

@@ -153,6 +153,7 @@
 
 pub mod blob;
 pub mod builtin;
+pub mod compaction;
 pub mod config;
 pub mod conversation;
 pub mod error;

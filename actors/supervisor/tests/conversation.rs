@@ -9,10 +9,11 @@ mod common;
 use agent_capabilities::ApprovalMode;
 use agent_kernel::host::StorageExt;
 use agent_kernel::run::{ActivityKind, RunStatus};
+use agent_supervisor::compaction::SessionSummaries;
 use agent_supervisor::config::ModelSettings;
 use agent_supervisor::conversation::{
     HistoryMessage, HistoryRole, MIN_CONTEXT_WINDOW_TOKENS, SessionConversation,
-    TOOL_RESULT_IN_HISTORY_BYTES, history_budget_bytes,
+    TOOL_RESULT_IN_HISTORY_BYTES,
 };
 use agent_supervisor::sim::tools::SimToolsConfig;
 use agent_supervisor::transcript::Message;
@@ -226,10 +227,15 @@ fn s12_a_history_out_of_bounds_is_refused_and_starts_nothing() {
     assert!(env.block(env.runtime.runs()).unwrap().is_empty());
 }
 
-/// The context rule over a real session: each turn is ~1,500 bytes and the
-/// smallest window allows 2,048 bytes of earlier turns, so one turn fits.
+/// The context rule over a real session (S12.2, S12.4): each turn is
+/// ~1,500 bytes (383 tokens estimated) and the smallest window gives
+/// earlier turns 512 tokens. The second run would pass the share: it
+/// first summarises the first turn (a tool-less request with the
+/// summarisation prompt) and sends the summary in its place. The third
+/// fits (the provider's count of the second run's conversation, summary
+/// included): it sends the summary, the second turn and its prompt.
 #[test]
-fn s12_the_context_rule_drops_the_oldest_turns_and_says_so() {
+fn s12_4_the_context_rule_summarises_the_oldest_turns_and_says_so() {
     let env = env(r#"{"turns": [{"text": "A"}]}"#);
     let small = RunConfig {
         model: ModelSettings {
@@ -238,29 +244,70 @@ fn s12_the_context_rule_drops_the_oldest_turns_and_says_so() {
         },
         ..RunConfig::default()
     };
-    assert_eq!(history_budget_bytes(MIN_CONTEXT_WINDOW_TOKENS), 2_048);
     let q1 = format!("Q1 {}", "a".repeat(1_500));
     let q2 = format!("Q2 {}", "b".repeat(1_500));
+    let mut runs = Vec::new();
     for q in [&q1, &q2] {
         let run = env.start(q, small.clone());
         env.settle(&run);
+        runs.push(run);
     }
     let third = env.start("Q3", small);
     assert_eq!(env.settle(&third).status, RunStatus::Completed);
-    let messages = last_request_messages(&env);
-    assert_eq!(messages, [user(&q2), assistant("A"), user("Q3")]);
-    let trimmed: Vec<_> = env
-        .activities(&third)
+    let requests = env.requests.lock().unwrap().clone();
+    // Q1's round, the summary, Q2's round, Q3's round.
+    assert_eq!(requests.len(), 4);
+    let summarising = &requests[1];
+    assert!(summarising.tools.is_empty());
+    assert_eq!(
+        summarising.system.as_deref(),
+        Some(agent_supervisor::compaction::SUMMARY_PROMPT)
+    );
+    assert!(format!("{:?}", summarising.messages).contains(&q1));
+    for later in &requests[2..] {
+        let system = later.system.as_deref().unwrap_or_default();
+        assert!(
+            system.contains("Summary of the earlier conversation (1 turn(s)"),
+            "{system}"
+        );
+        assert!(!format!("{:?}", later.messages).contains(&q1));
+    }
+    assert_eq!(requests[2].messages.to_vec(), [user(&q2)]);
+    assert_eq!(
+        requests[3].messages.to_vec(),
+        [user(&q2), assistant("A"), user("Q3")]
+    );
+    let compacted: Vec<_> = env
+        .activities(&runs[1])
         .into_iter()
         .filter_map(|a| match a.kind {
-            ActivityKind::ConversationTrimmed {
-                dropped_turns,
-                kept_turns,
-            } => Some((dropped_turns, kept_turns)),
+            ActivityKind::ConversationCompacted {
+                turns_covered,
+                tokens_before,
+                tokens_after,
+                ..
+            } => Some((turns_covered, tokens_before > tokens_after)),
             _ => None,
         })
         .collect();
-    assert_eq!(trimmed, [(1, 1)]);
+    assert_eq!(compacted, [(1, true)]);
+    assert!(
+        env.activities(&third)
+            .iter()
+            .all(|a| !matches!(a.kind, ActivityKind::ConversationCompacted { .. }))
+    );
+    // The raw turns stay stored and readable.
+    let conversation = env
+        .block(SessionConversation::load(
+            &*env.mem.host().storage,
+            &env.session,
+        ))
+        .unwrap();
+    let raw = env
+        .block(conversation.messages(&*env.mem.host().storage))
+        .unwrap();
+    assert_eq!(raw[0], user(&q1));
+    assert_eq!(raw.len(), 4);
 }
 
 #[test]
@@ -279,4 +326,166 @@ fn s12_a_context_window_below_the_minimum_is_refused() {
         };
         assert_eq!(config.validate().is_ok(), ok, "{tokens}");
     }
+}
+
+/// Two ~1,500-byte turns over the smallest window: the second run
+/// compacts the first (see the test above).
+fn small_window() -> RunConfig {
+    RunConfig {
+        model: ModelSettings {
+            context_window_tokens: Some(MIN_CONTEXT_WINDOW_TOKENS),
+            ..ModelSettings::default()
+        },
+        ..RunConfig::default()
+    }
+}
+
+fn summaries(env: &Env) -> usize {
+    env.block(SessionSummaries::load(
+        &*env.mem.host().storage,
+        &env.session,
+    ))
+    .unwrap()
+    .summaries
+    .len()
+}
+
+fn is_summarising(r: &agent_supervisor::provider::ModelRequest) -> bool {
+    r.system.as_deref() == Some(agent_supervisor::compaction::SUMMARY_PROMPT)
+}
+
+fn compactions(env: &Env, run: &agent_kernel::ids::RunId) -> usize {
+    env.activities(run)
+        .iter()
+        .filter(|a| matches!(a.kind, ActivityKind::ConversationCompacted { .. }))
+        .count()
+}
+
+/// S12.4, S2.5: a tab lost while the summary is being made (its request
+/// sent, nothing committed) and a new tab resuming the run: the summary is
+/// made then, once; one summary stored, one activity.
+#[test]
+fn s12_4_a_crash_during_compaction_resumes_and_makes_one_summary() {
+    let slow = r#"{"turns": [{"text": "A"}], "prompts": [{"starts_with": "Turns that follow", "turns": [{"text": "S", "delay_ms": 86400000}]}]}"#;
+    let quick = r#"{"turns": [{"text": "A"}], "prompts": [{"starts_with": "Turns that follow", "turns": [{"text": "Summary: Q1 was asked."}]}]}"#;
+    let env1 = env(slow);
+    let q1 = format!("Q1 {}", "a".repeat(1_500));
+    let q2 = format!("Q2 {}", "b".repeat(1_500));
+    let first = env1.start(&q1, small_window());
+    env1.settle(&first);
+    let second = env1.start(&q2, small_window());
+    env1.mem.executor().run_until_stalled();
+    assert!(is_summarising(
+        env1.requests.lock().unwrap().last().unwrap()
+    ));
+    assert_eq!(summaries(&env1), 0, "nothing committed yet");
+    env1.kill();
+    env1.mem.clock().advance(std::time::Duration::from_secs(31));
+    let env2 = tab(
+        env1.mem.clone(),
+        quick,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    env2.block(env2.runtime.recover()).unwrap();
+    env2.block(env2.runtime.resume(&second)).unwrap();
+    assert_eq!(env2.settle(&second).status, RunStatus::Completed);
+    let requests = env2.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert!(is_summarising(&requests[0]));
+    assert!(
+        requests[1]
+            .system
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Summary: Q1 was asked.")
+    );
+    assert_eq!(summaries(&env2), 1);
+    assert_eq!(compactions(&env2, &second), 1);
+}
+
+/// S12.4: a tab lost after the summary was committed (during the model
+/// round that follows): the resumed run finds it and never asks again.
+#[test]
+fn s12_4_a_committed_summary_is_never_made_again() {
+    let slow_round = r#"{"turns": [{"text": "A"}], "prompts": [{"starts_with": "Turns that follow", "turns": [{"text": "Summary: Q1 was asked."}]}, {"starts_with": "Q2", "turns": [{"text": "A", "delay_ms": 86400000}]}]}"#;
+    let env1 = env(slow_round);
+    let q1 = format!("Q1 {}", "a".repeat(1_500));
+    let q2 = format!("Q2 {}", "b".repeat(1_500));
+    let first = env1.start(&q1, small_window());
+    env1.settle(&first);
+    let second = env1.start(&q2, small_window());
+    env1.mem.executor().run_until_stalled();
+    assert_eq!(summaries(&env1), 1);
+    assert_eq!(compactions(&env1, &second), 1);
+    env1.kill();
+    env1.mem.clock().advance(std::time::Duration::from_secs(31));
+    let env2 = tab(
+        env1.mem.clone(),
+        r#"{"turns": [{"text": "A"}]}"#,
+        SimToolsConfig::default(),
+        RuntimeOptions::default(),
+        "tab-2",
+    );
+    env2.block(env2.runtime.recover()).unwrap();
+    env2.block(env2.runtime.resume(&second)).unwrap();
+    assert_eq!(env2.settle(&second).status, RunStatus::Completed);
+    let requests = env2.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1, "no second summary request");
+    assert!(!is_summarising(&requests[0]));
+    assert!(
+        requests[0]
+            .system
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Summary: Q1 was asked.")
+    );
+    assert_eq!(summaries(&env2), 1);
+    assert_eq!(compactions(&env2, &second), 1);
+}
+
+/// S12.4: the embedder asks for a compaction (`Runtime::compact`): every
+/// turn but the newest is folded; the next run sends the summary, the
+/// newest turn and its prompt; asked again with nothing to fold, nothing.
+#[test]
+fn s12_4_the_embedder_compacts_on_request() {
+    let env = env(
+        r#"{"turns": [{"text": "A"}], "prompts": [{"starts_with": "Turns that follow", "turns": [{"text": "Summary: three questions."}]}]}"#,
+    );
+    for q in ["Q1", "Q2", "Q3"] {
+        let run = env.start(q, RunConfig::default());
+        env.settle(&run);
+    }
+    let made = env
+        .block(env.runtime.compact(&env.session, RunConfig::default()))
+        .unwrap()
+        .expect("a summary");
+    assert_eq!((made.turns, made.upto, made.run), (2, 4, None));
+    assert_eq!(summaries(&env), 1);
+    let next = env.start("Q4", RunConfig::default());
+    env.settle(&next);
+    let last = env.requests.lock().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last.messages.to_vec(),
+        [user("Q3"), assistant("A"), user("Q4")]
+    );
+    assert!(
+        last.system
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Summary: three questions.")
+    );
+    // Q4 joins when a later run starts: Q3 and Q4 after the summary, so
+    // Q3 folds; then only Q4 is after it.
+    let again = env
+        .block(env.runtime.compact(&env.session, RunConfig::default()))
+        .unwrap()
+        .expect("Q3 folded");
+    assert_eq!(again.turns, 3);
+    assert!(
+        env.block(env.runtime.compact(&env.session, RunConfig::default()))
+            .unwrap()
+            .is_none()
+    );
 }

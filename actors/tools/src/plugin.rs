@@ -409,6 +409,7 @@ pub fn spawn_plugin(
             exposure: Exposure::Discoverable,
             trusted_external: trusted,
             unknown_function: false,
+            needs_grant: None,
             addr,
         });
     }

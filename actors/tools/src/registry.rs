@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use agent_capabilities::{Fingerprint, Origin};
-use agent_kernel::protocol::{ModelToolSchema, ToolAddr, ToolDefinition};
+use agent_kernel::protocol::{ModelToolSchema, RunToolConfig, ToolAddr, ToolDefinition};
 use agent_kernel::run::RunMode;
 
 use crate::validate::CompiledSchema;
@@ -50,6 +50,10 @@ pub struct ToolRegistration {
     /// declare: the policy asks once for every call (S6.1), whatever its
     /// annotations say (S6.3). False for built-ins and plugins.
     pub unknown_function: bool,
+    /// The grant a run must hold for the tool to be offered at all (a key
+    /// of the run's `RunToolConfig::grants`), or None: a tool that could
+    /// only refuse is not shown to the model, nor callable.
+    pub needs_grant: Option<String>,
     /// The actor that performs the call.
     pub addr: ToolAddr,
 }
@@ -63,6 +67,7 @@ impl ToolRegistration {
             exposure: Exposure::AlwaysOn,
             trusted_external: true,
             unknown_function: false,
+            needs_grant: None,
             addr,
         }
     }
@@ -70,6 +75,13 @@ impl ToolRegistration {
     /// Use the tool in these modes instead.
     pub fn in_modes(mut self, modes: &[RunMode]) -> ToolRegistration {
         self.modes = modes.to_vec();
+        self
+    }
+
+    /// Offer the tool only to runs that hold `grant` (see
+    /// [`ToolRegistration::needs_grant`]).
+    pub fn only_with_grant(mut self, grant: &str) -> ToolRegistration {
+        self.needs_grant = Some(grant.to_owned());
         self
     }
 }
@@ -85,6 +97,8 @@ pub struct RegisteredTool {
     pub trusted_external: bool,
     /// See [`ToolRegistration::unknown_function`].
     pub unknown_function: bool,
+    /// See [`ToolRegistration::needs_grant`].
+    pub needs_grant: Option<String>,
     pub addr: ToolAddr,
     pub(crate) schema: CompiledSchema,
     /// What the model is shown, built once and shared by every request.
@@ -95,6 +109,20 @@ impl RegisteredTool {
     /// True when `mode` may use it.
     pub fn in_mode(&self, mode: RunMode) -> bool {
         self.modes.contains(&mode)
+    }
+
+    /// True when a run configured by `config` may be offered it: its mode,
+    /// its allowlist and the grant the tool needs, if any.
+    pub fn offered_to(&self, config: &RunToolConfig) -> bool {
+        self.in_mode(config.mode)
+            && config
+                .allowlist
+                .as_ref()
+                .is_none_or(|a| a.contains(&self.definition.name))
+            && self
+                .needs_grant
+                .as_ref()
+                .is_none_or(|g| config.grants.contains(g))
     }
 }
 
@@ -331,6 +359,7 @@ fn check(reg: ToolRegistration) -> Result<RegisteredTool, RegistryError> {
         exposure: reg.exposure,
         trusted_external: reg.trusted_external,
         unknown_function: reg.unknown_function,
+        needs_grant: reg.needs_grant,
         addr: reg.addr,
     })
 }

@@ -49,6 +49,7 @@ async fn decision(unknown_function: bool, mode: ApprovalMode) -> Decision {
             exposure: Exposure::Discoverable,
             trusted_external: false,
             unknown_function,
+            needs_grant: None,
             addr,
         })
         .unwrap();

@@ -106,7 +106,7 @@ pub fn run_error_code(e: &RunError) -> ErrorCode {
         RunError::Lease(l) => lease_code(l),
         RunError::Id(_) => ErrorCode::InvalidArgument,
         RunError::Inconsistent { .. } => ErrorCode::InconsistentState,
-        RunError::Actor(_) => ErrorCode::RuntimeError,
+        RunError::Actor(_) | RunError::Compaction { .. } => ErrorCode::RuntimeError,
         RunError::AlreadyExists(_) => ErrorCode::AlreadyExists,
     }
 }

@@ -21,13 +21,19 @@ export type ActivityKind = { "kind": "status_changed", from: RunStatus, to: RunS
  * stored as its own blob: never the answer, never the history.
  */
 reasoning?: BlobRef,
+/**
+ * True when the answer was cut off by a Stop mid-stream: `text`
+ * is what had streamed before it, kept as the run's output and
+ * shown marked incomplete (issue 37 part 6).
+ */
+incomplete?: boolean,
 } | { "kind": "tool_call", call_id: CallId, tool: string, state: CallState, } | { "kind": "approval_requested", request: RequestId, call_id: CallId, } | { "kind": "approval_answered", request: RequestId, approved: boolean, } | { "kind": "input_requested", request: RequestId, } | { "kind": "input_answered", request: RequestId, } | { "kind": "decision_requested", request: RequestId, call_id: CallId, } | {
 "kind": "decision_taken", request: RequestId,
 /**
  * One of the supervisor's choices, by name.
  */
 choice: DecisionChoice,
-} | { "kind": "plan_updated", plan: BlobRef, } | { "kind": "child_started", child: RunId, } | { "kind": "conversation_trimmed", dropped_turns: number, kept_turns: number, } | { "kind": "executor_lost", executor: string, };
+} | { "kind": "plan_updated", plan: BlobRef, } | { "kind": "child_started", child: RunId, } | { "kind": "conversation_trimmed", dropped_turns: number, kept_turns: number, } | { "kind": "conversation_compacted", turns_covered: number, tokens_before: number, tokens_after: number, summary: BlobRef, } | { "kind": "executor_lost", executor: string, };
 
 /**
  * The persisted `AgentRun` (S1.1): hashes and references only, never raw text.
@@ -637,6 +643,11 @@ evidence: Array<Evidence>,
  */
 output?: string,
 /**
+ * True when `output` is an answer a Stop cut off mid-stream: what had
+ * streamed before it, kept and shown marked incomplete.
+ */
+output_incomplete: boolean,
+/**
  * The latest `update_plan`: steps with their statuses.
  */
 plan?: Plan,
@@ -758,6 +769,13 @@ cache_write_tokens?: number,
  * Of the output, tokens the model spent reasoning (S13.4).
  */
 reasoning_tokens?: number,
+/**
+ * The size of the conversation at the run's latest model request, as
+ * the provider counted it: that request's input plus its output. Not
+ * accumulated (each round replaces it); the context rule reads it
+ * (S12.4).
+ */
+context_tokens?: number,
 };
 
 /**

@@ -211,6 +211,26 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
+    /// Compact a session's conversation now (S12.4): every turn not yet
+    /// summarised but the newest is summarised by the model into a stored
+    /// summary that later runs send in their place; the raw turns stay.
+    /// Prints the summary's turns and tokens; exit 0 with nothing to fold.
+    Compact {
+        /// The chat session.
+        session: String,
+        /// A scripted scenario (JSON) instead of a model.
+        #[arg(long, value_name = "FILE", conflicts_with = "provider")]
+        scenario: Option<PathBuf>,
+        #[arg(long, value_enum, requires = "model")]
+        provider: Option<ProviderArg>,
+        #[arg(long, value_name = "URL", requires = "provider")]
+        base_url: Option<String>,
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        /// The model's context window in tokens (default: the model's).
+        #[arg(long, value_name = "TOKENS")]
+        context_window: Option<u32>,
+    },
     /// Agent Profiles (S10): list, show, save, diff, roll back, fork,
     /// export (no credentials, no run history) and import (narrowed to
     /// what this host allows).
@@ -350,7 +370,7 @@ pub(crate) enum Command {
 
 /// A run's budget on the command line: a preset, and hard caps that replace
 /// the preset's limits one by one (read by `Budget::from_spec`).
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct BudgetArgs {
     #[arg(long, value_enum)]
     pub(crate) budget: Option<BudgetArg>,

@@ -89,6 +89,7 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
                 "stop_reason": run.stop_reason, "usage": run.usage, "budget": run.budget,
                 "activities": card.activities, "journal": card.journal,
                 "pending": card.pending_requests(), "output": card.output,
+                "output_incomplete": card.output_incomplete,
                 "answer": card.output, "evidence": card.evidence, "plan": card.plan,
                 "failures": card.failures, "reasoning": card.reasoning,
             })
@@ -183,7 +184,12 @@ pub(crate) fn print_card(card: &RunView, json: bool) -> anyhow::Result<()> {
         }
     }
     if let Some(text) = &card.output {
-        writeln!(out, "  answer:   {}", text.lines().next().unwrap_or(""))?;
+        let first = text.lines().next().unwrap_or("");
+        if card.output_incomplete {
+            writeln!(out, "  answer:   {first}  [incomplete: stopped mid-answer]")?;
+        } else {
+            writeln!(out, "  answer:   {first}")?;
+        }
     }
     for p in card.pending_requests() {
         writeln!(out, "  pending:  {}", pending_text(&run.id, p))?;
@@ -213,6 +219,7 @@ pub(crate) fn activity_text(kind: &ActivityKind) -> String {
             round,
             tool_calls,
             reasoning,
+            incomplete,
             ..
         } => {
             let apart = if reasoning.is_some() {
@@ -220,7 +227,11 @@ pub(crate) fn activity_text(kind: &ActivityKind) -> String {
             } else {
                 ""
             };
-            format!("model response, round {round}, {tool_calls} tool call(s){apart}")
+            if *incomplete {
+                format!("model response, round {round}, incomplete: stopped mid-answer{apart}")
+            } else {
+                format!("model response, round {round}, {tool_calls} tool call(s){apart}")
+            }
         }
         ActivityKind::ToolCall {
             call_id,
@@ -249,6 +260,14 @@ pub(crate) fn activity_text(kind: &ActivityKind) -> String {
             kept_turns,
         } => format!(
             "conversation: {dropped_turns} oldest turn(s) left out to fit the context, {kept_turns} kept"
+        ),
+        ActivityKind::ConversationCompacted {
+            turns_covered,
+            tokens_before,
+            tokens_after,
+            ..
+        } => format!(
+            "conversation compacted: the first {turns_covered} turn(s) summarised, {tokens_before} -> {tokens_after} tokens"
         ),
         ActivityKind::ExecutorLost { executor } => {
             format!("interrupted: the {executor} was lost (resume continues)")
@@ -349,4 +368,50 @@ pub(crate) fn print_json_or_text(
         writeln!(out, "{text}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_kernel::host::BlobRef;
+
+    use super::*;
+
+    /// Issue 37 part 6 and S12.4: the run card says when an answer was cut
+    /// off by a Stop, and what a compaction did.
+    #[test]
+    fn the_card_marks_an_incomplete_answer_and_a_compaction() {
+        let text = Some(BlobRef::of(b"The first half"));
+        let stopped = ActivityKind::ModelResponse {
+            round: 1,
+            text: text.clone(),
+            tool_calls: 0,
+            reasoning: None,
+            incomplete: true,
+        };
+        assert_eq!(
+            activity_text(&stopped),
+            "model response, round 1, incomplete: stopped mid-answer"
+        );
+        let whole = ActivityKind::ModelResponse {
+            round: 2,
+            text,
+            tool_calls: 1,
+            reasoning: None,
+            incomplete: false,
+        };
+        assert_eq!(
+            activity_text(&whole),
+            "model response, round 2, 1 tool call(s)"
+        );
+        let compacted = ActivityKind::ConversationCompacted {
+            turns_covered: 12,
+            tokens_before: 900,
+            tokens_after: 300,
+            summary: BlobRef::of(b"s"),
+        };
+        assert_eq!(
+            activity_text(&compacted),
+            "conversation compacted: the first 12 turn(s) summarised, 900 -> 300 tokens"
+        );
+    }
 }

@@ -334,3 +334,44 @@ pub(crate) async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyh
     }
     follow(cli, &app, run, events, is_demo).await
 }
+
+/// `agentrt compact SESSION`: the session's turns but the newest
+/// summarised now ([`agent_supervisor::Runtime::compact`], S12.4), under
+/// the session's lease; one line (or JSON object) says what was folded.
+pub(crate) async fn compact(
+    cli: &Cli,
+    config: Config,
+    source: Source,
+    session: &SessionId,
+    run_config: RunConfig,
+) -> anyhow::Result<u8> {
+    let spec = launch_spec(cli, source).await?;
+    let app = open_app(cli, config, &spec).await?;
+    let _opened = app.open_session(session).await.map_err(session_busy)?;
+    let made = app.runtime().compact(session, run_config).await?;
+    let mut out = std::io::stdout().lock();
+    match (&made, cli.json) {
+        (Some(s), true) => writeln!(
+            out,
+            "{}",
+            serde_json::json!({"event": "conversation_compacted", "session": session,
+                "turns_covered": s.turns, "tokens_before": s.tokens_before,
+                "tokens_after": s.tokens_after, "prompt_version": s.prompt_version})
+        )?,
+        (Some(s), false) => writeln!(
+            out,
+            "session {session}: the first {} turn(s) summarised, {} -> {} tokens",
+            s.turns, s.tokens_before, s.tokens_after
+        )?,
+        (None, true) => writeln!(
+            out,
+            "{}",
+            serde_json::json!({"event": "nothing_to_compact", "session": session})
+        )?,
+        (None, false) => writeln!(
+            out,
+            "session {session}: nothing to compact (fewer than two turns after the latest summary)"
+        )?,
+    }
+    Ok(code::OK)
+}

@@ -42,6 +42,7 @@
 //! [`ToolLog`](agent_supervisor::sim::tools::ToolLog) records every execution.
 
 mod at;
+pub mod compaction;
 mod error;
 mod file;
 pub mod research;

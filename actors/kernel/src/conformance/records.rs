@@ -119,6 +119,7 @@ fn sample_run(id: &str) -> AgentRun {
             cached_input_tokens: 700,
             cache_write_tokens: 100,
             reasoning_tokens: 50,
+            context_tokens: 1_200,
         },
         budget: Budget::fallback(),
         prompt: BlobRef::of(b"the prompt"),

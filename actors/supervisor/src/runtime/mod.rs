@@ -13,6 +13,7 @@
 //!
 //! Here: the [`Runtime`] and [`RunHandle`] and the commands.
 
+mod compact;
 mod live;
 mod reads;
 mod recover;

@@ -12,8 +12,9 @@ use agent_kernel::run::{ActivityKind, AgentRun, CheckpointStage, RunMode, RunSta
 
 use super::Runtime;
 use super::live::{LiveMsg, StartRequest, Supervisors, open_writer};
+use crate::compaction::SessionSummaries;
 use crate::config::{HistoryMessage, RunConfig};
-use crate::conversation::{SessionConversation, history_budget_bytes};
+use crate::conversation::SessionConversation;
 use crate::error::RunError;
 use crate::message::Message;
 use crate::store::{RunMeta, RunWriter, load_run};
@@ -39,6 +40,8 @@ struct StartWindow {
     window: Window,
     kept_turns: u64,
     dropped_turns: u64,
+    /// The summary sent before the window (S12.4).
+    summary: Option<crate::conversation::SummaryUse>,
 }
 
 impl Runtime {
@@ -214,7 +217,7 @@ impl Supervisors {
             None => RunId::new(agent_kernel::host::random_id(&*host.entropy, "run-"))?,
         };
         let storage = host.storage.clone();
-        let start = conversation_start(&*storage, session, &parent, &config).await?;
+        let start = conversation_start(&*storage, session, &parent, &config, prompt).await?;
         let mut messages: Vec<Message> = start.history;
         messages.push(Message::User {
             content: prompt.to_owned(),
@@ -258,6 +261,7 @@ impl Supervisors {
             run: id.clone(),
             config: config_blob,
             window: start.window.window,
+            summary: start.window.summary,
         });
         if let Some(conversation) = &start.conversation {
             tx.put(conversation);
@@ -288,6 +292,7 @@ async fn conversation_start(
     session: &SessionId,
     parent: &Option<RunId>,
     config: &RunConfig,
+    prompt: &str,
 ) -> Result<ConversationStart, RunError> {
     if let Some(history) = &config.history {
         let len = history.len() as u64;
@@ -302,6 +307,7 @@ async fn conversation_start(
                 },
                 kept_turns: 0,
                 dropped_turns: 0,
+                summary: None,
             },
             conversation: None,
         });
@@ -312,15 +318,21 @@ async fn conversation_start(
     let mut conversation = SessionConversation::load(storage, session).await?;
     let runs = crate::store::runs_of_session(storage, session).await?;
     let added = conversation.catch_up(storage, runs).await?;
-    let kept = conversation.kept(history_budget_bytes(config.model.context_window()));
+    let summaries = SessionSummaries::load(storage, session).await?;
+    let plan = conversation.plan(
+        summaries.latest(),
+        config.model.context_window(),
+        prompt.len() as u64,
+    );
     Ok(ConversationStart {
         history: Vec::new(),
         earlier: conversation.head.clone(),
         window: StartWindow {
             from_len: conversation.len(),
-            window: kept.window,
-            kept_turns: kept.kept_turns,
-            dropped_turns: kept.dropped_turns,
+            window: plan.window,
+            kept_turns: plan.kept_turns,
+            dropped_turns: plan.dropped_turns,
+            summary: plan.summary,
         },
         conversation: (added > 0).then_some(conversation),
     })

@@ -20,6 +20,10 @@ pub struct RunMeta {
     /// Where the run's conversation begins in its transcript chain (S12).
     #[serde(default)]
     pub window: crate::transcript::Window,
+    /// The summary the run sends before its window, and whether it makes
+    /// it first (S12.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<crate::conversation::SummaryUse>,
 }
 
 impl Record for RunMeta {

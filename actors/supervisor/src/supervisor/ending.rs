@@ -96,6 +96,22 @@ impl Supervisor {
         self.end_early(Ending::Stop(reply), in_flight).await
     }
 
+    /// A person stopped the run while round `round`'s answer was streaming:
+    /// the text streamed so far is kept as the run's output, recorded as
+    /// that round's response marked incomplete, so the run card shows it
+    /// and the session's conversation carries it with the note of how the
+    /// turn ended (issue 37 part 6). Nothing streamed: a plain stop.
+    pub(super) async fn cancel_mid_answer(
+        &mut self,
+        reply: Answer,
+        round: u64,
+        streamed: String,
+    ) -> Result<(), RunError> {
+        let partial = (!streamed.is_empty()).then_some((round, streamed));
+        self.end_early_keeping(Ending::Stop(reply), None, partial)
+            .await
+    }
+
     /// End the run as `ending` says. Records still `running` (the call in
     /// flight, or one left by an interruption) are settled as unfinished,
     /// pending requests are withdrawn, and the output so far stays readable.
@@ -103,6 +119,17 @@ impl Supervisor {
         &mut self,
         ending: Ending,
         in_flight: Option<JournalRecord>,
+    ) -> Result<(), RunError> {
+        self.end_early_keeping(ending, in_flight, None).await
+    }
+
+    /// [`Supervisor::end_early`], keeping `partial` (a round and the text
+    /// it had streamed) as the run's incomplete answer.
+    async fn end_early_keeping(
+        &mut self,
+        ending: Ending,
+        in_flight: Option<JournalRecord>,
+        partial: Option<(u64, String)>,
     ) -> Result<(), RunError> {
         let run = self.id();
         let storage = self.ctx.host.storage.clone();
@@ -124,6 +151,17 @@ impl Supervisor {
         }
         for p in &pending {
             tx.delete(Table::Pending, pending_key(p));
+        }
+        if let Some((round, text)) = partial {
+            let blob = tx.blob(text.into_bytes());
+            tx.activity(ActivityKind::ModelResponse {
+                round,
+                text: Some(blob.clone()),
+                tool_calls: 0,
+                reasoning: None,
+                incomplete: true,
+            });
+            tx.run.output = Some(blob);
         }
         self.set_output_so_far(&mut tx).await?;
         let (status, reason) = ending.final_status();

@@ -17,6 +17,8 @@
 //! - [`waiting`]: waiting for work while listening for a stop, lifecycle
 //!   events and the duration budget;
 //! - [`model_round`]: one model round and the conversation's commits;
+//! - [`compact`]: the summary a run makes of its session's oldest turns
+//!   before its first round, when the context rule asks for one (S12.4);
 //! - [`calls`]: a tool call processed or replayed: prepare, approval,
 //!   dispatch, settle, outcome;
 //! - [`own_tools`]: the tools the supervisor carries out itself (`ask_user`,
@@ -29,6 +31,7 @@
 
 mod calls;
 mod commands;
+mod compact;
 mod ending;
 mod model_round;
 mod own_tools;
@@ -309,6 +312,11 @@ pub(crate) struct Supervisor {
     /// A model round whose request activity and checkpoint were already
     /// committed with the outcome that completed the previous round.
     request_announced: Option<u64>,
+    /// Where the run's window begins (from its configuration record).
+    window: crate::transcript::Window,
+    /// The summary the run must make before its first round (S12.4);
+    /// once made (or when stored already) its text is in `system`.
+    summary_due: Option<crate::conversation::SummaryUse>,
     authority: Authority,
     lifecycle: async_channel::Receiver<LifecycleEvent>,
     schemas: Option<Arc<[ModelToolSchema]>>,
@@ -348,7 +356,34 @@ impl Supervisor {
         let transcript =
             TranscriptLog::load_recent(&*storage, &run_id, &checkpoint.transcript, meta.window)
                 .await?;
-        let system = config.system_prompt().map(Arc::from);
+        let mut system = config.system_prompt().map(Arc::from);
+        // The summary the run sends before its window: stored already, or
+        // the run makes it first (S12.4).
+        let mut summary_due = None;
+        if let Some(summary) = meta.summary {
+            let summaries =
+                crate::compaction::SessionSummaries::load(&*storage, &writer.run.session).await?;
+            match summaries.ending_at(summary.upto) {
+                Some(stored) => {
+                    let text = summary_text(&*storage, &run_id, &stored.text).await?;
+                    system = Some(Arc::from(crate::compaction::system_with_summary(
+                        system.as_deref(),
+                        &text,
+                        stored.turns,
+                    )));
+                }
+                None if summary.folded_turns > 0 => summary_due = Some(summary),
+                None => {
+                    return Err(RunError::Inconsistent {
+                        run: run_id.clone(),
+                        detail: format!(
+                            "the conversation summary ending at message {} is missing",
+                            summary.upto
+                        ),
+                    });
+                }
+            }
+        }
         let authority = Authority::new(run_id.to_string(), random_key(&*ctx.host.entropy));
         let lifecycle = ctx.host.lifecycle.subscribe();
         Ok(Supervisor {
@@ -360,6 +395,8 @@ impl Supervisor {
             transcript,
             transcript_ref: checkpoint.transcript,
             request_announced: None,
+            window: meta.window,
+            summary_due,
             authority,
             lifecycle,
             schemas: None,
@@ -521,6 +558,24 @@ impl Supervisor {
         tx.status(RunStatus::Completed, Some(StopReason::Completed))?;
         self.writer.commit(tx).await
     }
+}
+
+/// A stored summary's text, checked against its reference.
+async fn summary_text(
+    storage: &dyn agent_kernel::host::Storage,
+    run: &RunId,
+    blob: &BlobRef,
+) -> Result<String, RunError> {
+    let bytes = crate::blob::verified_blob(storage, blob)
+        .await?
+        .ok_or_else(|| RunError::Inconsistent {
+            run: run.clone(),
+            detail: format!(
+                "the conversation summary {} is missing or does not match its hash",
+                blob.hash
+            ),
+        })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 pub(crate) fn pending_key(p: &PendingRequest) -> String {

@@ -26,6 +26,11 @@ impl Supervisor {
         self.transcript
             .complete(&*self.ctx.host.storage, &run)
             .await?;
+        // The session's oldest turns are summarised first when the
+        // context rule asked this run to (S12.4).
+        if let Some(due) = self.summary_due {
+            return self.compact(inbox, due).await;
+        }
         let round = self.transcript.assistant_turns() as u64 + 1;
         if let Err(e) = self.config.validate() {
             return self.fail_runtime("supervisor", &e.to_string()).await;
@@ -66,6 +71,9 @@ impl Supervisor {
             reasoning: self.config.model.reasoning,
         };
         let mut repeats = 0u32;
+        // What has streamed of this round's answer, kept if a Stop cuts it
+        // off (issue 37 part 6).
+        let streamed: Arc<std::sync::Mutex<String>> = Arc::default();
         let response = loop {
             // A run that names a provider the host no longer configures
             // (the page opened again without it) fails with that reason.
@@ -76,6 +84,11 @@ impl Supervisor {
             let events = self.ctx.events.clone();
             let run = self.id();
             let req = request.clone();
+            let so_far = streamed.clone();
+            if let Ok(mut text) = so_far.lock() {
+                // A repeated round streams its answer again from the start.
+                text.clear();
+            }
             let mut fut: BoxFuture<'static, _> = boxed(async move {
                 let stream = provider?.stream(req).await?;
                 let reasoning_events = events.clone();
@@ -83,6 +96,9 @@ impl Supervisor {
                 collect_response_apart(
                     stream,
                     |text| {
+                        if let Ok(mut kept) = so_far.lock() {
+                            kept.push_str(text);
+                        }
                         events.emit(RunEvent::TextDelta {
                             run: run.clone(),
                             text: text.to_owned(),
@@ -121,7 +137,10 @@ impl Supervisor {
                     return self.interrupt(why).await;
                 }
                 Watched::Done(Err(e)) => return self.fail_runtime("model", &e.to_string()).await,
-                Watched::Stop(reply) => return self.cancel(reply, None).await,
+                Watched::Stop(reply) => {
+                    let text = streamed.lock().map(|t| t.clone()).unwrap_or_default();
+                    return self.cancel_mid_answer(reply, round, text).await;
+                }
                 Watched::Interrupt(reason) => return self.interrupt(reason).await,
                 // Nothing of the round was committed: it simply ends with the run.
                 Watched::OutOfTime => return self.exhaust(BudgetDimension::Duration).await,
@@ -154,6 +173,7 @@ impl Supervisor {
             text: text_blob.clone(),
             tool_calls: u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX),
             reasoning: reasoning_blob,
+            incomplete: false,
         });
         if !response.tool_calls.is_empty() {
             if let Err(dim) = self
@@ -272,7 +292,7 @@ impl Supervisor {
 }
 
 /// Add one round's reported tokens to the run's usage (saturating).
-fn add_model_usage(usage: &mut agent_kernel::run::Usage, round: &ModelUsage) {
+pub(super) fn add_model_usage(usage: &mut agent_kernel::run::Usage, round: &ModelUsage) {
     let pairs = [
         (&mut usage.input_tokens, round.input_tokens),
         (&mut usage.output_tokens, round.output_tokens),
@@ -282,6 +302,10 @@ fn add_model_usage(usage: &mut agent_kernel::run::Usage, round: &ModelUsage) {
     ];
     for (total, added) in pairs {
         *total = total.saturating_add(added);
+    }
+    // The conversation's size as the provider counted it (S12.4).
+    if round.input_tokens > 0 {
+        usage.context_tokens = round.input_tokens.saturating_add(round.output_tokens);
     }
 }
 

@@ -24,7 +24,7 @@ use crate::gate::{check_draft, precheck_capability, verify_capability};
 use crate::registry::Exposure;
 use crate::validate::{derive_target, parse_arguments};
 
-use super::{Resolved, ToolsActor, allowed, error_for};
+use super::{Resolved, ToolsActor, error_for};
 
 impl ToolsActor {
     pub(super) fn resolve(
@@ -54,10 +54,10 @@ impl ToolsActor {
                 name,
             ));
         };
-        if !tool.in_mode(config.mode) || !allowed(config, name) {
+        if !tool.offered_to(config) {
             return Err(ToolResult::error(
                 codes::TOOL_NOT_ALLOWED,
-                format!("tool {name} is not available in this run's mode or allowlist"),
+                format!("tool {name} is not available in this run's mode, allowlist or grants"),
                 name,
             ));
         }

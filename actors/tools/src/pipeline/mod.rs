@@ -269,10 +269,6 @@ pub fn spawn_tools(
     ToolsHandle { addr, control }
 }
 
-fn allowed(config: &RunToolConfig, name: &str) -> bool {
-    config.allowlist.as_ref().is_none_or(|a| a.contains(name))
-}
-
 fn error_for(e: &ArgumentError, tool: &str) -> ToolResult {
     let code = match e {
         ArgumentError::TooLarge { .. } => codes::ARGUMENTS_TOO_LARGE,
@@ -457,9 +453,7 @@ impl ToolsActor {
 
     /// Discoverable registered tools the run may see.
     fn discoverable_visible(&self, config: &RunToolConfig, tool: &RegisteredTool) -> bool {
-        tool.exposure == Exposure::Discoverable
-            && tool.in_mode(config.mode)
-            && allowed(config, &tool.definition.name)
+        tool.exposure == Exposure::Discoverable && tool.offered_to(config)
     }
 
     fn discovery_on(&self, config: &RunToolConfig) -> bool {
@@ -475,11 +469,7 @@ impl ToolsActor {
         let mut out: Vec<Resolved<'_>> = self
             .registry
             .iter()
-            .filter(|t| {
-                t.exposure == Exposure::AlwaysOn
-                    && t.in_mode(config.mode)
-                    && allowed(config, &t.definition.name)
-            })
+            .filter(|t| t.exposure == Exposure::AlwaysOn && t.offered_to(config))
             .map(Resolved::Registered)
             .collect();
         if self.discovery_on(config) {
