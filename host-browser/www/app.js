@@ -356,7 +356,10 @@ function showPending(all) {
     $('input').dataset.request = next.id;
     $('input').showModal();
   } else if (kind.kind === 'elicitation') {
-    showElicitation(next, (dialog, text) => answered(dialog, () => state.runtime.respond(next.run, next.id, text)));
+    showElicitation(next, (dialog, text) => {
+      if (text === null) { state.openRequest = null; return; }
+      answered(dialog, () => state.runtime.respond(next.run, next.id, text));
+    });
   } else if (kind.kind === 'decision') {
     $('decision-tool').textContent = kind.tool;
     $('decision').dataset.call = kind.call_id;

@@ -56,8 +56,10 @@ function content(schema) {
 
 /**
  * Show `request` (a pending request of kind `elicitation`, its message and
- * schema resolved) and call `answer(text)` with the person's answer: the
- * text `respond` takes (`decline`, `cancel`, or the accepted content).
+ * schema resolved) and call `answer(dialog, text)` with the person's answer:
+ * the text `respond` takes (`decline`, `cancel`, or the accepted content),
+ * or null when the dialog closed without a button (Escape, the page going
+ * away): nothing is answered then and the request stays pending.
  */
 export function showElicitation(request, answer) {
   const d = dialog();
@@ -88,7 +90,8 @@ export function showElicitation(request, answer) {
   d.dataset.run = request.run;
   d.onclose = () => {
     if (d.dataset.request !== request.id) return;
-    const action = d.returnValue || 'cancel';
+    const action = d.returnValue;
+    if (!['accept', 'decline', 'cancel'].includes(action)) { answer(d, null); return; }
     const text = action === 'accept' ? JSON.stringify({ action: 'accept', content: content(schema) }) : action;
     answer(d, text);
   };
