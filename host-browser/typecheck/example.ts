@@ -111,6 +111,11 @@ async function answer(runtime: AgentRuntime, request: PendingRequest): Promise<v
       await runtime.respond(request.run, request.id, text);
       return;
     }
+    case "elicitation":
+      // The server's message is its own text (external_untrusted).
+      console.log(`MCP server ${kind.server} asks: ${kind.question_text ?? ""} (fields ${JSON.stringify(kind.answer_schema ?? {})})`);
+      await runtime.respond(request.run, request.id, "decline");
+      return;
     case "decision":
       console.log(`${kind.tool} (${kind.call_id}) may have happened`);
       await runtime.decide(request.run, kind.call_id, "mark_done");

@@ -11,6 +11,7 @@
 // returns it); events only say when to read again.
 import init, { AgentRuntime } from './pkg/agent_host_browser.js';
 import { registerDemoTools } from './page_tools.js';
+import { showElicitation } from './elicitation.js';
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -308,7 +309,8 @@ async function renderRun() {
   $('plan-explanation').hidden = !view.plan?.explanation;
   $('pending').replaceChildren(...(view.pending.length ? view.pending.map((p) => {
     const k = p.kind;
-    const what = k.kind === 'approval' ? `Approval of ${k.tool}` : k.kind === 'input' ? `Input: ${k.question_text ?? ''}` : `Decision on ${k.tool}`;
+    const what = k.kind === 'approval' ? `Approval of ${k.tool}` : k.kind === 'input' ? `Input: ${k.question_text ?? ''}`
+      : k.kind === 'elicitation' ? `MCP server ${k.server} asks (untrusted): ${k.question_text ?? ''}` : `Decision on ${k.tool}`;
     return el('li', { dataset: { kind: k.kind } }, el('span', { textContent: what }),
       k.target_summary ? el('span', { className: 'tool-target', textContent: `Target: ${k.target_summary}` }) : null);
   }) : [el('li', { className: 'empty', textContent: 'Nothing.' })]));
@@ -361,6 +363,11 @@ function showPending(all) {
     $('input-question').textContent = kind.question_text || '';
     $('input').dataset.request = next.id;
     $('input').showModal();
+  } else if (kind.kind === 'elicitation') {
+    showElicitation(next, (dialog, text) => {
+      if (text === null) { state.openRequest = null; return; }
+      answered(dialog, () => state.runtime.respond(next.run, next.id, text));
+    });
   } else if (kind.kind === 'decision') {
     $('decision-tool').textContent = kind.tool;
     $('decision').dataset.call = kind.call_id;

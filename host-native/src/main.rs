@@ -37,6 +37,7 @@ use cli::workers::{enqueue_resume_of, list_queue, list_workers, run_worker};
 mod cli {
     pub(crate) mod args;
     pub(crate) mod check;
+    pub(crate) mod elicit;
     pub(crate) mod exit;
     pub(crate) mod follow;
     pub(crate) mod mcp_login;

@@ -122,6 +122,7 @@ fn a_page_tools_write_survives_the_simulator_at_most_once_with_decisions_on_doub
                     exposure: Exposure::AlwaysOn,
                     trusted_external: false,
                     unknown_function: false,
+                    needs_grant: None,
                     addr,
                 }
             })

@@ -991,6 +991,7 @@ fn pending_kind_name(kind: &PendingKind) -> &'static str {
         PendingKind::Approval { .. } => "approval",
         PendingKind::Input { .. } => "input",
         PendingKind::Decision { .. } => "decision",
+        PendingKind::Elicitation { .. } => "elicitation",
     }
 }
 
@@ -1038,7 +1039,13 @@ fn every_pending_kind(
         schema: None,
         choices: None,
     };
-    for made in [approval, input, decision] {
+    let elicitation = PendingKind::Elicitation {
+        call_id: id(CallId::new("call-3"))?,
+        server: "signup".into(),
+        message: blob("Your name, please."),
+        schema: blob("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}}}"),
+    };
+    for made in [approval, input, decision, elicitation] {
         if !names.contains(&pending_kind_name(&made)) {
             seen.push(serde_json::to_value(&made).map_err(|e| e.to_string())?);
         }

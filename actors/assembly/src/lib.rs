@@ -141,6 +141,7 @@ use agent_tools::{
 use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
 pub mod mcp;
+mod mcp_elicitation;
 pub mod memory;
 pub mod no_model;
 pub mod profiles;

@@ -277,7 +277,11 @@ impl Assembly {
             secrets: self.secrets.clone(),
             gateway: spec.via_gateway.clone(),
             auth: spec.auth.clone(),
-            elicitation: None,
+            // A server's request for input becomes a pending request of the
+            // run whose call it came with.
+            elicitation: Some(Arc::new(crate::mcp_elicitation::RunElicitations {
+                runtime: self.runtime.downgrade(),
+            })),
         };
         let server = match spawn_mcp_server(&env, &spec.config).await {
             Ok(s) => s,

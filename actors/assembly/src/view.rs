@@ -171,10 +171,18 @@ impl PendingView {
     pub async fn read(runtime: &Runtime, request: PendingRequest) -> PendingView {
         let mut question_text = None;
         let mut answer_schema = None;
-        if let PendingKind::Input {
-            question, schema, ..
-        } = &request.kind
-        {
+        // An input's question, or an elicitation's message (the server's
+        // text, `external_untrusted`) and requested schema.
+        let blobs = match &request.kind {
+            PendingKind::Input {
+                question, schema, ..
+            } => Some((question, schema.as_ref())),
+            PendingKind::Elicitation {
+                message, schema, ..
+            } => Some((message, Some(schema))),
+            _ => None,
+        };
+        if let Some((question, schema)) = blobs {
             if let Ok(bytes) = runtime.blob(&request.run, question).await {
                 question_text = Some(
                     serde_json::from_slice::<Value>(&bytes)
@@ -242,8 +250,8 @@ impl ts_rs::TS for PendingView {
             "type PendingRequest = {};\n\
              /** What the person is asked for; an input's question text and answer \
              schema resolved from their blobs. */\n\
-             export type PendingKind = Exclude<{kind}, {{ kind: \"input\" }}> \
-             | (Extract<{kind}, {{ kind: \"input\" }}> & \
+             export type PendingKind = Exclude<{kind}, {{ kind: \"input\" | \"elicitation\" }}> \
+             | (Extract<{kind}, {{ kind: \"input\" | \"elicitation\" }}> & \
              {{ question_text?: string; answer_schema?: {schema} }});",
             Self::inline(cfg)
         )

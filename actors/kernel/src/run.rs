@@ -381,6 +381,18 @@ pub enum PendingKind {
     },
     /// Decide about a call whose effect is unknown: retry anyway, mark as done, or abandon.
     Decision { call_id: CallId, tool: String },
+    /// Answer a server's request for input during call `call_id` (MCP
+    /// `elicitation/create`, form mode): accept with content that satisfies
+    /// the requested schema in `schema`, decline, or cancel. The server's
+    /// message is in the blob `message`, `external_untrusted` text; the
+    /// request lives only as long as the call that asked.
+    Elicitation {
+        call_id: CallId,
+        /// The configured id of the server that asks.
+        server: String,
+        message: BlobRef,
+        schema: BlobRef,
+    },
 }
 
 /// A persisted request waiting for the person (S6.4).

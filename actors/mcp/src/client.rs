@@ -8,8 +8,11 @@
 //! One router task per connection owns the table of pending requests and
 //! progress tokens; the client and the transport reach it through one
 //! bounded mailbox, so a request is always registered before its answer can
-//! arrive. Server requests this client does not support (sampling,
-//! elicitation, roots) are answered "method not found" at once.
+//! arrive. A server's `elicitation/create` goes to the host's handler with
+//! the origin (run and call) of the request it belongs to: the one whose
+//! event stream carried it, else the only request in flight that named an
+//! origin. Server requests this client does not support (sampling, roots,
+//! elicitation without a handler) are answered "method not found" at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use agent_kernel::maybe_send::boxed;
 use agent_kernel::tool::CancelToken;
 
 use crate::config::{Endpoint, McpServerConfig};
+use crate::elicitation::ElicitationOrigin;
 use crate::error::McpError;
 use crate::jsonrpc::{self, METHOD_NOT_FOUND, RequestId, ServerMessage};
 use crate::protocol::{
@@ -81,6 +85,7 @@ pub(crate) enum RouterMsg {
         method: String,
         reply: oneshot::Sender<Result<Value, McpError>>,
         progress: Option<(String, ProgressSink)>,
+        origin: Option<ElicitationOrigin>,
     },
     Forget {
         id: RequestId,
@@ -93,6 +98,8 @@ struct Pending {
     method: String,
     reply: oneshot::Sender<Result<Value, McpError>>,
     progress_token: Option<String>,
+    /// The run and call this request serves (elicitation goes there).
+    origin: Option<ElicitationOrigin>,
 }
 
 /// The router: owns the pending table; answers server requests.
@@ -117,6 +124,7 @@ impl Router {
                     method,
                     reply,
                     progress,
+                    origin,
                 } => {
                     if let Some(e) = &self.closed {
                         // The receiver may be gone already: nobody waits then.
@@ -133,6 +141,7 @@ impl Router {
                             method,
                             reply,
                             progress_token,
+                            origin,
                         },
                     );
                 }
@@ -179,12 +188,44 @@ impl Router {
             Inbound::Message(ServerMessage::Notification { method, params }) => {
                 self.notification(&method, params)
             }
-            Inbound::Message(ServerMessage::Request { id, method, params })
+            Inbound::Related { request, message } => {
+                let origin = self.pending.get(&request).and_then(|p| p.origin.clone());
+                self.server_request(message, origin)
+            }
+            Inbound::Message(message) => {
+                // Not on a request's stream (stdio, or HTTP's notification
+                // stream): it belongs to the only request in flight that
+                // names an origin, if there is exactly one.
+                let mut origins = self.pending.values().filter_map(|p| p.origin.clone());
+                let origin = match (origins.next(), origins.next()) {
+                    (Some(only), None) => Some(only),
+                    _ => None,
+                };
+                self.server_request(message, origin)
+            }
+            Inbound::StreamFailed { request, error } => self.finish(&request, Err(error)),
+            Inbound::Closed(error) => {
+                let ids: Vec<RequestId> = self.pending.keys().cloned().collect();
+                for id in ids {
+                    self.finish(&id, Err(error.clone()));
+                }
+                self.closed = Some(error);
+            }
+        }
+    }
+
+    /// A request of the server's (`origin`: the call it belongs to).
+    fn server_request(&mut self, message: ServerMessage, origin: Option<ElicitationOrigin>) {
+        match message {
+            ServerMessage::Response { .. } | ServerMessage::Notification { .. } => {
+                self.inbound(Inbound::Message(message))
+            }
+            ServerMessage::Request { id, method, params }
                 if method == "elicitation/create" && self.elicitation.is_some() =>
             {
-                self.elicit(id, params.unwrap_or(Value::Null))
+                self.elicit(id, params.unwrap_or(Value::Null), origin)
             }
-            Inbound::Message(ServerMessage::Request { id, method, .. }) => {
+            ServerMessage::Request { id, method, .. } => {
                 let answer = if method == "ping" {
                     jsonrpc::response(&id, json!({}))
                 } else {
@@ -202,26 +243,22 @@ impl Router {
                     }));
                 }
             }
-            Inbound::StreamFailed { request, error } => self.finish(&request, Err(error)),
-            Inbound::Closed(error) => {
-                let ids: Vec<RequestId> = self.pending.keys().cloned().collect();
-                for id in ids {
-                    self.finish(&id, Err(error.clone()));
-                }
-                self.closed = Some(error);
-            }
         }
     }
 
     /// Hand `elicitation/create` to the host's handler on a task of its
     /// own (the person may take long); the answer is checked against the
     /// requested schema before it is sent.
-    fn elicit(&self, id: RequestId, params: Value) {
+    fn elicit(&self, id: RequestId, params: Value, origin: Option<ElicitationOrigin>) {
         let (Some(handler), Some(transport)) = (self.elicitation.clone(), self.transport.upgrade())
         else {
             return;
         };
-        let request = crate::elicitation::ElicitationRequest::from_params(&self.server_id, &params);
+        let request = crate::elicitation::ElicitationRequest::from_params(&self.server_id, &params)
+            .map(|mut request| {
+                request.origin = origin;
+                request
+            });
         self.executor.spawn(boxed(async move {
             let answer = match request {
                 Err(e) => jsonrpc::error_response(&id, jsonrpc::INVALID_PARAMS, &e.to_string()),
@@ -327,6 +364,9 @@ pub struct RequestOptions {
     pub retry_safe: bool,
     /// A deadline other than the configured one.
     pub timeout: Option<Duration>,
+    /// The run and call this request serves: a server's elicitation that
+    /// comes with it is handed to the host with this origin.
+    pub origin: Option<ElicitationOrigin>,
 }
 
 /// A connection to one MCP server. Clones share it; dropping the last one
@@ -526,6 +566,7 @@ impl McpClient {
                         cancel: options.cancel.clone(),
                         retry_safe: options.retry_safe,
                         timeout: options.timeout,
+                        origin: options.origin.clone(),
                     },
                 )
                 .await
@@ -569,6 +610,7 @@ impl McpClient {
                 method: method.to_owned(),
                 reply: reply_tx,
                 progress,
+                origin: options.origin,
             })
             .await
             .map_err(|_| McpError::Closed("the connection's router stopped".into()))?;

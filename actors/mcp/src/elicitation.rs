@@ -19,11 +19,24 @@ pub const MAX_MESSAGE_CHARS: usize = 2_000;
 /// The most fields a requested schema may have.
 pub const MAX_FIELDS: usize = 32;
 
+/// The call a server's request belongs to: the run and call id its host
+/// passed with the request ([`crate::client::RequestOptions::origin`]), so
+/// that a host can make the elicitation a pending request of that run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElicitationOrigin {
+    pub run: String,
+    pub call_id: String,
+}
+
 /// A server's request for input, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElicitationRequest {
     /// The configured id of the server that asks.
     pub server_id: String,
+    /// The request of ours it came with: the one whose event stream carried
+    /// it, else the only request in flight that named an origin; None when
+    /// neither tells (the host then has no run to ask in).
+    pub origin: Option<ElicitationOrigin>,
     /// What the server says to the person: untrusted text.
     pub message: String,
     /// The requested schema (an object of primitive fields).
@@ -108,6 +121,7 @@ impl ElicitationRequest {
         CompiledSchema::compile(&schema).map_err(|e| bad(&e))?;
         Ok(ElicitationRequest {
             server_id: server_id.to_owned(),
+            origin: None,
             message: shown,
             requested_schema: schema,
         })

@@ -4,7 +4,9 @@
 //! capability is declared only with a handler; accept (content checked
 //! against the requested schema), decline and cancel reach the server;
 //! content that does not match is refused -32602 and never sent; without a
-//! handler the request is answered -32601.
+//! handler the request is answered -32601. The origin (run and call) given
+//! with the call reaches the handler with the request that came on the
+//! call's stream, so a host knows which run asks.
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -20,7 +22,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use agent_mcp::client::RequestOptions;
-use agent_mcp::elicitation::{ElicitationAnswer, ElicitationHandler, ElicitationRequest};
+use agent_mcp::elicitation::{
+    ElicitationAnswer, ElicitationHandler, ElicitationOrigin, ElicitationRequest,
+};
 use agent_mcp::{McpClient, McpServerConfig};
 
 #[derive(Default)]
@@ -127,6 +131,10 @@ impl ElicitationHandler for Person {
 
 /// Call the tool with `handler`; what the server received as the answer.
 async fn ask(handler: Option<Arc<Person>>) -> (Value, Option<Value>) {
+    ask_with(handler, RequestOptions::default()).await
+}
+
+async fn ask_with(handler: Option<Arc<Person>>, options: RequestOptions) -> (Value, Option<Value>) {
     let (shared, url) = start().await;
     let mut env = common::env();
     env.elicitation = handler.map(|h| h as Arc<dyn ElicitationHandler>);
@@ -134,7 +142,7 @@ async fn ask(handler: Option<Arc<Person>>) -> (Value, Option<Value>) {
         .await
         .unwrap();
     client
-        .call_tool("sign_up", json!({}), RequestOptions::default())
+        .call_tool("sign_up", json!({}), options)
         .await
         .unwrap();
     let server = shared.lock().unwrap();
@@ -161,6 +169,27 @@ async fn accepted_content_reaches_the_server_and_the_capability_is_declared() {
     assert_eq!(seen.len(), 1, "shown once");
     assert_eq!(seen[0].message, "Your name, please.");
     assert_eq!(seen[0].server_id, "asks");
+    assert_eq!(seen[0].origin, None, "the call named no origin");
+}
+
+#[tokio::test]
+async fn the_origin_given_with_the_call_reaches_the_handler() {
+    let p = person(ElicitationAnswer::Decline);
+    let origin = ElicitationOrigin {
+        run: "run-7".into(),
+        call_id: "t0-c1".into(),
+    };
+    ask_with(
+        Some(p.clone()),
+        RequestOptions {
+            origin: Some(origin.clone()),
+            ..RequestOptions::default()
+        },
+    )
+    .await;
+    let seen = p.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].origin, Some(origin));
 }
 
 #[tokio::test]

@@ -180,10 +180,10 @@ pub use provider::openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::scripted::{Scenario, ScenarioError, ScriptedProvider};
 pub use provider::select::{ProviderKind, RemoteModel};
 pub use provider::{ModelProvider, ProviderError};
-pub use runtime::{RunHandle, Runtime};
+pub use runtime::{RunHandle, Runtime, WeakRuntime};
 #[cfg(feature = "test-hooks")]
 pub use runtime::{SETTLE_HOOK_MARKER, SettleHook};
 #[cfg(feature = "sim")]
 pub use sabotage::Sabotage;
 pub use store::RunEvent;
-pub use supervisor::Choice;
+pub use supervisor::{Choice, ElicitationAsk, ElicitationReply};

@@ -372,14 +372,20 @@ presented: boolean,
 /**
  * What the person is asked for.
  */
-export type PendingRecordKind = { "kind": "approval", call_id: CallId, tool: string, effects: Array<EffectClass>, target_summary: string, reason: string, identity: ApprovalIdentity, } | { "kind": "input", call_id: CallId, question: BlobRef, schema?: BlobRef, choices?: Array<string>, } | { "kind": "decision", call_id: CallId, tool: string, };
+export type PendingRecordKind = { "kind": "approval", call_id: CallId, tool: string, effects: Array<EffectClass>, target_summary: string, reason: string, identity: ApprovalIdentity, } | { "kind": "input", call_id: CallId, question: BlobRef, schema?: BlobRef, choices?: Array<string>, } | { "kind": "decision", call_id: CallId, tool: string, } | {
+"kind": "elicitation", call_id: CallId,
+/**
+ * The configured id of the server that asks.
+ */
+server: string, message: BlobRef, schema: BlobRef,
+};
 
 /**
  * A request waiting for the person (S6.4), an input's question resolved.
  */
 export type PendingRequest = Omit<PendingRecord, "kind"> & { kind: PendingKind };
 /** What the person is asked for; an input's question text and answer schema resolved from their blobs. */
-export type PendingKind = Exclude<PendingRecordKind, { kind: "input" }> | (Extract<PendingRecordKind, { kind: "input" }> & { question_text?: string; answer_schema?: JsonValue });
+export type PendingKind = Exclude<PendingRecordKind, { kind: "input" | "elicitation" }> | (Extract<PendingRecordKind, { kind: "input" | "elicitation" }> & { question_text?: string; answer_schema?: JsonValue });
 
 /**
  * The plan as the run record keeps it; each `update_plan` replaces it whole.

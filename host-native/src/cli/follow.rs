@@ -49,7 +49,9 @@ pub(crate) async fn follow(
             }
         };
         let settled = {
-            let waiter = app.runtime().wait_settled(run);
+            // A server's elicitation during a call is answered meanwhile.
+            let waiter =
+                super::elicit::while_answering(cli, app, run, app.runtime().wait_settled(run));
             futures::pin_mut!(waiter);
             let watcher = watcher;
             futures::pin_mut!(watcher);

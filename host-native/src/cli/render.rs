@@ -317,6 +317,12 @@ pub(crate) fn pending_text(run: &RunId, p: &PendingRequest) -> String {
         PendingKind::Decision { call_id, tool } => format!(
             "call {call_id} ({tool}) may or may not have happened; decide with `agentrt decide {run} {call_id} retry|done|abandon`"
         ),
+        PendingKind::Elicitation {
+            call_id, server, ..
+        } => format!(
+            "MCP server {server} asks for input during call {call_id} (request {}); answer with a JSON object of the requested fields, `decline` or `cancel`",
+            p.id
+        ),
     }
 }
 

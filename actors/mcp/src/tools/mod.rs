@@ -39,6 +39,7 @@ use agent_kernel::{BoxFuture, MaybeSend, MaybeSync};
 use crate::client::{McpClient, McpEnv, RequestOptions, ServerEvent};
 use crate::codes;
 use crate::config::{Endpoint, McpServerConfig};
+use crate::elicitation::ElicitationOrigin;
 use crate::error::McpError;
 use crate::protocol::{CallToolResult, McpTool};
 
@@ -590,6 +591,10 @@ impl Tool for McpFunctionTool {
                     cancel: Some(ctx.cancel_token()),
                     retry_safe: read_only || self.def.idempotency == Idempotency::Idempotent,
                     timeout: None,
+                    origin: Some(ElicitationOrigin {
+                        run: ctx.run.to_string(),
+                        call_id: ctx.call_id.to_string(),
+                    }),
                 },
             )
             .fuse();

@@ -506,7 +506,14 @@ async fn read_sse(
                     end.answered = true;
                 }
                 end.delivered = true;
-                sink.deliver(Inbound::Message(message)).await;
+                let item = match (request, &message) {
+                    (Some(request), ServerMessage::Request { .. }) => Inbound::Related {
+                        request: request.clone(),
+                        message,
+                    },
+                    _ => Inbound::Message(message),
+                };
+                sink.deliver(item).await;
             }
         }
         broken?;

@@ -19,6 +19,13 @@ use crate::jsonrpc::{RequestId, ServerMessage};
 pub enum Inbound {
     /// A message from the server.
     Message(ServerMessage),
+    /// A request from the server that came on the event stream of our
+    /// `request` (HTTP): it belongs to that request (elicitation during a
+    /// `tools/call`).
+    Related {
+        request: RequestId,
+        message: ServerMessage,
+    },
     /// The stream that was to carry the answer to `request` failed or ended
     /// without it.
     StreamFailed { request: RequestId, error: McpError },

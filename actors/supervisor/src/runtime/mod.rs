@@ -59,6 +59,29 @@ pub struct Runtime {
     inner: Arc<Inner>,
 }
 
+/// A [`Runtime`] that does not keep it alive: for what the runtime itself
+/// holds and that calls back into it (an MCP server's elicitation handler).
+#[derive(Clone)]
+pub struct WeakRuntime {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakRuntime {
+    /// The runtime, unless it is gone.
+    pub fn upgrade(&self) -> Option<Runtime> {
+        self.inner.upgrade().map(|inner| Runtime { inner })
+    }
+}
+
+impl Runtime {
+    /// A handle that does not keep the runtime alive.
+    pub fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+}
+
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
@@ -357,6 +380,30 @@ impl Runtime {
             reply,
         })
         .await
+    }
+
+    /// A server asks the person during call `ask.call_id` of `run`
+    /// (`elicitation/create`): the request becomes a pending request of the
+    /// run ([`crate::ElicitationAsk`]); this returns the
+    /// person's answer once they give it (`respond`), or `Cancel` when the
+    /// request is withdrawn (the call ended, the run stopped).
+    pub async fn elicit(
+        &self,
+        run: &RunId,
+        ask: crate::supervisor::ElicitationAsk,
+    ) -> Result<crate::supervisor::ElicitationReply, RunError> {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let slot: crate::supervisor::ReplySlot =
+            std::sync::Arc::new(std::sync::Mutex::new(Some(tx)));
+        self.command(run, |reply| Msg::Elicit {
+            ask: ask.clone(),
+            answer: slot.clone(),
+            reply,
+        })
+        .await?;
+        Ok(rx
+            .await
+            .unwrap_or(crate::supervisor::ElicitationReply::Cancel))
     }
 
     /// Decide about a call whose effect is unknown.

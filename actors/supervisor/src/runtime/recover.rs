@@ -4,17 +4,22 @@
 //! runs come from the store's index ([`crate::store::index`]); each one's
 //! interruption is a step of the live supervisors' actor
 //! (`super::live`), so that no supervisor is spawned for a run while it
-//! is interrupted.
+//! is interrupted. A server's elicitation still pending is withdrawn with
+//! the interruption: the call that asked is gone, so it can no longer be
+//! answered (a call run again asks again).
 
+use agent_kernel::host::Table;
 use agent_kernel::ids::{RunId, SessionId};
 use agent_kernel::journal::{CallState, ReplayDecision, replay_decision};
-use agent_kernel::run::{ActivityKind, AgentRun, CheckpointStage, RunStatus, StopReason};
+use agent_kernel::run::{
+    ActivityKind, AgentRun, CheckpointStage, PendingKind, RunStatus, StopReason,
+};
 
 use super::Runtime;
 use super::live::{LiveMsg, Supervisors, open_writer};
 use crate::blob::verified_blob;
 use crate::error::RunError;
-use crate::store::{journal_of, live_runs, load_run, runs_of_session};
+use crate::store::{journal_of, live_runs, load_run, pending_of, runs_of_session};
 
 impl Runtime {
     /// At page load (or process start): every run found `running` without a
@@ -109,6 +114,11 @@ impl Supervisors {
                 && !self.ctx.retries_unsafely_on_resume()
             {
                 writer.mark_effect_unknown(&mut tx, &mut rec).await?;
+            }
+        }
+        for p in pending_of(&*storage, &run.id).await? {
+            if matches!(p.kind, PendingKind::Elicitation { .. }) {
+                tx.delete(Table::Pending, format!("{}/{}", p.run, p.id));
             }
         }
         if let Some(cp) = writer.take_opened_checkpoint() {

@@ -447,6 +447,7 @@ impl Checker {
                 PendingKind::Approval { call_id, .. } => (call_id, "approval"),
                 PendingKind::Input { call_id, .. } => (call_id, "input"),
                 PendingKind::Decision { call_id, .. } => (call_id, "decision"),
+                PendingKind::Elicitation { call_id, .. } => (call_id, "elicitation"),
             };
             let n = per_call
                 .entry((p.run.clone(), call.to_string(), kind))

@@ -341,7 +341,12 @@ impl Supervisor {
         let mut fut = fut;
         // Durability order: `running` is durable before the call is dispatched.
         self.writer.commit(tx).await?;
-        match self.watch(inbox, &mut fut).await? {
+        self.in_flight = Some(record.call_id.clone());
+        let watched = self.watch(inbox, &mut fut).await;
+        self.in_flight = None;
+        self.withdraw_elicitations(super::elicitation::Scan::IfAsked)
+            .await?;
+        match watched? {
             Watched::Done(Ok(result)) => self.settle(record, call, result).await,
             Watched::Done(Err(e)) => {
                 let actor = self.ctx.tools.name().to_owned();

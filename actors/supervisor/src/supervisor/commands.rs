@@ -47,6 +47,11 @@ impl Supervisor {
                 reply,
             } => self.decide(call_id, choice, reply).await,
             Msg::Resume { reply } => self.resume(reply).await,
+            // No call is in flight outside a wait: nothing can ask.
+            Msg::Elicit { reply, .. } => {
+                reply.send(Err(self.wrong_status("running a call", "elicit")));
+                Ok(())
+            }
         }
     }
 
@@ -304,6 +309,7 @@ impl Supervisor {
             PendingKind::Approval { call_id, .. } => ("approval", call_id.clone()),
             PendingKind::Input { call_id, .. } => ("input", call_id.clone()),
             PendingKind::Decision { call_id, .. } => ("decision", call_id.clone()),
+            PendingKind::Elicitation { call_id, .. } => ("elicitation", call_id.clone()),
         };
         if actual != expected {
             return Err(RunError::WrongRequestKind {

@@ -32,6 +32,7 @@
 mod calls;
 mod commands;
 mod compact;
+mod elicitation;
 mod ending;
 mod model_round;
 mod own_tools;
@@ -62,6 +63,8 @@ use crate::store::{EventBus, RunWriter, request_id};
 use crate::transcript::TranscriptLog;
 
 pub(crate) use commands::link_child;
+pub(crate) use elicitation::ReplySlot;
+pub use elicitation::{ElicitationAsk, ElicitationReply};
 
 /// What the person decides about a call whose effect is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -142,6 +145,13 @@ pub(crate) enum Msg {
         child: RunId,
         reply: Answer,
     },
+    /// A server asks the person during the call in flight (the answer
+    /// goes to `answer`); refused when no such call is in flight.
+    Elicit {
+        ask: ElicitationAsk,
+        answer: ReplySlot,
+        reply: Answer,
+    },
 }
 
 impl Msg {
@@ -154,6 +164,7 @@ impl Msg {
             Msg::Resume { .. } => "resume",
             Msg::Stop { .. } => "stop",
             Msg::LinkChild { .. } => "link_child",
+            Msg::Elicit { .. } => "elicit",
         }
     }
 
@@ -165,7 +176,8 @@ impl Msg {
             | Msg::Decide { reply, .. }
             | Msg::Resume { reply }
             | Msg::Stop { reply }
-            | Msg::LinkChild { reply, .. } => reply.send(Err(err)),
+            | Msg::LinkChild { reply, .. }
+            | Msg::Elicit { reply, .. } => reply.send(Err(err)),
         }
     }
 }
@@ -323,6 +335,10 @@ pub(crate) struct Supervisor {
     /// Calls the person approved (or chose to retry) during this actor's life.
     approved: HashSet<CallId>,
     retry_anyway: HashSet<CallId>,
+    /// The call whose dispatch is being waited on (elicitations belong to it).
+    in_flight: Option<CallId>,
+    /// Elicitations of the call in flight waiting for the person.
+    elicitations: elicitation::LiveElicitations,
 }
 
 impl Supervisor {
@@ -402,6 +418,8 @@ impl Supervisor {
             schemas: None,
             approved: HashSet::new(),
             retry_anyway: HashSet::new(),
+            in_flight: None,
+            elicitations: Default::default(),
         })
     }
 
@@ -420,6 +438,13 @@ impl Supervisor {
         let span = tracing::info_span!("supervisor", run = %self.writer.run.id);
         async move {
             let mut interrupted_commands = 0u32;
+            // Elicitations left pending by a process that is gone cannot
+            // be answered: withdrawn before anything else.
+            if !self.writer.run.status.is_final()
+                && let Err(e) = self.withdraw_elicitations(elicitation::Scan::Always).await
+            {
+                return Box::pin(self.fail_on_error(e)).await;
+            }
             loop {
                 let status = self.writer.run.status;
                 match status {

@@ -101,6 +101,17 @@ impl Supervisor {
                         let r = link_child(&mut self.writer, child).await;
                         reply.send(r);
                     }
+                    Ok(Msg::Elicit { ask, answer, reply }) => {
+                        let in_flight = self.in_flight.clone();
+                        let r = self.elicitation_asked(in_flight.as_ref(), ask, answer).await;
+                        reply.send(r);
+                    }
+                    Ok(Msg::Respond { request, text, reply })
+                        if self.elicitations.is_waiting(&request) =>
+                    {
+                        let r = self.elicitation_answered(request, &text).await;
+                        reply.send(r);
+                    }
                     Ok(other) => other.reject(RunError::Busy { run: run.clone() }),
                     Err(_) => inbox_open = false,
                 },
