@@ -1413,6 +1413,7 @@ fn page_reg(name: &str) -> ToolRegistration {
         exposure: Exposure::AlwaysOn,
         trusted_external: true,
         unknown_function: false,
+        needs_grant: None,
         addr: idle_addr(),
     }
 }
