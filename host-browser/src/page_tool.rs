@@ -433,6 +433,7 @@ impl PageTools {
             // a plugin not marked trusted (S6.1): an external write asks.
             trusted_external: false,
             unknown_function: false,
+            needs_grant: None,
             addr,
             definition: def,
         };

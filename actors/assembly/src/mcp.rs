@@ -269,6 +269,9 @@ impl Assembly {
         self.mcp.statuses()
     }
 
+    // In a tab the runtime handle is single-threaded (`Rc` inside), as is
+    // everything there: the `Arc` is the handler type the client shares.
+    #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
     async fn connect_one(&self, spec: McpServerSpec) {
         let id = spec.config.id.clone();
         let env = McpEnv {
