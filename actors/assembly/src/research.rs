@@ -236,6 +236,31 @@ impl Assembly {
         self.research.stop(&fence, task, &sink).await
     }
 
+    /// The research task a run belongs to, with its session: the task's
+    /// start turn, or one of its phase runs (`<task>-<phase>-<attempt>`);
+    /// `None` for any other run. Both hosts stop such a run by stopping its
+    /// task (S9.6), so that reads and synthesis end, not only the one run.
+    pub async fn research_task_of(
+        &self,
+        run: &RunId,
+    ) -> Result<Option<(SessionId, TaskId)>, ResearchDeskError> {
+        let record = self.runtime().run(run).await.map_err(DriverError::Run)?;
+        if record.mode != RunMode::Research {
+            return Ok(None);
+        }
+        let tasks = self.research_store().list(&record.session).await?;
+        Ok(tasks
+            .into_iter()
+            .find(|task| {
+                task.message.as_str() == run.as_str()
+                    || run
+                        .as_str()
+                        .strip_prefix(task.id.as_str())
+                        .is_some_and(|rest| rest.starts_with('-'))
+            })
+            .map(|task| (record.session.clone(), task.id)))
+    }
+
     /// After a reload or a take-over: every task of the session mid-phase
     /// becomes `interrupted`; nothing is started (S9.6).
     pub async fn interrupt_research(

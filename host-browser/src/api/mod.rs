@@ -623,10 +623,34 @@ impl AgentRuntime {
     }
 
     /// Stop a run (`cancelled` / `user_stopped`); its `fetch_url` reads in
-    /// flight are cancelled (the assembly's stop, as natively).
+    /// flight are cancelled (the assembly's stop, as natively). A run of a
+    /// Deep Research task stops the task (`stopResearch`, S9.6): its reads
+    /// and synthesis end and the partial report keeps a `stopped` gap.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn stop(&self, run: String) -> js_sys::Promise {
-        self.answer(run, |a, run| Box::pin(async move { a.stop(&run).await }))
+        let inner = self.inner.clone();
+        promise(async move {
+            let id = run_id(&run)?;
+            let task = inner
+                .assembly
+                .research_task_of(&id)
+                .await
+                .map_err(research::research_error)?;
+            match task {
+                Some((session, task)) => {
+                    inner
+                        .researching(&session, async |a| a.stop_research(&session, &task).await)
+                        .await?;
+                }
+                None => {
+                    let stopped = id.clone();
+                    inner
+                        .command(&id, async move |a| a.stop(&stopped).await)
+                        .await?;
+                }
+            }
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     /// Continue an interrupted run: the only way one continues (S2.5).

@@ -52,7 +52,7 @@ pub(crate) fn research_error(e: ResearchDeskError) -> JsValue {
 impl Inner {
     /// Research work in `session`, with this tab holding it as one more
     /// user of the hold until the work ends.
-    async fn researching<T>(
+    pub(super) async fn researching<T>(
         &self,
         session: &SessionId,
         work: impl AsyncFnOnce(&agent_assembly::Assembly) -> Result<T, ResearchDeskError>,

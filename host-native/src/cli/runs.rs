@@ -249,32 +249,18 @@ pub(crate) fn session_busy(e: AppError) -> anyhow::Error {
     }
 }
 
-/// The research task a `research` run belongs to (its start turn, or one
-/// of its phase runs `<task>-<phase>-<attempt>`), if `run` is one.
+/// The research task `run` belongs to, if it is one of a task's runs
+/// (the assembly owns the rule: [`agent_assembly::Assembly::research_task_of`]).
 async fn research_task_of(
     cli: &Cli,
     run: &RunId,
 ) -> anyhow::Result<Option<agent_research::TaskId>> {
     let viewer = super::open::open_viewer(cli).await?;
-    let record = load_run(viewer.native().host().storage.as_ref(), run).await?;
-    if record.mode != agent_kernel::run::RunMode::Research {
-        return Ok(None);
-    }
-    let tasks = viewer
+    Ok(viewer
         .assembly()
-        .research_store()
-        .list(&record.session)
-        .await?;
-    Ok(tasks
-        .into_iter()
-        .find(|t| {
-            t.message.as_str() == run.as_str()
-                || run
-                    .as_str()
-                    .strip_prefix(t.id.as_str())
-                    .is_some_and(|rest| rest.starts_with('-'))
-        })
-        .map(|t| t.id))
+        .research_task_of(run)
+        .await?
+        .map(|(_session, task)| task))
 }
 
 pub(crate) async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<u8> {
