@@ -55,6 +55,7 @@ use hold::Hold;
 mod config;
 mod errors;
 mod hold;
+mod knowledge_files;
 mod memory;
 mod profiles;
 mod research;
