@@ -40,6 +40,7 @@ mod cli {
     pub(crate) mod elicit;
     pub(crate) mod exit;
     pub(crate) mod follow;
+    pub(crate) mod knowledge_files;
     pub(crate) mod mcp_login;
     pub(crate) mod memory;
     pub(crate) mod model;

@@ -140,6 +140,7 @@ use agent_tools::{
 };
 use agent_workspace::{SpillTarget, WorkspaceDocuments, WorkspaceSpill};
 
+pub mod knowledge_files;
 pub mod mcp;
 mod mcp_elicitation;
 pub mod memory;
@@ -322,6 +323,8 @@ pub struct Assembly {
     research: research::Driver,
     /// Each run's Memory scopes and knowledge allowlist (S10.1).
     grants: memory::SharedGrants,
+    /// `extract_document`'s bounded readers, for knowledge from files.
+    documents: agent_tools::builtin::document::DocumentTool,
 }
 
 impl std::fmt::Debug for Assembly {
@@ -360,13 +363,23 @@ impl Assembly {
         )?);
         let host = parts.host;
         let workspaces = WorkspaceDirectory::new();
+        let document_source = Arc::new(WorkspaceDocuments::new(workspaces.clone()));
+        let documents = knowledge_files::knowledge_reader(
+            agent_tools::builtin::document::DocumentTool::new(
+                host.executor.clone(),
+                host.clock.clone(),
+                document_source.clone(),
+            )
+            .read_pdfs_with(parts.pdf_reader.clone())
+            .extract_html_with(parts.html_extractor.clone()),
+        );
         let mut tools: Vec<ToolRegistration> = Vec::new();
         tools.extend(registrations(
             "run_javascript and extract_document",
             agent_tools::builtin::builtin_tools(
                 &host,
                 agent_tools::builtin::ToolDeps {
-                    documents: Arc::new(WorkspaceDocuments::new(workspaces.clone())),
+                    documents: document_source,
                     pdf_reader: parts.pdf_reader,
                     html_extractor: parts.html_extractor,
                     javascript: parts.javascript,
@@ -509,6 +522,7 @@ impl Assembly {
             runtime,
             tools,
             workspaces,
+            documents,
             secrets: parts.secrets,
             mcp,
             grants,

@@ -59,5 +59,6 @@ pub mod tool;
 pub use index::{KnowledgeAllowlist, KnowledgeBases, Passage, SearchLimits};
 pub use store::{
     BaseRecord, DocumentRecord, KnowledgeError, KnowledgeStore, NewDocument, SourceRef,
+    document_id_for,
 };
 pub use tool::{KnowledgeAccess, RunAllowlists, TOOL_MODES, ToolDeps, builtin_tools};

@@ -110,20 +110,56 @@ pub fn check_name(what: &'static str, given: &str) -> Result<(), KnowledgeError>
     }
 }
 
+/// A valid document id for a file named `name` (a path, a file name):
+/// lowercase, every other character `-`, cut to [`MAX_NAME_LEN`] keeping
+/// the end (where the name and its extension are); `document` when
+/// nothing of the name is left. The file's own name stays the title.
+pub fn document_id_for(name: &str) -> String {
+    let mapped: Vec<char> = name
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let start = mapped.len().saturating_sub(MAX_NAME_LEN);
+    let id: String = mapped[start..].iter().collect();
+    let id = id.trim_start_matches('-');
+    if id.is_empty() {
+        "document".to_owned()
+    } else {
+        id.to_owned()
+    }
+}
+
 /// Where a document's text came from (a reference, never the content).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SourceRef {
     /// A file the person attached.
     Attachment { name: String },
-    /// A workspace file at a revision.
+    /// A workspace file at a revision; `content_hash`, the SHA-256 of the
+    /// bytes read, when its text came from the file's bytes.
     WorkspaceFile {
         session: String,
         path: String,
         revision: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_hash: Option<String>,
     },
-    /// An immutable Artifact.
-    Artifact { id: String },
+    /// An immutable Artifact; `content_hash` as for a workspace file.
+    Artifact {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_hash: Option<String>,
+    },
+    /// A file of the person's own machine (`agentrt kb add --file`): its
+    /// name and the SHA-256 of the bytes read.
+    LocalFile { name: String, content_hash: String },
     /// Anything else the host names.
     Other { label: String },
 }
@@ -132,8 +168,16 @@ impl SourceRef {
     fn size(&self) -> usize {
         match self {
             SourceRef::Attachment { name } => name.len(),
-            SourceRef::WorkspaceFile { session, path, .. } => session.len() + path.len(),
-            SourceRef::Artifact { id } => id.len(),
+            SourceRef::WorkspaceFile {
+                session,
+                path,
+                content_hash,
+                ..
+            } => session.len() + path.len() + content_hash.as_ref().map_or(0, String::len),
+            SourceRef::Artifact { id, content_hash } => {
+                id.len() + content_hash.as_ref().map_or(0, String::len)
+            }
+            SourceRef::LocalFile { name, content_hash } => name.len() + content_hash.len(),
             SourceRef::Other { label } => label.len(),
         }
     }

@@ -162,6 +162,7 @@ async fn provenance_resolves_to_the_exact_stored_text() {
                         session: "s1".into(),
                         path: "notes/rivers.md".into(),
                         revision: 3,
+                        content_hash: None,
                     },
                     text: long.clone(),
                 }],
@@ -476,5 +477,24 @@ async fn knowledge_search_checks_the_allowlist_and_answers_untrusted_passages() 
     {
         ToolResult::Error(e) => assert_eq!(e.code, "invalid_arguments"),
         other => panic!("{other:?}"),
+    }
+}
+
+/// A file's name becomes a valid document id (issue 37 part 5): lowercase,
+/// other characters `-`, the end kept at the 64-character limit.
+#[test]
+fn file_names_become_valid_document_ids() {
+    use agent_knowledge::document_id_for;
+    use agent_knowledge::store::{MAX_NAME_LEN, check_name};
+    assert_eq!(document_id_for("docs/Manual v2.PDF"), "docs-manual-v2.pdf");
+    assert_eq!(document_id_for("日本"), "document");
+    let at = "a".repeat(MAX_NAME_LEN);
+    assert_eq!(document_id_for(&at), at);
+    let over = format!("x{}.pdf", "b".repeat(MAX_NAME_LEN));
+    let id = document_id_for(&over);
+    assert_eq!(id.len(), MAX_NAME_LEN);
+    assert!(id.ends_with(".pdf"));
+    for name in ["docs/Manual v2.PDF", "日本", &at, &over, "/-x"] {
+        check_name("document id", &document_id_for(name)).unwrap();
     }
 }

@@ -24,6 +24,7 @@ fn doc(id: &str, text: &str) -> NewDocument {
         title: id.into(),
         source: SourceRef::Artifact {
             id: format!("sha256-{id}"),
+            content_hash: None,
         },
         text: text.into(),
     }

@@ -28,7 +28,7 @@ fn memory_error(e: MemoryError) -> JsValue {
     js_error(code, format!("{e} ({})", e.code()))
 }
 
-fn knowledge_error(e: KnowledgeError) -> JsValue {
+pub(super) fn knowledge_error(e: KnowledgeError) -> JsValue {
     let code = match &e {
         KnowledgeError::Storage(s) => storage_code(s),
         _ => ErrorCode::InvalidArgument,

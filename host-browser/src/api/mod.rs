@@ -58,6 +58,7 @@ mod calls;
 mod config;
 mod errors;
 mod hold;
+mod knowledge_files;
 mod memory;
 mod profiles;
 mod research;

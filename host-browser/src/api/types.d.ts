@@ -256,9 +256,14 @@ export interface ProfileLayer {
 export interface KnowledgeDocument { id: string; title?: string; text: string; }
 export type KnowledgeSource =
   | { kind: "attachment"; name: string }
-  | { kind: "workspace_file"; session: string; path: string; revision: number }
-  | { kind: "artifact"; id: string }
+  | { kind: "workspace_file"; session: string; path: string; revision: number; content_hash?: string }
+  | { kind: "artifact"; id: string; content_hash?: string }
+  | { kind: "local_file"; name: string; content_hash: string }
   | { kind: "other"; label: string };
+/** A file `addKnowledgeFromWorkspace` / `addKnowledgeFromArtifact` added: the document, its provenance, the format read and whether its text was cut. */
+export interface KnowledgeFileAdded {
+  id: string; title: string; source: KnowledgeSource; format: string; truncated: boolean;
+}
 /** A search result: a chunk's text (bounded) and where it came from (base, document, byte offset, SHA-256). */
 export interface KnowledgePassage {
   base: string; document: string; title: string; source: KnowledgeSource;

@@ -522,11 +522,26 @@ pub(crate) enum KbAction {
     /// The knowledge bases.
     List,
     /// Add UTF-8 text files to BASE (created when new), each a document
-    /// named after the file.
+    /// named after the file; with `--file`, documents of any format
+    /// `extract_document` reads (PDF included), read through its bounded
+    /// readers.
     Add {
         base: String,
-        #[arg(required = true)]
+        #[arg(required_unless_present_any = ["documents", "workspace", "artifacts"])]
         files: Vec<PathBuf>,
+        /// A document (PDF, HTML, Markdown, text, JSON, CSV) whose text
+        /// `extract_document`'s readers extract; repeatable.
+        #[arg(long = "file", value_name = "PATH")]
+        documents: Vec<PathBuf>,
+        /// The session whose workspace files and Artifacts are added.
+        #[arg(long)]
+        session: Option<String>,
+        /// A workspace file of `--session`, read like `--file`; repeatable.
+        #[arg(long = "workspace", value_name = "PATH", requires = "session")]
+        workspace: Vec<String>,
+        /// An Artifact of `--session`, read like `--file`; repeatable.
+        #[arg(long = "artifact", value_name = "ID", requires = "session")]
+        artifacts: Vec<String>,
     },
     /// The best passages of BASE for QUERY, with their provenance.
     Search { base: String, query: String },

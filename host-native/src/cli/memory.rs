@@ -132,7 +132,23 @@ pub(crate) async fn kb(json: bool, app: &App, action: &KbAction) -> anyhow::Resu
                 },
             )?;
         }
-        KbAction::Add { base, files } => {
+        KbAction::Add {
+            base,
+            files,
+            documents,
+            session,
+            workspace,
+            artifacts,
+        } if !documents.is_empty() || !workspace.is_empty() || !artifacts.is_empty() => {
+            let from_session = super::knowledge_files::SessionFiles {
+                session: session.as_deref(),
+                workspace,
+                artifacts,
+            };
+            return super::knowledge_files::add(json, app, base, files, documents, from_session)
+                .await;
+        }
+        KbAction::Add { base, files, .. } => {
             if !bases.names().contains(base) {
                 bases.create_base(base).await.map_err(refused)?;
             }

@@ -343,76 +343,10 @@ impl Tool for DocActor {
         let hash = sha256_hex(&document.bytes);
         let size = document.bytes.len() as u64;
         let mime = document.mime.clone();
-        let job_path = path.clone();
-        let format = args.format;
-        let hint = DocumentHint {
-            name: Some(&path),
-            mime: document.mime.as_deref(),
-            format,
-        };
-        // HTML and PDF go to the host's places that can be stopped, when it
-        // gave them: the call holds an extraction slot only while its place
-        // works, and the place is stopped at the deadline, so the slot is
-        // free again at once.
-        let detected = if document.bytes.len() <= limits.max_input_bytes {
-            detect_format(&document.bytes, &hint).ok()
-        } else {
-            None
-        };
-        let offloaded = match detected {
-            Some(DocumentFormat::Pdf) => self.tool.pdf_reader.clone().map(Offload::Pdf),
-            Some(DocumentFormat::Html) => self.tool.html_extractor.clone().map(Offload::Html),
-            _ => None,
-        };
-        if let Some(place) = offloaded {
-            let outcome = self.offload(place, document.bytes, limits).await;
-            return finish(ctx, path, mime, size, hash, trust, outcome);
-        }
-        let slots = self.tool.slots.clone();
-        let executor = self.tool.executor.clone();
-        let work = async move {
-            // The slot moves into the job: it is returned when the
-            // extraction ends, even if this call stopped waiting.
-            let slot = slots.acquire().await?;
-            let job = move || {
-                let _slot = slot;
-                on_extraction_stack(|| {
-                    let hint = DocumentHint {
-                        name: Some(&job_path),
-                        mime: document.mime.as_deref(),
-                        format,
-                    };
-                    extract(&document.bytes, &hint, &limits)
-                })
-            };
-            run_blocking(&*executor, job)
-                .await
-                .map_err(|e| ExtractionLost {
-                    detail: e.to_string(),
-                })?
-        };
-        let outcome = match timeout(&*self.tool.clock, self.tool.deadline, work).await {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                return Err(failure(
-                    ctx,
-                    "document_timeout",
-                    format!(
-                        "the extraction did not finish within its {} ms deadline; try again when fewer documents are being read",
-                        self.tool.deadline.as_millis()
-                    ),
-                    true,
-                ));
-            }
-        };
-        let outcome = match outcome {
-            Ok(Ok(extracted)) => Outcome::Extracted(extracted),
-            Ok(Err(error)) => Outcome::Refused {
-                code: error.code().to_owned(),
-                message: error.to_string(),
-            },
-            Err(lost) => Outcome::Lost(lost.to_string()),
-        };
+        let outcome = self
+            .tool
+            .extract_outcome(document.bytes, &path, document.mime, args.format, limits)
+            .await;
         finish(ctx, path, mime, size, hash, trust, outcome)
     }
 }
@@ -426,21 +360,124 @@ enum Offload {
     Html(Arc<dyn ReadableExtractor>),
 }
 
-impl DocActor {
+impl DocumentTool {
+    /// The text of `bytes` (a document named `name`, with the MIME type
+    /// its store recorded) through this tool's bounded readers: PDFs and
+    /// HTML in the host's places when it gave them, everything else (and
+    /// those without a place) in process on an extraction slot, all within
+    /// the tool's deadline. The one path of `extract_document`, also taken
+    /// by hosts that index files for knowledge bases.
+    pub async fn extract_bytes(
+        &self,
+        bytes: Vec<u8>,
+        name: &str,
+        mime: Option<String>,
+        format: Option<DocumentFormat>,
+    ) -> Result<Extracted, DocumentReadFailure> {
+        match self
+            .extract_outcome(bytes, name, mime, format, self.limits)
+            .await
+        {
+            Outcome::Extracted(extracted) => Ok(extracted),
+            Outcome::Refused { code, message } => Err(DocumentReadFailure {
+                code,
+                message,
+                retryable: false,
+            }),
+            Outcome::Lost(lost) => Err(DocumentReadFailure {
+                code: "document_worker_lost".into(),
+                message: format!("{lost}; the extraction may be retried"),
+                retryable: true,
+            }),
+            Outcome::TimedOut(message) => Err(DocumentReadFailure {
+                code: "document_timeout".into(),
+                message,
+                retryable: true,
+            }),
+        }
+    }
+
+    async fn extract_outcome(
+        &self,
+        bytes: Vec<u8>,
+        name: &str,
+        mime: Option<String>,
+        format: Option<DocumentFormat>,
+        limits: ExtractLimits,
+    ) -> Outcome {
+        let hint = DocumentHint {
+            name: Some(name),
+            mime: mime.as_deref(),
+            format,
+        };
+        // HTML and PDF go to the host's places that can be stopped, when it
+        // gave them: the call holds an extraction slot only while its place
+        // works, and the place is stopped at the deadline, so the slot is
+        // free again at once.
+        // Over the input limit, the in-process extraction refuses it.
+        let detected = if bytes.len() <= limits.max_input_bytes {
+            detect_format(&bytes, &hint).ok()
+        } else {
+            None
+        };
+        let offloaded = match detected {
+            Some(DocumentFormat::Pdf) => self.pdf_reader.clone().map(Offload::Pdf),
+            Some(DocumentFormat::Html) => self.html_extractor.clone().map(Offload::Html),
+            _ => None,
+        };
+        if let Some(place) = offloaded {
+            return self.offload(place, bytes, limits).await;
+        }
+        let slots = self.slots.clone();
+        let executor = self.executor.clone();
+        let job_name = name.to_owned();
+        let work = async move {
+            // The slot moves into the job: it is returned when the
+            // extraction ends, even if this call stopped waiting.
+            let slot = slots.acquire().await?;
+            let job = move || {
+                let _slot = slot;
+                on_extraction_stack(|| {
+                    let hint = DocumentHint {
+                        name: Some(&job_name),
+                        mime: mime.as_deref(),
+                        format,
+                    };
+                    extract(&bytes, &hint, &limits)
+                })
+            };
+            run_blocking(&*executor, job)
+                .await
+                .map_err(|e| ExtractionLost {
+                    detail: e.to_string(),
+                })?
+        };
+        match timeout(&*self.clock, self.deadline, work).await {
+            Ok(Ok(Ok(extracted))) => Outcome::Extracted(extracted),
+            Ok(Ok(Err(error))) => Outcome::from_error(&error),
+            Ok(Err(lost)) => Outcome::Lost(lost.to_string()),
+            Err(_) => Outcome::TimedOut(self.timeout_message()),
+        }
+    }
+
+    fn timeout_message(&self) -> String {
+        format!(
+            "the extraction did not finish within its {} ms deadline; try again when fewer documents are being read",
+            self.deadline.as_millis()
+        )
+    }
+
     /// Read `bytes` in `place` within the tool's deadline, holding one of
     /// the extraction slots while the place works.
     async fn offload(&self, place: Offload, bytes: Vec<u8>, limits: ExtractLimits) -> Outcome {
-        let clock = &*self.tool.clock;
-        let deadline = self.tool.deadline;
+        let clock = &*self.clock;
+        let deadline = self.deadline;
         let timed_out = || Outcome::Refused {
             code: "document_timeout".into(),
-            message: format!(
-                "the extraction did not finish within its {} ms deadline; try again when fewer documents are being read",
-                deadline.as_millis()
-            ),
+            message: self.timeout_message(),
         };
         let started = clock.monotonic();
-        let slot = match timeout(clock, deadline, self.tool.slots.acquire()).await {
+        let slot = match timeout(clock, deadline, self.slots.acquire()).await {
             Ok(Ok(slot)) => slot,
             Ok(Err(lost)) => return Outcome::Lost(lost.to_string()),
             Err(_) => return timed_out(),
@@ -480,6 +517,19 @@ impl DocActor {
     }
 }
 
+/// Why [`DocumentTool::extract_bytes`] has no text: the stable code
+/// `extract_document` fails with ([`ExtractError::code`],
+/// `document_too_large`, `document_timeout`, `document_worker_lost`) and
+/// its message, which names only the format and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DocumentReadFailure {
+    pub code: String,
+    pub message: String,
+    /// Whether reading again may succeed (the place was lost).
+    pub retryable: bool,
+}
+
 /// How one extraction ended, wherever it ran.
 enum Outcome {
     Extracted(Extracted),
@@ -490,6 +540,9 @@ enum Outcome {
     },
     /// The place it ran in was lost; it may be retried.
     Lost(String),
+    /// The in-process extraction passed the deadline (its slot stays taken
+    /// until it ends); it may be retried.
+    TimedOut(String),
 }
 
 impl Outcome {
@@ -576,6 +629,7 @@ fn finish(
             format!("{lost}; the extraction may be retried"),
             true,
         )),
+        Outcome::TimedOut(message) => Err(failure(ctx, "document_timeout", message, true)),
     }
 }
 
