@@ -29,6 +29,9 @@ pub enum TargetScope {
     Domains { domains: BTreeSet<String> },
     /// ISO dates `YYYY-MM-DD`, inclusive at both ends.
     Dates { from: String, to: String },
+    /// Exactly these things in the embedding page, as a page tool's
+    /// target argument names them (S5.9; compared as written).
+    PageItems { items: BTreeSet<String> },
     /// Every one of the listed scopes at once (for example domains and dates).
     All { scopes: Vec<TargetScope> },
 }
@@ -47,6 +50,9 @@ pub enum Target {
     Url { origin: String, host: String },
     /// An ISO date `YYYY-MM-DD`.
     Date { date: String },
+    /// A thing in the embedding page, named by a page tool's target
+    /// argument (S5.9): the page, not the runtime, knows what it is.
+    PageItem { item: String },
     /// Several targets at once; covered when each is covered.
     Many { targets: Vec<Target> },
 }
@@ -85,6 +91,7 @@ impl TargetScope {
             (TargetScope::Domains { domains }, Target::Url { host, .. }) => {
                 domains.iter().any(|d| domain_matches_host(d, host))
             }
+            (TargetScope::PageItems { items }, Target::PageItem { item }) => items.contains(item),
             (TargetScope::Dates { from, to }, Target::Date { date }) => {
                 valid_date(from)
                     && valid_date(to)
@@ -121,6 +128,9 @@ impl TargetScope {
             (TargetScope::Origins { origins: a }, TargetScope::Origins { origins: b }) => {
                 a.is_subset(b)
             }
+            (TargetScope::PageItems { items: a }, TargetScope::PageItems { items: b }) => {
+                a.is_subset(b)
+            }
             (TargetScope::Domains { domains: a }, TargetScope::Domains { domains: b }) => a
                 .iter()
                 .filter(|d| normalise_host(d).is_some())
@@ -155,6 +165,10 @@ impl TargetScope {
             (TargetScope::Origins { origins: a }, TargetScope::Origins { origins: b }) => {
                 let origins: BTreeSet<String> = a.intersection(b).cloned().collect();
                 return TargetScope::Origins { origins }.or_no_target();
+            }
+            (TargetScope::PageItems { items: a }, TargetScope::PageItems { items: b }) => {
+                let items: BTreeSet<String> = a.intersection(b).cloned().collect();
+                return TargetScope::PageItems { items }.or_no_target();
             }
             (TargetScope::Domains { domains: a }, TargetScope::Domains { domains: b }) => {
                 let mut domains = BTreeSet::new();
@@ -208,6 +222,11 @@ impl TargetScope {
                 format!("domains {} (and subdomains)", list_summary(domains))
             }
             TargetScope::Dates { from, to } => format!("dates {from} to {to}"),
+            TargetScope::PageItems { items } if items.is_empty() => "no page items".to_owned(),
+            TargetScope::PageItems { items } => {
+                let shown: BTreeSet<String> = items.iter().map(|i| bounded_item(i)).collect();
+                format!("page {}", list_summary(&shown))
+            }
             TargetScope::All { scopes } if scopes.is_empty() => "anything".to_owned(),
             TargetScope::All { scopes } => scopes
                 .iter()
@@ -226,6 +245,7 @@ impl TargetScope {
             TargetScope::Origins { origins } => origins.is_empty(),
             TargetScope::Domains { domains } => domains.iter().all(|d| normalise_host(d).is_none()),
             TargetScope::Dates { from, to } => !(valid_date(from) && valid_date(to) && from <= to),
+            TargetScope::PageItems { items } => items.iter().all(String::is_empty),
             TargetScope::All { scopes } => {
                 if scopes.iter().any(TargetScope::covers_nothing) {
                     return true;
@@ -245,6 +265,7 @@ impl TargetScope {
             TargetScope::Workspace { .. } => Some(1),
             TargetScope::Origins { .. } | TargetScope::Domains { .. } => Some(2),
             TargetScope::Dates { .. } => Some(3),
+            TargetScope::PageItems { .. } => Some(4),
             TargetScope::All { .. } => None,
         }
     }
@@ -266,12 +287,24 @@ impl Target {
             Target::WorkspacePath { path } => format!("workspace file {path}"),
             Target::Url { origin, .. } => origin.clone(),
             Target::Date { date } => date.clone(),
+            Target::PageItem { item } => format!("page {}", bounded_item(item)),
             Target::Many { targets } => targets
                 .iter()
                 .map(Target::summary)
                 .collect::<Vec<_>>()
                 .join(", "),
         }
+    }
+}
+
+/// The most characters of a page item a summary shows; the rest is `…`
+/// (the item is the model's text: a summary must stay one short line).
+pub const PAGE_ITEM_SUMMARY_CHARS: usize = 120;
+
+fn bounded_item(item: &str) -> String {
+    match item.char_indices().nth(PAGE_ITEM_SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &item[..cut]),
+        None => item.to_owned(),
     }
 }
 
@@ -294,6 +327,7 @@ fn target_is_well_formed(target: &Target) -> bool {
         Target::WorkspacePath { path } => workspace_location(path).is_some(),
         Target::Date { date } => valid_date(date),
         Target::Url { origin, .. } => !origin.is_empty(),
+        Target::PageItem { item } => !item.is_empty(),
         Target::Nothing | Target::Many { .. } => true,
     }
 }

@@ -117,8 +117,10 @@ impl PageToolSpec {
         }
     }
 
-    /// The registry's definition: origin `page`, no provider; the trust,
-    /// deadline, offer and target argument in its `page_tool` annotation,
+    /// The registry's definition: origin `page`, no provider; the target
+    /// argument as its [`TargetRule::PageArg`] (so the argument's value is
+    /// the call's target and its summary); the trust, deadline and offer in
+    /// its `page_tool` annotation,
     /// so a change to any of them is a new fingerprint (S6.2).
     pub fn definition(&self) -> Result<ToolDefinition, String> {
         let timeout = self.timeout()?;
@@ -149,13 +151,17 @@ impl PageToolSpec {
             effects: self.effects.clone(),
             idempotency: self.idempotency,
             sensitivity: self.sensitivity.unwrap_or(Sensitivity::Public),
-            target: TargetRule::None,
+            target: self
+                .target
+                .as_ref()
+                .map_or(TargetRule::None, |t| TargetRule::PageArg {
+                    field: t.arg.clone(),
+                }),
             annotations: Some(json!({
                 "page_tool": {
                     "trust": self.trust.unwrap_or_default(),
                     "timeout_ms": timeout.as_millis() as u64,
                     "offer": self.offer.unwrap_or_default(),
-                    "target_arg": self.target.as_ref().map(|t| t.arg.clone()),
                 }
             })),
         })

@@ -1168,6 +1168,9 @@ fn every_target_scope() -> Vec<TargetScope> {
             from: "2026-01-01".into(),
             to: "2026-12-31".into(),
         },
+        TargetScope::PageItems {
+            items: ["order 42".to_owned()].into(),
+        },
     ];
     let all = TargetScope::All {
         scopes: scopes.clone(),
@@ -1180,6 +1183,7 @@ fn every_target_scope() -> Vec<TargetScope> {
             | TargetScope::Origins { .. }
             | TargetScope::Domains { .. }
             | TargetScope::Dates { .. }
+            | TargetScope::PageItems { .. }
             | TargetScope::All { .. } => {}
         }
     }

@@ -31,6 +31,9 @@ pub enum TargetRule {
     WorkspacePathArg { field: String },
     /// A URL in the string argument `field` (scope: its origin).
     UrlArg { field: String },
+    /// A thing in the embedding page named by the string argument `field`
+    /// of a page tool (S5.9; scope: that item, as written).
+    PageArg { field: String },
     /// Always the configured endpoint of a plugin (`scheme://host[:port]`).
     Endpoint { origin: String },
     /// A fixed scope, whatever the arguments.

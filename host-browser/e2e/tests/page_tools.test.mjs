@@ -138,6 +138,11 @@ test('S6.1: a declared write asks in strict mode and runs only once approved', a
   assert.equal(approval.kind.kind, 'approval');
   assert.equal(approval.kind.tool, 'set_banner');
   assert.equal(approval.kind.identity.origin, 'page');
+  // The definition's target rule names the argument whose value is the call's
+  // target: the person sees what the write touches, and the capability is
+  // scoped to exactly that (S5.9, S6.1).
+  assert.equal(approval.kind.target_summary, 'page Sale today');
+  assert.deepEqual(approval.kind.identity.scope, { kind: 'page_items', items: ['Sale today'] });
   const after = await page.evaluate(async ([runId, request]) => {
     await window.lastRt.approve(runId, request);
     const view = await window.until(window.lastRt, runId, (v) => v.run.status === 'completed');
@@ -146,6 +151,7 @@ test('S6.1: a declared write asks in strict mode and runs only once approved', a
   assert.equal(after.calls.length, 1);
   assert.equal(after.banner, 'Sale today');
   assert.equal(after.view.journal[0].state, 'committed');
+  assert.equal(after.view.journal[0].target_summary, 'page Sale today');
 });
 
 test('S6.1: the same declared write runs automatically in permissive mode, its target summary journaled', async () => {
@@ -156,8 +162,55 @@ test('S6.1: the same declared write runs automatically in permissive mode, its t
   assert.equal(view.run.status, 'completed');
   assert.equal(calls.length, 1);
   assert.equal(view.journal[0].state, 'committed');
-  assert.equal(typeof view.journal[0].target_summary, 'string');
+  assert.equal(view.journal[0].target_summary, 'page Hello');
   assert.ok(!view.activities.some((a) => a.kind.kind === 'approval_requested'));
+});
+
+test('S5.9: a target argument that is empty is a typed refusal before execute; a long one is cut in the summary only', async () => {
+  const long = 'é'.repeat(121);
+  const { view, calls } = await runWith(
+    { turns: [
+      call('set_banner', { text: '' }),
+      call('set_banner', { text: long }),
+      { text: 'Done.' },
+    ] },
+    async (rt) => rt.registerTool(window.bannerTool()),
+  );
+  assert.equal(view.run.status, 'completed');
+  assert.deepEqual(calls.map((c) => c.args.text), [long], 'the empty target never reached execute');
+  // Refused while the call was prepared (the kernel's derive_target gives
+  // `invalid_target`): the card shows it failed, the journal has no entry.
+  const refused = view.activities.find((a) => a.kind.kind === 'tool_call' && a.kind.state === 'failed');
+  assert.ok(refused, 'the empty target is a failed call');
+  assert.equal(view.journal.length, 1);
+  assert.notEqual(view.journal[0].call_id, refused.kind.call_id);
+  const written = view.journal.find((r) => r.state === 'committed');
+  assert.equal(written.target_summary, `page ${'é'.repeat(120)}…`);
+});
+
+test('S5.9, S2.3: a failed page tool is never called again in the turn; only a read-only or idempotent one is marked retryable', async () => {
+  const { view, calls } = await runWith(
+    { turns: [
+      { tool_calls: [
+        { name: 'flaky_read', arguments: {} },
+        { name: 'flaky_write', arguments: {} },
+      ] },
+      { text: 'Both failed.' },
+    ] },
+    async (rt) => {
+      const base = { parameters: { type: 'object', additionalProperties: false } };
+      const fail = (tool) => async () => { window.calls.push({ tool }); throw new Error(`${tool} is down`); };
+      await rt.registerTool({ ...base, name: 'flaky_read', description: 'Fails.', effects: ['read_local'], idempotency: 'idempotent', execute: fail('flaky_read') });
+      await rt.registerTool({ ...base, name: 'flaky_write', description: 'Fails.', effects: ['write_local'], idempotency: 'non_idempotent', execute: fail('flaky_write') });
+    },
+  );
+  assert.equal(view.run.status, 'completed');
+  assert.deepEqual(calls.map((c) => c.tool).sort(), ['flaky_read', 'flaky_write'], 'each execute ran exactly once');
+  const record = (tool) => view.journal.find((r) => r.tool === tool);
+  assert.equal(record('flaky_read').state, 'failed');
+  assert.equal(record('flaky_write').state, 'failed');
+  assert.equal(record('flaky_read').error.retryable, true);
+  assert.equal(record('flaky_write').error.retryable, false);
 });
 
 test('S5.9: a thrown error, a rejected promise and a non-JSON result are typed failures', async () => {

@@ -713,7 +713,7 @@ export type StopReason = { "reason": "completed" } | { "reason": "user_stopped" 
 /**
  * The set of targets a capability may touch. Narrowing is intersection.
  */
-export type TargetScope = { "kind": "no_target" } | { "kind": "workspace", prefix: string, } | { "kind": "origins", origins: Array<string>, } | { "kind": "domains", domains: Array<string>, } | { "kind": "dates", from: string, to: string, } | { "kind": "all", scopes: Array<TargetScope>, };
+export type TargetScope = { "kind": "no_target" } | { "kind": "workspace", prefix: string, } | { "kind": "origins", origins: Array<string>, } | { "kind": "domains", domains: Array<string>, } | { "kind": "dates", from: string, to: string, } | { "kind": "page_items", items: Array<string>, } | { "kind": "all", scopes: Array<TargetScope>, };
 
 /**
  * One Deep Research task.

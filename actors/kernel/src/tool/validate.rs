@@ -49,6 +49,8 @@ pub enum TargetError {
     BadPath { path: String, reason: String },
     #[error("URL {url:?} is not an absolute http or https URL with a host: {why}")]
     BadUrl { url: String, why: String },
+    #[error("argument {field:?} is empty, but it names the call's target in the page")]
+    EmptyPageItem { field: String },
 }
 
 impl TargetError {
@@ -57,9 +59,9 @@ impl TargetError {
     pub fn code(&self) -> &'static str {
         match self {
             TargetError::BadPath { .. } => super::codes::INVALID_PATH,
-            TargetError::MissingField { .. } | TargetError::BadUrl { .. } => {
-                super::codes::INVALID_TARGET
-            }
+            TargetError::MissingField { .. }
+            | TargetError::BadUrl { .. }
+            | TargetError::EmptyPageItem { .. } => super::codes::INVALID_TARGET,
         }
     }
 }
@@ -307,6 +309,20 @@ pub fn derive_target(
                 },
             ))
         }
+        TargetRule::PageArg { field } => {
+            let item = string_field(args, field)?.to_owned();
+            if item.is_empty() {
+                return Err(TargetError::EmptyPageItem {
+                    field: field.clone(),
+                });
+            }
+            Ok((
+                Target::PageItem { item: item.clone() },
+                TargetScope::PageItems {
+                    items: BTreeSet::from([item]),
+                },
+            ))
+        }
         TargetRule::Endpoint { origin } => {
             let url = url::Url::parse(origin).map_err(|e| TargetError::BadUrl {
                 url: origin.clone(),
@@ -450,5 +466,39 @@ mod tests {
         );
         assert!(s.covers(&t));
         assert!(derive_target(&rule, &json!({"url": "file:///etc/passwd"})).is_err());
+    }
+
+    #[test]
+    fn a_page_argument_names_the_page_item_and_its_summary_is_bounded() {
+        let rule = TargetRule::PageArg {
+            field: "card".into(),
+        };
+        let (t, s) = derive_target(&rule, &json!({"card": "order 42"})).unwrap();
+        assert_eq!(t.summary(), "page order 42");
+        assert_eq!(s.summary(), "page order 42");
+        assert!(s.covers(&t));
+        let other = Target::PageItem {
+            item: "order 43".into(),
+        };
+        assert!(!s.covers(&other));
+        // At the summary bound the item is shown whole; above it, cut.
+        let bound = agent_capabilities::scope::PAGE_ITEM_SUMMARY_CHARS;
+        for (len, whole) in [(bound - 1, true), (bound, true), (bound + 1, false)] {
+            let item = "é".repeat(len);
+            let (t, s) = derive_target(&rule, &json!({ "card": item })).unwrap();
+            let summary = t.summary();
+            assert_eq!(summary == format!("page {item}"), whole, "{len}");
+            assert!(summary.chars().count() <= "page ".len() + bound + 1, "{len}");
+            assert!(s.covers(&t), "the scope names the whole item");
+        }
+        for bad in [
+            json!({}),
+            json!({"card": 7}),
+            json!({"card": null}),
+            json!({"card": ""}),
+        ] {
+            let err = derive_target(&rule, &bad).unwrap_err();
+            assert_eq!(err.code(), crate::tool::codes::INVALID_TARGET, "{bad}");
+        }
     }
 }
