@@ -488,7 +488,10 @@ mod tests {
             let (t, s) = derive_target(&rule, &json!({ "card": item })).unwrap();
             let summary = t.summary();
             assert_eq!(summary == format!("page {item}"), whole, "{len}");
-            assert!(summary.chars().count() <= "page ".len() + bound + 1, "{len}");
+            assert!(
+                summary.chars().count() <= "page ".len() + bound + 1,
+                "{len}"
+            );
             assert!(s.covers(&t), "the scope names the whole item");
         }
         for bad in [
