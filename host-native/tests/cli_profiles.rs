@@ -342,4 +342,43 @@ fn s10_2_run_flags_under_a_profile_narrow_or_are_refused_with_a_line() {
     // No flag: the profile's budget.
     run("plain", &[]);
     assert_eq!(budget_of_run(dir, "plain")["max_tool_calls"], 4);
+
+    // What the run does, not only what it stores: a model that asks for
+    // three calls in turn runs out of the narrowed budget at the third,
+    // and completes under the profile's four.
+    let three_calls = dir.join("three_calls.json");
+    let mut turns: Vec<Value> = (0..3)
+        .map(|i| {
+            json!({"text": format!("call {i}"),
+                   "tool_calls": [{"name": "workspace_list", "arguments": {}}]})
+        })
+        .collect();
+    turns.push(json!({"text": "All done."}));
+    std::fs::write(&three_calls, json!({ "turns": turns }).to_string()).unwrap();
+    let settled = |session: &str, flags: &[&str]| -> Value {
+        let mut args = vec![
+            "--json",
+            "run",
+            "List.",
+            "--scenario",
+            three_calls.to_str().unwrap(),
+            "--profile",
+            "reader",
+            "--session",
+            session,
+        ];
+        args.extend_from_slice(flags);
+        let out = agentrt(dir, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .rfind(|e| e["event"] == "settled")
+            .unwrap_or_else(|| panic!("no settled run in: {stdout}"))
+    };
+    let narrowed = settled("narrow-calls", &["--max-tool-calls", "2"]);
+    assert_eq!(narrowed["stop_reason"]["reason"], "budget_exhausted", "{narrowed}");
+    assert_eq!(narrowed["stop_reason"]["dimension"], "tool_calls", "{narrowed}");
+    let whole = settled("profile-calls", &[]);
+    assert_eq!(whole["status"], "completed", "{whole}");
 }
