@@ -196,3 +196,33 @@ test('S9.6: stopResearch during synthesis leaves a stopped partial report', asyn
   assert.deepEqual(page.errors, []);
   await context.close();
 });
+
+// Issue 38: `rt.stop` on the research's own run (here the synthesis run)
+// stops the task as `stopResearch` does: the report of what was read with
+// the gap `stopped`, and nothing resumes by itself (S9.6).
+test('S9.6: rt.stop on a research run stops its task', async () => {
+  const context = await env.browser.newContext();
+  const session = uniqueSession('research-rt-stop');
+  const cfg = config(researchScenario({ synthesisDelay: 120_000 }));
+  const page = await openPage(context, env.pageUrl, cfg, session);
+  await start(page, 'Cells stopped by their run');
+  await waitPhase(page, 'awaiting_plan_approval');
+  const task = await page.locator('#research-task').textContent();
+  await page.click('#plan-approve');
+  await waitPhase(page, 'synthesizing');
+  const stopped = await page.evaluate(async (s) => {
+    const rt = window.agentrtDemo.runtime;
+    const running = (await rt.listRuns(s)).filter((r) => r.mode === 'research' && r.status === 'running');
+    if (running.length !== 1) return { error: JSON.stringify(running.map((r) => [r.id, r.status])) };
+    await rt.stop(running[0].id);
+    return { run: running[0].id };
+  }, session);
+  assert.ok(stopped.run, stopped.error);
+  await waitPhase(page, 'partial');
+  const view = await page.evaluate(([s, t]) => window.agentrtDemo.runtime.readResearch(s, t), [session, task]);
+  assert.ok(view.gaps.some((g) => g.kind === 'stopped'), JSON.stringify(view.gaps));
+  await sleep(2_000);
+  assert.equal(await phase(page), 'partial', 'nothing resumed by itself');
+  assert.deepEqual(page.errors, []);
+  await context.close();
+});
