@@ -377,8 +377,14 @@ fn s10_2_run_flags_under_a_profile_narrow_or_are_refused_with_a_line() {
             .unwrap_or_else(|| panic!("no settled run in: {stdout}"))
     };
     let narrowed = settled("narrow-calls", &["--max-tool-calls", "2"]);
-    assert_eq!(narrowed["stop_reason"]["reason"], "budget_exhausted", "{narrowed}");
-    assert_eq!(narrowed["stop_reason"]["dimension"], "tool_calls", "{narrowed}");
+    assert_eq!(
+        narrowed["stop_reason"]["reason"], "budget_exhausted",
+        "{narrowed}"
+    );
+    assert_eq!(
+        narrowed["stop_reason"]["dimension"], "tool_calls",
+        "{narrowed}"
+    );
     let whole = settled("profile-calls", &[]);
     assert_eq!(whole["status"], "completed", "{whole}");
 }

@@ -256,11 +256,12 @@ async fn research_task_of(
     run: &RunId,
 ) -> anyhow::Result<Option<agent_research::TaskId>> {
     let viewer = super::open::open_viewer(cli).await?;
-    Ok(viewer
-        .assembly()
-        .research_task_of(run)
-        .await?
-        .map(|(_session, task)| task))
+    match viewer.assembly().research_task_of(run).await {
+        Ok(found) => Ok(found.map(|(_session, task)| task)),
+        // The runtime's own error, so that an unknown run exits as one.
+        Err(agent_research::driver::DriverError::Run(e)) => Err(anyhow::Error::new(e)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(crate) async fn continue_run(cli: &Cli, run: &RunId, action: Action) -> anyhow::Result<u8> {
