@@ -36,6 +36,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         cached_input_tokens: 400,
         cache_write_tokens: 100,
         reasoning_tokens: 50,
+        context_tokens: 1_200,
     };
     let source = Source::Tool {
         tool: "write_file".into(),
@@ -185,6 +186,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 run: run.clone(),
                 config: blob.clone(),
                 window: Default::default(),
+                summary: None,
             }),
         ),
         (
@@ -197,6 +199,8 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                     start: 0,
                     messages: 2,
                     bytes: 300,
+                    from: 0,
+                    context_tokens: 1_200,
                 }],
             }),
         ),
