@@ -9,7 +9,7 @@ import init, { AgentRuntime } from "../pkg/agent_host_browser.js";
 import type {
   Activity, ActivityKind, AgentError, AgentErrorCode, AgentRun, Artifact, ArtifactContent,
   CopyReport, DeleteReport, Evidence, McpServerStatus, FileContent, FileEntry, JournalRecord, PendingKind,
-  AgentProfileV2, FieldChange, KnowledgePassage, MemoryChange, MemoryRecord, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
+  AgentProfileV2, FieldChange, KnowledgeFileAdded, KnowledgePassage, MemoryChange, MemoryRecord, PendingRequest, Plan, ProfileImport, ProfileList, ProfileRevision,
   PageToolContext, PageToolDefinition, ProfileRunUse, ResearchGap, ResearchPlan, ResearchStart, ResearchView,
   RevisionCause, RunOptions, RunView, RuntimeConfig, RuntimeEvent, RunTranscript, SessionSummary, Source,
   StopReason, Subscription, ToolCallView,
@@ -261,6 +261,12 @@ async function memoryAndKnowledge(runtime: AgentRuntime, session: string): Promi
   const passages: KnowledgePassage[] = await runtime.searchKnowledge("docs", "density");
   passages.forEach((p) => console.log(`${p.base}/${p.document}@${p.offset}+${p.len} ${p.textHash} ${p.source.kind}: ${p.text}`));
   console.log(`${added} added to ${bases.join(", ")}`);
+  // A workspace file and an Artifact, PDFs included (read by the Worker's bounded readers).
+  const fromFile: KnowledgeFileAdded = await runtime.addKnowledgeFromWorkspace("docs", session, "notes/cells.pdf");
+  const fromArtifact: KnowledgeFileAdded = await runtime.addKnowledgeFromArtifact("docs", session, "artifact-1");
+  for (const f of [fromFile, fromArtifact]) {
+    console.log(`${f.id} (${f.title}, ${f.format}${f.truncated ? ", cut" : ""}) from ${f.source.kind}`);
+  }
 }
 
 /** Deep Research (S9): start, the plan once, a narrower edit, the report. */
