@@ -131,7 +131,9 @@ test('S9.1: a chat turn offers no tools and no Agent system prompt, and joins th
   ]);
 });
 
-test('S12: a turn stopped mid-stream enters the next request as the prompt and the note that the person stopped it', async () => {
+// Issue 37 part 6: the text streamed before the Stop is kept with the turn
+// (marked incomplete) and sent on, followed by the note of how it ended.
+test('S12: a turn stopped mid-stream enters the next request as the prompt, its partial answer and the note that the person stopped it', async () => {
   const session = uniqueSession('stopped');
   const first = model.requests.length;
   model.reply({ hang: 'Partial wor' }, { text: 'After the stop.' });
@@ -155,7 +157,7 @@ test('S12: a turn stopped mid-stream enters the next request as the prompt and t
   assert.equal(model.requests.length, first + 2);
   assert.deepEqual(conversationOf(model.requests[first + 1]), [
     { role: 'user', content: 'Stop me?' },
-    { role: 'assistant', content: '[This turn ended before its answer: the person stopped it.]' },
+    { role: 'assistant', content: 'Partial wor\n\n[This turn ended before its answer: the person stopped it.]' },
     { role: 'user', content: 'After stop?' },
   ]);
   assert.deepEqual(page.errors, []);
