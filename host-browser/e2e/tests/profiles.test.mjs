@@ -105,7 +105,7 @@ test('S10.1: memories and knowledge bases on IndexedDB; a run under a profile se
   });
   // The person's memory comes back as `user` text; a passage as untrusted data.
   assert.deepEqual(evidence, [['memory_search', 'user'], ['knowledge_search', 'external_untrusted']]);
-  // Without a profile, no Memory: the newest run of the session is refused.
+  // Without a profile, no Memory.
   await page.selectOption('#profile-picker', '');
   await send(page, 'And now?');
   const newest = async () => page.evaluate(async (s) => {
@@ -120,9 +120,10 @@ test('S10.1: memories and knowledge bases on IndexedDB; a run under a profile se
     await new Promise((r) => setTimeout(r, 100));
     latest = await newest();
   }
-  const refused = latest.journal;
-  assert.ok(latest.failures.some((f) => f.reason.startsWith('memory_not_granted')), JSON.stringify(latest));
-  assert.deepEqual(refused.find(([tool]) => tool === 'memory_search'), ['memory_search', 'failed']);
+  // Issue 37 part 3: a run granted no Memory is not offered memory_search,
+  // so the scripted model's call of it never runs (no journal entry).
+  assert.equal(latest.status, 'completed', JSON.stringify(latest));
+  assert.equal(latest.journal.find(([tool]) => tool === 'memory_search'), undefined, JSON.stringify(latest));
   assert.deepEqual(page.errors, []);
   await context.close();
 });
